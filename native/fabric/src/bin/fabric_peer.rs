@@ -1,0 +1,69 @@
+//! `fabric-peer`: a fabric node serving three operations, for black-box tests.
+//!
+//! ```text
+//! fabric-peer [--listen ADDR] [--transport auto|tcp] [--threads N]
+//! ```
+//! Prints `LISTENING <addr>` on stdout once ready; exits when stdin closes.
+//! Operations: 1 = echo; 2 = respond with N bytes (N = little-endian u64 payload), filled with a
+//! pattern the caller can check (byte i = i * 31 mod 256); 3 = sleep N ms (u64 payload), then answer "ok".
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric::{Config, HandlerMode, Node, Request, Transport};
+
+fn handle(mut request: Request) {
+    let arg = || u64::from_le_bytes(request.payload().get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]));
+    match request.op() {
+        1 => {
+            let payload = request.take_payload().unwrap();
+            request.respond_buffer(payload);
+        }
+        2 => {
+            let len = arg() as usize;
+            match request.alloc(len) {
+                Ok(mut buffer) => {
+                    for (i, byte) in buffer.as_mut_slice().iter_mut().enumerate() {
+                        *byte = (i as u8).wrapping_mul(31);
+                    }
+                    request.respond_buffer(buffer);
+                }
+                Err(e) => request.fail(&e.to_string()),
+            }
+        }
+        3 => {
+            std::thread::sleep(Duration::from_millis(arg()));
+            request.respond(b"ok");
+        }
+        op => request.fail(&format!("unknown op {op}")),
+    }
+}
+
+fn main() {
+    let mut config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 2 }, ..Config::default() };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
+        match arg.as_str() {
+            "--listen" => config.listen = Some(value().parse().expect("--listen ADDR:PORT")),
+            "--transport" => {
+                config.transport = match value().as_str() {
+                    "auto" => Transport::Auto,
+                    "tcp" => Transport::Tcp,
+                    other => panic!("unknown transport {other}"),
+                }
+            }
+            "--threads" => config.handler_mode = HandlerMode::Staged { threads: value().parse().expect("--threads N") },
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let node = Node::start(config, Some(Arc::new(handle))).unwrap_or_else(|e| {
+        eprintln!("fabric-peer: {e}");
+        std::process::exit(1)
+    });
+    println!("LISTENING {}", node.local_addr().unwrap());
+    std::io::stdout().flush().unwrap();
+    // Serve until stdin closes (the parent went away) or we are killed.
+    for _ in std::io::stdin().lock().lines() {}
+    node.close();
+}

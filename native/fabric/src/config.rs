@@ -1,0 +1,99 @@
+//! Node configuration. Every limit the node enforces is named here.
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Which transports UCX may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UCX selects (shared memory and CMA on one host, verbs on RDMA clusters, TCP otherwise).
+    /// `UCX_TLS` in the environment is respected.
+    Auto,
+    /// TCP only, for side-by-side comparisons with sockets.
+    Tcp,
+}
+
+/// Where request handlers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerMode {
+    /// On the progress thread, inside the receive stage: for tiny handlers that never block (echo, counters).
+    Inline,
+    /// Receive -> dispatch queue -> `threads` handler threads -> respond queue -> progress thread.
+    Staged { threads: usize },
+    /// No fabric thread runs handlers; the owner pulls with `Node::next_request` (the JVM bridge does).
+    Pull,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on; `None` makes a client-only node. Port 0 picks a free port.
+    pub listen: Option<SocketAddr>,
+    pub transport: Transport,
+    /// Payloads above this travel as several chunks that may complete out of order.
+    pub chunk_size_bytes: usize,
+    /// Hard cap on registered (UCX-mapped) buffer memory of this node.
+    pub pool_cap_bytes: usize,
+    /// Largest request or response accepted, sent or received.
+    pub max_message_bytes: usize,
+    /// Requests of this node awaiting a response; a caller above it waits (up to `request_timeout`).
+    pub max_requests_in_flight: usize,
+    /// Depth of the queue between the receive and handle stages (and of the respond queue).
+    pub dispatch_queue_depth: usize,
+    pub handler_mode: HandlerMode,
+    /// Cached outgoing connections unused this long are closed.
+    pub idle_timeout: Duration,
+    /// A request without a response after this fails with `Error::Timeout`.
+    pub request_timeout: Duration,
+    /// The progress thread spins this long after the last event before sleeping on the worker's event fd.
+    pub spin_us: u64,
+    /// Keep shared memory with peer error handling (`UCX_MM_ERROR_HANDLING=y`); without it UCX
+    /// falls back to TCP between processes on one host once peer failures are detected. See docs/fabric.md.
+    pub shm_with_peer_errors: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: None,
+            transport: Transport::Auto,
+            chunk_size_bytes: 1 << 20,
+            pool_cap_bytes: 256 << 20,
+            max_message_bytes: 128 << 20,
+            max_requests_in_flight: 4096,
+            dispatch_queue_depth: 1024,
+            handler_mode: HandlerMode::Staged { threads: 2 },
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(30),
+            spin_us: 50,
+            shm_with_peer_errors: true,
+        }
+    }
+}
+
+impl Config {
+    pub(crate) fn validate(&self) -> Result<()> {
+        let fail = |m: &str| Err(Error::Config(m.to_string()));
+        if self.chunk_size_bytes < 4096 {
+            return fail("chunk_size_bytes must be at least 4096");
+        }
+        if self.max_message_bytes == 0 || self.max_message_bytes > (1usize << 40) {
+            return fail("max_message_bytes must be in 1..=2^40");
+        }
+        if self.pool_cap_bytes < self.max_message_bytes.next_power_of_two() {
+            return fail("pool_cap_bytes must hold at least one message of max_message_bytes (rounded up to a power of two)");
+        }
+        if self.max_requests_in_flight == 0 || self.dispatch_queue_depth == 0 {
+            return fail("max_requests_in_flight and dispatch_queue_depth must be positive");
+        }
+        if let HandlerMode::Staged { threads } = self.handler_mode {
+            if threads == 0 || threads > 256 {
+                return fail("Staged handler threads must be in 1..=256");
+            }
+        }
+        if self.request_timeout.is_zero() {
+            return fail("request_timeout must be positive");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,350 @@
+//! A pool of registered (UCX-mapped) buffers in power-of-two size classes with a hard cap on the
+//! bytes mapped. Buffers return to their class's free list on drop, so the hot path is a pop and
+//! a push under a per-class lock, with no system call and no allocation once the pool is warm.
+//!
+//! At the cap, an allocation first unmaps free buffers of other classes, then waits for a buffer
+//! to come back (bounded by a deadline), then fails with `Error::PoolExhausted`.
+//! Memory is unmapped only when the pool itself goes away, after every buffer has come back, so a
+//! stale pointer into a returned buffer (a Java ByteBuffer kept too long) reads stale bytes instead
+//! of faulting.
+use std::alloc::{alloc, dealloc, Layout};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use ucx_sys as u;
+
+use crate::error::{Error, Result};
+use crate::ucx::Context;
+
+/// Smallest class: 2^8 = 256 bytes.
+const CLASS_MIN_SHIFT: u32 = 8;
+
+struct Raw {
+    address: *mut u8,
+    capacity: usize,
+    memh: u::ucp_mem_h,
+}
+
+unsafe impl Send for Raw {}
+
+pub(crate) struct PoolInner {
+    context: Arc<Context>,
+    classes: Vec<Mutex<Vec<Raw>>>,
+    cap_bytes: usize,
+    mapped_bytes: AtomicUsize,
+    in_use_bytes: AtomicUsize,
+    allocations: AtomicU64,
+    maps: AtomicU64,
+    /// Signalled whenever a buffer comes back, for allocations waiting at the cap.
+    returned: (Mutex<()>, Condvar),
+}
+
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<PoolInner>,
+}
+
+fn class_of(len: usize) -> usize {
+    let len = len.max(1 << CLASS_MIN_SHIFT);
+    (len.next_power_of_two().trailing_zeros() - CLASS_MIN_SHIFT) as usize
+}
+
+fn class_capacity(class: usize) -> usize {
+    1usize << (class as u32 + CLASS_MIN_SHIFT)
+}
+
+fn layout(capacity: usize) -> Layout {
+    // Page alignment for page-sized buffers helps registration on real RDMA devices.
+    let align = if capacity >= 4096 { 4096 } else { 64 };
+    Layout::from_size_align(capacity, align).unwrap()
+}
+
+impl Pool {
+    pub(crate) fn new(context: Arc<Context>, cap_bytes: usize, max_buffer_bytes: usize) -> Pool {
+        let classes = class_of(max_buffer_bytes) + 1;
+        Pool {
+            inner: Arc::new(PoolInner {
+                context,
+                classes: (0..classes).map(|_| Mutex::new(Vec::new())).collect(),
+                cap_bytes,
+                mapped_bytes: AtomicUsize::new(0),
+                in_use_bytes: AtomicUsize::new(0),
+                allocations: AtomicU64::new(0),
+                maps: AtomicU64::new(0),
+                returned: (Mutex::new(()), Condvar::new()),
+            }),
+        }
+    }
+
+    /// A buffer of at least `len` bytes (its `len()` is `len`), waiting at the cap until `deadline`.
+    pub(crate) fn alloc(&self, len: usize, deadline: Option<Instant>) -> Result<Buffer> {
+        let inner = &self.inner;
+        let class = class_of(len);
+        if class >= inner.classes.len() {
+            return Err(Error::TooLarge { len, max: class_capacity(inner.classes.len() - 1) });
+        }
+        loop {
+            if let Some(raw) = inner.classes[class].lock().unwrap().pop() {
+                return Ok(self.hand_out(raw, len));
+            }
+            let capacity = class_capacity(class);
+            if self.reserve(capacity) {
+                return match self.map_new(capacity) {
+                    Ok(raw) => Ok(self.hand_out(raw, len)),
+                    Err(e) => {
+                        inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
+                        Err(e)
+                    }
+                };
+            }
+            if self.unmap_free_except(class, capacity) {
+                continue;
+            }
+            let now = Instant::now();
+            match deadline {
+                Some(deadline) if now < deadline => {
+                    let (lock, condvar) = &inner.returned;
+                    let guard = lock.lock().unwrap();
+                    // Short waits: a buffer may come back between our check and the wait.
+                    let wait = (deadline - now).min(std::time::Duration::from_millis(5));
+                    let _ = condvar.wait_timeout(guard, wait).unwrap();
+                }
+                _ => return Err(Error::PoolExhausted { requested: len, cap: inner.cap_bytes }),
+            }
+        }
+    }
+
+    fn hand_out(&self, raw: Raw, len: usize) -> Buffer {
+        debug_assert!(len <= raw.capacity);
+        self.inner.in_use_bytes.fetch_add(raw.capacity, Ordering::Relaxed);
+        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+        Buffer { pool: self.inner.clone(), raw: Some(raw), len }
+    }
+
+    /// Counts `capacity` bytes against the cap if they fit.
+    fn reserve(&self, capacity: usize) -> bool {
+        let inner = &self.inner;
+        let mut mapped = inner.mapped_bytes.load(Ordering::SeqCst);
+        loop {
+            if mapped + capacity > inner.cap_bytes {
+                return false;
+            }
+            match inner.mapped_bytes.compare_exchange(mapped, mapped + capacity, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return true,
+                Err(now) => mapped = now,
+            }
+        }
+    }
+
+    fn map_new(&self, capacity: usize) -> Result<Raw> {
+        let layout = layout(capacity);
+        let address = unsafe { alloc(layout) };
+        if address.is_null() {
+            return Err(Error::PoolExhausted { requested: capacity, cap: self.inner.cap_bytes });
+        }
+        match self.inner.context.map(address, capacity) {
+            Ok(memh) => {
+                self.inner.maps.fetch_add(1, Ordering::Relaxed);
+                Ok(Raw { address, capacity, memh })
+            }
+            Err(e) => {
+                unsafe { dealloc(address, layout) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
+    /// Free buffers of the wanted class would have been used, so they are not considered.
+    fn unmap_free_except(&self, wanted: usize, needed: usize) -> bool {
+        let inner = &self.inner;
+        let mut freed_any = false;
+        for class in (0..inner.classes.len()).rev() {
+            if class == wanted {
+                continue;
+            }
+            loop {
+                if inner.mapped_bytes.load(Ordering::SeqCst) + needed <= inner.cap_bytes {
+                    return true;
+                }
+                let Some(raw) = inner.classes[class].lock().unwrap().pop() else { break };
+                inner.release_raw(raw);
+                freed_any = true;
+            }
+        }
+        freed_any && inner.mapped_bytes.load(Ordering::SeqCst) + needed <= inner.cap_bytes
+    }
+
+    pub(crate) fn mapped_bytes(&self) -> usize {
+        self.inner.mapped_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn in_use_bytes(&self) -> usize {
+        self.inner.in_use_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cap_bytes(&self) -> usize {
+        self.inner.cap_bytes
+    }
+}
+
+impl PoolInner {
+    fn release_raw(&self, raw: Raw) {
+        self.context.unmap(raw.memh);
+        unsafe { dealloc(raw.address, layout(raw.capacity)) };
+        self.mapped_bytes.fetch_sub(raw.capacity, Ordering::SeqCst);
+    }
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        for class in &self.classes {
+            for raw in class.lock().unwrap().drain(..) {
+                self.context.unmap(raw.memh);
+                unsafe { dealloc(raw.address, layout(raw.capacity)) };
+            }
+        }
+    }
+}
+
+/// Registered memory from a node's pool. Returned to the pool when dropped.
+pub struct Buffer {
+    pool: Arc<PoolInner>,
+    raw: Option<Raw>,
+    len: usize,
+}
+
+impl Buffer {
+    fn raw(&self) -> &Raw {
+        self.raw.as_ref().expect("buffer already returned")
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn capacity(&self) -> usize {
+        self.raw().capacity
+    }
+    /// Sets the valid length; panics above `capacity()` (a caller bug, not input).
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity(), "set_len {len} above capacity {}", self.capacity());
+        self.len = len;
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.raw().address, self.len) }
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        unsafe { std::slice::from_raw_parts_mut(self.raw().address, self.len) }
+    }
+    pub fn as_ptr(&self) -> *const u8 {
+        self.raw().address
+    }
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.raw().address
+    }
+    pub(crate) fn memh(&self) -> u::ucp_mem_h {
+        self.raw().memh
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer {{ len: {}, capacity: {} }}", self.len, self.capacity())
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            let pool = &self.pool;
+            pool.in_use_bytes.fetch_sub(raw.capacity, Ordering::Relaxed);
+            let class = class_of(raw.capacity);
+            pool.classes[class].lock().unwrap().push(raw);
+            pool.returned.1.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::time::Duration;
+
+    fn pool(cap: usize) -> Pool {
+        let context = Arc::new(Context::new(&Config::default()).unwrap());
+        Pool::new(context, cap, 1 << 20)
+    }
+
+    #[test]
+    fn classes_round_up() {
+        assert_eq!(class_of(1), 0);
+        assert_eq!(class_of(256), 0);
+        assert_eq!(class_of(257), 1);
+        assert_eq!(class_capacity(class_of(1 << 20)), 1 << 20);
+    }
+
+    #[test]
+    fn reuses_returned_buffers() {
+        let pool = pool(4 << 20);
+        let first = pool.alloc(1000, None).unwrap();
+        let address = first.as_ptr();
+        assert_eq!(first.len(), 1000);
+        assert_eq!(first.capacity(), 1024);
+        drop(first);
+        let second = pool.alloc(900, None).unwrap();
+        assert_eq!(second.as_ptr(), address);
+        assert_eq!(pool.inner.maps.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn cap_is_hard() {
+        let pool = pool(2 << 20);
+        let a = pool.alloc(1 << 20, None).unwrap();
+        let _b = pool.alloc(1 << 20, None).unwrap();
+        let err = pool.alloc(1 << 20, None).unwrap_err();
+        assert!(matches!(err, Error::PoolExhausted { .. }), "{err}");
+        assert!(pool.mapped_bytes() <= 2 << 20);
+        // A waiter gets the buffer once it comes back.
+        let waiter = {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.alloc(1 << 20, Some(Instant::now() + Duration::from_secs(10))).map(|b| b.len()))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        drop(a);
+        assert_eq!(waiter.join().unwrap().unwrap(), 1 << 20);
+    }
+
+    #[test]
+    fn free_buffers_of_other_classes_are_reclaimed_at_the_cap() {
+        let pool = pool(1 << 20);
+        let small: Vec<Buffer> = (0..4).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
+        drop(small);
+        assert_eq!(pool.mapped_bytes(), 512 << 10);
+        let big = pool.alloc(1 << 20, None).unwrap();
+        assert_eq!(big.capacity(), 1 << 20);
+        assert_eq!(pool.mapped_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn too_large_is_refused() {
+        let pool = pool(4 << 20);
+        assert!(matches!(pool.alloc(2 << 20, None), Err(Error::TooLarge { .. })));
+    }
+}

@@ -1,0 +1,140 @@
+//! A bounded MPMC queue: the edges between SEDA stages. Blocking pushes are how a slow stage
+//! pushes back on the one before it; `try_push` is for the progress thread, which must never block.
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) struct BoundedQueue<T> {
+    items: Mutex<VecDeque<T>>,
+    not_empty: Condvar,
+    not_full: Condvar,
+    capacity: usize,
+}
+
+impl<T> BoundedQueue<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        assert!(capacity > 0);
+        BoundedQueue {
+            items: Mutex::new(VecDeque::with_capacity(capacity)),
+            not_empty: Condvar::new(),
+            not_full: Condvar::new(),
+            capacity,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.lock().unwrap().len()
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() >= self.capacity
+    }
+
+    /// Gives the item back when the queue is full.
+    pub(crate) fn try_push(&self, item: T) -> Result<(), T> {
+        let mut items = self.items.lock().unwrap();
+        if items.len() >= self.capacity {
+            return Err(item);
+        }
+        items.push_back(item);
+        drop(items);
+        self.not_empty.notify_one();
+        Ok(())
+    }
+
+    /// Waits for room until `deadline`; gives the item back if there is none by then.
+    pub(crate) fn push_until(&self, item: T, deadline: Instant) -> Result<(), T> {
+        let mut items = self.items.lock().unwrap();
+        while items.len() >= self.capacity {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(item);
+            }
+            items = self.not_full.wait_timeout(items, deadline - now).unwrap().0;
+        }
+        items.push_back(item);
+        drop(items);
+        self.not_empty.notify_one();
+        Ok(())
+    }
+
+    pub(crate) fn try_pop(&self) -> Option<T> {
+        let item = self.items.lock().unwrap().pop_front();
+        if item.is_some() {
+            self.not_full.notify_one();
+        }
+        item
+    }
+
+    pub(crate) fn pop_timeout(&self, timeout: Duration) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        let mut items = self.items.lock().unwrap();
+        loop {
+            if let Some(item) = items.pop_front() {
+                drop(items);
+                self.not_full.notify_one();
+                return Some(item);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            items = self.not_empty.wait_timeout(items, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Waits until the queue has room or `timeout` passes.
+    pub(crate) fn wait_not_full(&self, timeout: Duration) {
+        let items = self.items.lock().unwrap();
+        if items.len() >= self.capacity {
+            let _ = self.not_full.wait_timeout(items, timeout).unwrap();
+        }
+    }
+
+    /// Wakes every waiter (used at close).
+    pub(crate) fn notify_all(&self) {
+        self.not_empty.notify_all();
+        self.not_full.notify_all();
+    }
+
+    pub(crate) fn drain(&self) -> Vec<T> {
+        self.items.lock().unwrap().drain(..).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn bounded() {
+        let queue = BoundedQueue::new(2);
+        assert!(queue.try_push(1).is_ok());
+        assert!(queue.try_push(2).is_ok());
+        assert_eq!(queue.try_push(3), Err(3));
+        assert_eq!(queue.push_until(3, Instant::now() + Duration::from_millis(10)), Err(3));
+        assert_eq!(queue.try_pop(), Some(1));
+        assert!(queue.try_push(3).is_ok());
+        assert_eq!(queue.drain(), vec![2, 3]);
+    }
+
+    #[test]
+    fn blocked_push_resumes_when_consumer_pops() {
+        let queue = Arc::new(BoundedQueue::new(1));
+        queue.try_push(0).unwrap();
+        let producer = {
+            let queue = queue.clone();
+            std::thread::spawn(move || queue.push_until(1, Instant::now() + Duration::from_secs(10)))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(queue.pop_timeout(Duration::from_secs(1)), Some(0));
+        assert!(producer.join().unwrap().is_ok());
+        assert_eq!(queue.pop_timeout(Duration::from_secs(1)), Some(1));
+        assert_eq!(queue.pop_timeout(Duration::from_millis(5)), None);
+    }
+}

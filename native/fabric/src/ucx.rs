@@ -1,0 +1,122 @@
+//! Thin owners of UCX handles: the context (transport choice happens here) and memory mappings.
+//! Everything else about UCX (worker, endpoints, active messages) lives in `node.rs`, which owns the worker.
+use std::ffi::CString;
+use std::ptr;
+
+use ucx_sys as u;
+
+use crate::config::{Config, Transport};
+use crate::error::{check, Error, Result};
+
+/// A UCX context. Shared (Arc) by the node and its buffer pool, so mappings outlive the worker
+/// while buffers are still held (e.g. by Java).
+pub(crate) struct Context {
+    pub(crate) handle: u::ucp_context_h,
+}
+
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+impl Context {
+    pub(crate) fn new(config: &Config) -> Result<Context> {
+        unsafe {
+            let mut ucp_config: *mut u::ucp_config_t = ptr::null_mut();
+            check("ucp_config_read", u::ucp_config_read(ptr::null(), ptr::null(), &mut ucp_config))?;
+            let modify = |key: &str, value: &str| -> Result<()> {
+                let key = CString::new(key).unwrap();
+                let value = CString::new(value).unwrap();
+                check("ucp_config_modify", u::ucp_config_modify(ucp_config, key.as_ptr(), value.as_ptr()))
+            };
+            let mut result = Ok(());
+            if config.transport == Transport::Tcp {
+                result = modify("TLS", "tcp");
+            }
+            // Peer error handling would otherwise disable shared memory between processes
+            // (UCX falls back to TCP, 10x the latency). An explicit UCX_MM_ERROR_HANDLING wins.
+            if result.is_ok() && config.transport == Transport::Auto && config.shm_with_peer_errors && std::env::var_os("UCX_MM_ERROR_HANDLING").is_none() {
+                result = modify("MM_ERROR_HANDLING", "y");
+            }
+            if let Err(e) = result {
+                u::ucp_config_release(ucp_config);
+                return Err(e);
+            }
+            let mut params: u::ucp_params_t = std::mem::zeroed();
+            params.field_mask = (u::UCP_PARAM_FIELD_FEATURES | u::UCP_PARAM_FIELD_MT_WORKERS_SHARED) as u64;
+            params.features = (u::UCP_FEATURE_AM | u::UCP_FEATURE_WAKEUP) as u64;
+            params.mt_workers_shared = 1;
+            let mut handle: u::ucp_context_h = ptr::null_mut();
+            let status = u::ucp_init(&params, ucp_config, &mut handle);
+            u::ucp_config_release(ucp_config);
+            check("ucp_init", status)?;
+            Ok(Context { handle })
+        }
+    }
+
+    /// Registers `len` bytes at `address` with every memory domain UCX uses, for zero-copy.
+    pub(crate) fn map(&self, address: *mut u8, len: usize) -> Result<u::ucp_mem_h> {
+        unsafe {
+            let mut params: u::ucp_mem_map_params_t = std::mem::zeroed();
+            params.field_mask = (u::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | u::UCP_MEM_MAP_PARAM_FIELD_LENGTH) as u64;
+            params.address = address as *mut _;
+            params.length = len;
+            let mut memh: u::ucp_mem_h = ptr::null_mut();
+            check("ucp_mem_map", u::ucp_mem_map(self.handle, &params, &mut memh))?;
+            Ok(memh)
+        }
+    }
+
+    pub(crate) fn unmap(&self, memh: u::ucp_mem_h) {
+        let status = unsafe { u::ucp_mem_unmap(self.handle, memh) };
+        debug_assert_eq!(status, u::UCS_OK);
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        unsafe { u::ucp_cleanup(self.handle) };
+    }
+}
+
+/// Parses a `SocketAddr` into the sockaddr storage UCX wants.
+pub(crate) fn sockaddr(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    unsafe {
+        let mut storage: libc::sockaddr_storage = std::mem::zeroed();
+        let len = match addr {
+            std::net::SocketAddr::V4(v4) => {
+                let sin = &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in);
+                sin.sin_family = libc::AF_INET as libc::sa_family_t;
+                sin.sin_port = v4.port().to_be();
+                sin.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            std::net::SocketAddr::V6(v6) => {
+                let sin6 = &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6);
+                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                sin6.sin6_port = v6.port().to_be();
+                sin6.sin6_addr.s6_addr = v6.ip().octets();
+                sin6.sin6_scope_id = v6.scope_id();
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        (storage, len as libc::socklen_t)
+    }
+}
+
+/// The inverse of `sockaddr`.
+pub(crate) fn socket_addr(storage: &libc::sockaddr_storage) -> Result<std::net::SocketAddr> {
+    unsafe {
+        match storage.ss_family as i32 {
+            libc::AF_INET => {
+                let sin = &*(storage as *const _ as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                Ok(std::net::SocketAddr::from((ip, u16::from_be(sin.sin_port))))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(storage as *const _ as *const libc::sockaddr_in6);
+                let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                Ok(std::net::SocketAddr::from((ip, u16::from_be(sin6.sin6_port))))
+            }
+            family => Err(Error::Config(format!("unsupported address family {family}"))),
+        }
+    }
+}

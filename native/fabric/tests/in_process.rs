@@ -1,0 +1,221 @@
+//! Two nodes in one process: request/response, chunking, concurrency, limits.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric::{Config, Error, HandlerMode, Node, Request, Transport};
+
+fn echo(request: Request) {
+    let payload = request.payload().to_vec();
+    request.respond(&payload);
+}
+
+fn server(mode: HandlerMode, transport: Transport) -> Node {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: mode, transport, ..Config::default() };
+    Node::start(config, Some(Arc::new(echo))).unwrap()
+}
+
+fn client(transport: Transport) -> Node {
+    Node::start(Config { transport, request_timeout: Duration::from_secs(20), ..Config::default() }, None).unwrap()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn echo_small_and_large_inline() {
+    let server = server(HandlerMode::Inline, Transport::Auto);
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    for len in [0usize, 1, 8, 4096, 65536, 1 << 20, (3 << 20) + 17] {
+        let payload = pattern(len, len as u8);
+        let response = endpoint.request(7, &payload).unwrap().wait().unwrap();
+        assert_eq!(response.len(), len);
+        assert!(response[..] == payload[..], "payload of {len} bytes corrupted");
+    }
+    assert_eq!(client.stats().responses_received, 7);
+}
+
+#[test]
+fn echo_staged_over_tcp() {
+    let server = server(HandlerMode::Staged { threads: 2 }, Transport::Tcp);
+    let client = client(Transport::Tcp);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    for len in [8usize, 100_000, 5 << 20] {
+        let payload = pattern(len, 3);
+        let response = endpoint.request(1, &payload).unwrap().wait().unwrap();
+        assert!(response[..] == payload[..]);
+    }
+}
+
+#[test]
+fn many_threads_share_one_connection() {
+    let server = server(HandlerMode::Staged { threads: 2 }, Transport::Auto);
+    let client = client(Transport::Auto);
+    let addr = server.local_addr().unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let endpoint = client.endpoint(addr).unwrap();
+                for i in 0..200 {
+                    let payload = pattern(16 + (i * 37) % 3000, t as u8);
+                    let response = endpoint.request(2, &payload).unwrap().wait().unwrap();
+                    assert!(response[..] == payload[..]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(client.stats().connections_open, 1, "one connection per peer");
+    assert_eq!(server.stats().connections_open, 1);
+}
+
+#[test]
+fn async_requests_complete_out_of_order() {
+    let server = server(HandlerMode::Staged { threads: 2 }, Transport::Auto);
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let sizes = [4 << 20, 8, 2 << 20, 64, 1 << 20, 1];
+    for (i, &len) in sizes.iter().enumerate() {
+        let done = done.clone();
+        let payload = pattern(len, i as u8);
+        endpoint
+            .request_with(3, &payload.clone(), move |result| {
+                let response = result.unwrap();
+                assert!(response[..] == payload[..]);
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while done.load(Ordering::SeqCst) < sizes.len() {
+        assert!(Instant::now() < deadline, "async requests did not complete");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn handler_errors_reach_the_caller() {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), ..Config::default() };
+    let server = Node::start(config, Some(Arc::new(|request: Request| request.fail("no such block")))).unwrap();
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let err = endpoint.request(9, b"x").unwrap().wait().unwrap_err();
+    assert_eq!(err, Error::Remote("no such block".into()));
+    // A dropped request is answered too.
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), ..Config::default() };
+    let dropper = Node::start(config, Some(Arc::new(|_request: Request| {}))).unwrap();
+    let endpoint = client.endpoint(dropper.local_addr().unwrap()).unwrap();
+    let err = endpoint.request(9, b"x").unwrap().wait().unwrap_err();
+    assert!(matches!(err, Error::Remote(ref m) if m.contains("dropped")), "{err}");
+}
+
+#[test]
+fn pull_mode_serves_from_caller_threads() {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() };
+    let server = Node::start(config, None).unwrap();
+    let puller = {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            let mut served = 0;
+            while served < 10 {
+                if let Some(mut request) = server.next_request(Duration::from_millis(100)) {
+                    let payload = request.take_payload().unwrap();
+                    request.respond_buffer(payload);
+                    served += 1;
+                }
+            }
+        })
+    };
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    for i in 0..10u8 {
+        let response = endpoint.request(1, &[i; 100]).unwrap().wait().unwrap();
+        assert_eq!(&response[..], &[i; 100]);
+    }
+    puller.join().unwrap();
+}
+
+#[test]
+fn oversized_request_is_refused_locally() {
+    let client = Node::start(Config { max_message_bytes: 1 << 20, pool_cap_bytes: 4 << 20, ..Config::default() }, None).unwrap();
+    let endpoint = client.endpoint("127.0.0.1:9".parse().unwrap()).unwrap();
+    let err = endpoint.request(1, &vec![0u8; (1 << 20) + 1]).err().unwrap();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+}
+
+#[test]
+fn unreachable_peer_fails_within_bounded_time() {
+    let client = Node::start(Config { request_timeout: Duration::from_secs(5), ..Config::default() }, None).unwrap();
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let result = client.endpoint(format!("127.0.0.1:{port}").parse().unwrap()).and_then(|e| e.request(1, b"x")).and_then(|p| p.wait());
+    assert!(result.is_err());
+    assert!(started.elapsed() < Duration::from_secs(6), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn closed_node_fails_pending_and_new_requests() {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() };
+    let server = Node::start(config, None).unwrap(); // never answers
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let pending = endpoint.request(1, b"x").unwrap();
+    let closer = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            client.close();
+        })
+    };
+    assert_eq!(pending.wait().unwrap_err(), Error::Closed);
+    closer.join().unwrap();
+    assert_eq!(endpoint.request(1, b"x").err().unwrap(), Error::Closed);
+}
+
+#[test]
+fn slow_handler_applies_backpressure_not_memory() {
+    // One handler thread that sleeps; a tiny dispatch queue; many requests in flight.
+    let config = Config {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        handler_mode: HandlerMode::Staged { threads: 1 },
+        dispatch_queue_depth: 4,
+        ..Config::default()
+    };
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    let server = Node::start(
+        config,
+        Some(Arc::new(move |request: Request| {
+            std::thread::sleep(Duration::from_millis(2));
+            counter.fetch_add(1, Ordering::SeqCst);
+            request.respond(b"ok");
+        })),
+    )
+    .unwrap();
+    let client = client(Transport::Auto);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let pendings: Vec<_> = (0..200).map(|_| endpoint.request(1, &[1u8; 512]).unwrap()).collect();
+    let mut ok = 0;
+    let mut shed = 0;
+    for p in pendings {
+        match p.wait() {
+            Ok(r) => {
+                assert_eq!(&r[..], b"ok");
+                ok += 1
+            }
+            Err(Error::Overloaded) => shed += 1,
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(ok + shed, 200);
+    assert!(ok >= 8, "most requests must be served, not shed (ok {ok}, shed {shed})");
+    assert_eq!(served.load(Ordering::SeqCst), ok);
+    assert_eq!(server.stats().requests_shed as usize, shed);
+}

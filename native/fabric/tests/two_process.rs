@@ -1,0 +1,147 @@
+//! Black-box tests: a real `fabric-peer` process on the other side, over shared memory and TCP,
+//! including the peer being killed in the middle of transfers.
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabric::{Config, Error, Node, Transport};
+
+struct Peer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Peer {
+    fn start(transport: &str) -> Peer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fabric-peer"))
+            .args(["--transport", transport])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting fabric-peer");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("LISTENING ").unwrap_or_else(|| panic!("peer said {line:?}")).parse().unwrap();
+        Peer { child, addr }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn client(transport: Transport) -> Node {
+    Node::start(Config { transport, request_timeout: Duration::from_secs(15), ..Config::default() }, None).unwrap()
+}
+
+fn check_pattern(bytes: &[u8]) {
+    for (i, &b) in bytes.iter().enumerate() {
+        assert_eq!(b, (i as u8).wrapping_mul(31), "byte {i}");
+    }
+}
+
+fn round_trips(transport: Transport, peer_transport: &str) {
+    let peer = Peer::start(peer_transport);
+    let node = client(transport);
+    let endpoint = node.endpoint(peer.addr).unwrap();
+    for len in [1usize, 8, 200, 8192, 100_000, 1 << 20, 9 << 20] {
+        let payload: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let response = endpoint.request(1, &payload).unwrap().wait().unwrap();
+        assert!(response[..] == payload[..], "echo of {len} bytes");
+        let response = endpoint.request(2, &(len as u64).to_le_bytes()).unwrap().wait().unwrap();
+        assert_eq!(response.len(), len);
+        check_pattern(&response);
+    }
+    // Many in flight at once, completing in any order.
+    let pendings: Vec<_> = (0..64u64).map(|i| endpoint.request(2, &((i * 7919) % 300_000).to_le_bytes()).unwrap()).collect();
+    for (i, pending) in pendings.into_iter().enumerate() {
+        let response = pending.wait().unwrap();
+        assert_eq!(response.len() as u64, (i as u64 * 7919) % 300_000);
+        check_pattern(&response);
+    }
+}
+
+#[test]
+fn round_trips_over_shared_memory() {
+    round_trips(Transport::Auto, "auto");
+}
+
+#[test]
+fn round_trips_over_tcp() {
+    round_trips(Transport::Tcp, "tcp");
+}
+
+fn peer_killed_mid_transfer(transport: Transport, peer_transport: &str) {
+    let mut peer = Peer::start(peer_transport);
+    let node = client(transport);
+    let endpoint = node.endpoint(peer.addr).unwrap();
+    endpoint.request(1, b"warm up").unwrap().wait().unwrap();
+    // Large responses and slow requests in flight when the peer dies.
+    let mut pendings: Vec<_> = (0..8).map(|_| endpoint.request(2, &(32u64 << 20).to_le_bytes()).unwrap()).collect();
+    pendings.extend((0..8).map(|_| endpoint.request(3, &10_000u64.to_le_bytes()).unwrap()));
+    std::thread::sleep(Duration::from_millis(30));
+    peer.kill();
+    let killed = Instant::now();
+    let mut failures = 0;
+    for pending in pendings {
+        match pending.wait() {
+            Ok(response) => check_pattern(&response), // finished before the kill: must be intact
+            Err(Error::PeerFailed { .. }) => failures += 1,
+            Err(other) => panic!("expected PeerFailed, got {other}"),
+        }
+    }
+    let elapsed = killed.elapsed();
+    assert!(failures >= 8, "the slow requests must fail, {failures} failed");
+    assert!(elapsed < Duration::from_secs(10), "failing took {elapsed:?}");
+    // The node keeps working: a new peer is served, and the dead one fails fast.
+    let other = Peer::start(peer_transport);
+    let response = node.endpoint(other.addr).unwrap().request(1, b"still here").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"still here");
+    assert!(node.stats().pool_bytes_in_use < (1 << 20), "buffers of failed requests returned to the pool");
+}
+
+#[test]
+fn peer_killed_mid_transfer_over_shared_memory() {
+    peer_killed_mid_transfer(Transport::Auto, "auto");
+}
+
+#[test]
+fn peer_killed_mid_transfer_over_tcp() {
+    peer_killed_mid_transfer(Transport::Tcp, "tcp");
+}
+
+#[test]
+fn restarted_peer_is_reconnected_transparently() {
+    let mut peer = Peer::start("auto");
+    let node = client(Transport::Auto);
+    let endpoint = node.endpoint(peer.addr).unwrap();
+    endpoint.request(1, b"one").unwrap().wait().unwrap();
+    peer.kill();
+    // Wait until the failure is noticed, then bring a peer back on the same port.
+    let port = peer.addr.port();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while endpoint.request(1, b"x").and_then(|p| p.wait_timeout(Duration::from_millis(500))).is_ok() {
+        assert!(Instant::now() < deadline, "the dead peer still answers");
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fabric-peer"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("LISTENING"), "{line}");
+    let response = endpoint.request(1, b"two").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"two");
+    let _ = child.kill();
+    let _ = child.wait();
+}
