@@ -74,7 +74,7 @@ impl Default for Config {
 impl Config {
     pub(crate) fn validate(&self) -> Result<()> {
         let fail = |m: &str| Err(Error::Config(m.to_string()));
-        if self.chunk_size_bytes < 4096 {
+        if (self.chunk_size_bytes as u64) < crate::wire::MIN_CHUNK_BYTES {
             return fail("chunk_size_bytes must be at least 4096");
         }
         if self.max_message_bytes == 0 || self.max_message_bytes > (1usize << 40) {

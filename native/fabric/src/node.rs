@@ -220,6 +220,10 @@ pub(crate) struct NodeInner {
     lock_waiters: AtomicUsize,
     /// Callers spinning on their own completion while driving progress: the progress thread backs off.
     helpers: AtomicUsize,
+    /// The progress thread waits here while helpers drive progress, so that it neither competes
+    /// for the two cores nor wakes on every event; the last helper to leave wakes it.
+    helpers_gone: (Mutex<()>, std::sync::Condvar),
+    progress_waiting_for_helpers: AtomicBool,
     closed: AtomicBool,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
@@ -396,6 +400,8 @@ impl Node {
             sleeping: AtomicBool::new(false),
             lock_waiters: AtomicUsize::new(0),
             helpers: AtomicUsize::new(0),
+            helpers_gone: (Mutex::new(()), std::sync::Condvar::new()),
+            progress_waiting_for_helpers: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
@@ -559,7 +565,17 @@ impl Endpoint {
         let inner = &self.node.inner;
         let slot = inner.take_slot();
         let waiter = Waiter::Slot(slot.clone());
-        let (request_id, deadline) = inner.submit(self.peer, op, payload, waiter)?;
+        let (request_id, deadline) = inner.submit(self.peer, op, Payload::Owned(payload), waiter)?;
+        Ok(Pending { node: inner.clone(), request_id, deadline, slot: Some(slot) })
+    }
+
+    /// Sends a registered buffer that the caller keeps (e.g. to send it again): no copy. The buffer
+    /// must not be modified until the request completes.
+    pub fn request_shared(&self, op: u16, payload: Arc<Buffer>) -> Result<Pending> {
+        let inner = &self.node.inner;
+        let slot = inner.take_slot();
+        let waiter = Waiter::Slot(slot.clone());
+        let (request_id, deadline) = inner.submit(self.peer, op, Payload::Shared(payload), waiter)?;
         Ok(Pending { node: inner.clone(), request_id, deadline, slot: Some(slot) })
     }
 
@@ -580,7 +596,7 @@ impl Endpoint {
         payload: Buffer,
         done: impl FnOnce(Result<Response>) + Send + 'static,
     ) -> Result<()> {
-        self.node.inner.submit(self.peer, op, payload, Waiter::Callback(Box::new(done))).map(|_| ())
+        self.node.inner.submit(self.peer, op, Payload::Owned(payload), Waiter::Callback(Box::new(done))).map(|_| ())
     }
 
     fn copy_in(&self, payload: &[u8]) -> Result<Buffer> {
@@ -912,8 +928,8 @@ impl NodeInner {
     // --- requests ----------------------------------------------------------------------------
 
     /// Registers a request and posts its sends. Waits (bounded) while too many are in flight.
-    fn submit(&self, peer: SocketAddr, op: u16, payload: Buffer, waiter: Waiter) -> Result<(u64, Instant)> {
-        self.check_len(payload.len())?;
+    fn submit(&self, peer: SocketAddr, op: u16, payload: Payload, waiter: Waiter) -> Result<(u64, Instant)> {
+        self.check_len(payload.bytes().0.len())?;
         let deadline = Instant::now() + self.config.request_timeout;
         let mut payload = Some(payload);
         let mut waiter = Some(waiter);
@@ -940,7 +956,7 @@ impl NodeInner {
                     offset: 0,
                 };
                 inner.counters.requests_sent.fetch_add(1, Ordering::Relaxed);
-                inner.send_message(state, conn_id, header, Payload::Owned(payload.take().unwrap()), Some(request_id));
+                inner.send_message(state, conn_id, header, payload.take().unwrap(), Some(request_id));
                 Ok(Some(request_id))
             })?;
             if let Some(request_id) = submitted {
@@ -992,7 +1008,7 @@ impl NodeInner {
             }
             std::hint::spin_loop();
         }
-        self.helpers.fetch_sub(1, Ordering::SeqCst);
+        self.leave_helpers();
         // Then park; the progress thread (woken by the event fd) completes the slot and unparks us.
         if !slot.done.load(Ordering::SeqCst) {
             *slot.waiter.lock().unwrap() = Some(std::thread::current());
@@ -1444,6 +1460,24 @@ impl NodeInner {
         }
     }
 
+    fn leave_helpers(&self) {
+        if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && self.progress_waiting_for_helpers.load(Ordering::SeqCst) {
+            let _guard = self.helpers_gone.0.lock().unwrap();
+            self.helpers_gone.1.notify_one();
+        }
+    }
+
+    /// While callers drive progress themselves, the progress thread waits for them to leave
+    /// (bounded, so timers still run).
+    fn wait_while_helpers(&self) {
+        let guard = self.helpers_gone.0.lock().unwrap();
+        self.progress_waiting_for_helpers.store(true, Ordering::SeqCst);
+        if self.helpers.load(Ordering::SeqCst) > 0 && !self.closed.load(Ordering::SeqCst) {
+            let _ = self.helpers_gone.1.wait_timeout(guard, Duration::from_millis(1)).unwrap();
+        }
+        self.progress_waiting_for_helpers.store(false, Ordering::SeqCst);
+    }
+
     fn progress_loop(self: Arc<Self>) {
         let spin = Duration::from_micros(self.config.spin_us);
         let mut last_event = Instant::now();
@@ -1466,7 +1500,11 @@ impl NodeInner {
                 self.dispatch.wait_not_full(Duration::from_millis(1));
                 continue;
             }
-            if self.helpers.load(Ordering::SeqCst) == 0 && last_event.elapsed() < spin {
+            if self.helpers.load(Ordering::SeqCst) > 0 {
+                self.wait_while_helpers();
+                continue;
+            }
+            if last_event.elapsed() < spin {
                 std::hint::spin_loop();
                 continue;
             }
@@ -1490,8 +1528,7 @@ impl NodeInner {
         };
         if armed && !self.closed.load(Ordering::SeqCst) {
             let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
-            let timeout_ms = if self.helpers.load(Ordering::SeqCst) > 0 { 1 } else { SLEEP_MAX_MS };
-            unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
+            unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
         }
         self.sleeping.store(false, Ordering::SeqCst);
     }

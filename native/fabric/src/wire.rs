@@ -23,6 +23,8 @@ pub const MAGIC: u16 = 0x5353;
 pub const VERSION: u8 = 1;
 /// The single UCX active-message id the fabric registers.
 pub const AM_ID: u32 = 0x55;
+/// The smallest chunk a sender may cut (`Config::chunk_size_bytes` is at least this).
+pub const MIN_CHUNK_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -116,7 +118,8 @@ impl Header {
         if header.chunk_count == 1 && (header.offset != 0 || data_len as u64 != header.total_len) {
             return bad("single-chunk message whose data is not the whole message".to_string());
         }
-        if header.chunk_count as u64 > header.total_len.max(1) {
+        // Senders cut chunks of at least MIN_CHUNK_BYTES, which bounds the reassembly bookkeeping.
+        if header.chunk_count as u64 > header.total_len.div_ceil(MIN_CHUNK_BYTES).max(1) {
             return bad(format!("{} chunks for {} bytes", header.chunk_count, header.total_len));
         }
         if kind == Kind::Request && header.status != STATUS_OK {
@@ -147,8 +150,8 @@ mod tests {
             chunk_index: 1,
             chunk_count: 3,
             request_id: 0xdead_beef,
-            total_len: 3000,
-            offset: 1024,
+            total_len: 10_000,
+            offset: 4096,
         }
     }
 
@@ -169,9 +172,13 @@ mod tests {
         assert!(Header::decode(&bad_kind, 1024, 1 << 20).is_err());
         assert!(Header::decode(&h[..39], 1024, 1 << 20).is_err());
         // chunk overruns the message
-        assert!(Header::decode(&h, 2000, 1 << 20).is_err());
+        assert!(Header::decode(&h, 6000, 1 << 20).is_err());
         // message above the limit
-        assert!(Header::decode(&h, 1024, 2999).is_err());
+        assert!(Header::decode(&h, 1024, 9999).is_err());
+        // more chunks than the minimum chunk size allows
+        let mut many = sample();
+        many.chunk_count = 4;
+        assert!(Header::decode(&many.encode(), 1024, 1 << 20).is_err());
     }
 
     #[test]
@@ -198,8 +205,8 @@ mod tests {
         h.chunk_index = 0;
         h.chunk_count = 1;
         h.offset = 0;
-        assert!(Header::decode(&h.encode(), 3000, 1 << 20).is_ok());
-        assert!(Header::decode(&h.encode(), 2999, 1 << 20).is_err());
+        assert!(Header::decode(&h.encode(), 10_000, 1 << 20).is_ok());
+        assert!(Header::decode(&h.encode(), 9_999, 1 << 20).is_err());
     }
 
     #[test]
@@ -208,5 +215,44 @@ mod tests {
         assert_eq!(chunking(1024, 1024), (1, 1024));
         assert_eq!(chunking(1025, 1024), (2, 1024));
         assert_eq!(chunking(4 << 20, 1 << 20), (4, 1 << 20));
+    }
+
+    /// Fuzzing on stable Rust: random and mutated headers through `decode`. It must never panic,
+    /// and whatever it accepts must satisfy the invariants the receive path relies on.
+    #[test]
+    fn decode_fuzz() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = sample().encode();
+        let mut accepted = 0;
+        for round in 0..300_000 {
+            let mut bytes = if round % 2 == 0 { valid.to_vec() } else { (0..HEADER_LEN).map(|_| next() as u8).collect() };
+            for _ in 0..(next() % 4) {
+                let i = (next() as usize) % bytes.len();
+                bytes[i] = next() as u8;
+            }
+            if next() % 16 == 0 {
+                bytes.truncate((next() as usize) % (HEADER_LEN + 1));
+            }
+            let data_len = match next() % 3 {
+                0 => 1024,
+                1 => (next() % 5000) as usize,
+                _ => next() as usize,
+            };
+            let max = 1 << 20;
+            if let Ok(h) = Header::decode(&bytes, data_len, max) {
+                accepted += 1;
+                assert!(h.chunk_count >= 1 && h.chunk_index < h.chunk_count);
+                assert!(h.total_len <= max as u64);
+                assert!(h.offset + data_len as u64 <= h.total_len);
+                assert_eq!(Header::decode(&h.encode(), data_len, max), Ok(h));
+            }
+        }
+        assert!(accepted > 1000, "the fuzzer must also reach the accepting path ({accepted})");
     }
 }

@@ -1,7 +1,7 @@
 //! `fabric-peer`: a fabric node serving three operations, for black-box tests.
 //!
 //! ```text
-//! fabric-peer [--listen ADDR] [--transport auto|tcp] [--threads N]
+//! fabric-peer [--listen ADDR] [--transport auto|tcp] [--threads N | --inline]
 //! ```
 //! Prints `LISTENING <addr>` on stdout once ready; exits when stdin closes.
 //! Operations: 1 = echo; 2 = respond with N bytes (N = little-endian u64 payload), filled with a
@@ -53,6 +53,8 @@ fn main() {
                     other => panic!("unknown transport {other}"),
                 }
             }
+            "--spin-us" => config.spin_us = value().parse().expect("--spin-us N"),
+            "--inline" => config.handler_mode = HandlerMode::Inline,
             "--threads" => config.handler_mode = HandlerMode::Staged { threads: value().parse().expect("--threads N") },
             other => panic!("unknown argument {other}"),
         }
