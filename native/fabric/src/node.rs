@@ -181,15 +181,43 @@ struct Outgoing {
     payload: Payload,
 }
 
+/// Hashes integer keys (ids, pointers) with one multiply: the per-message lookups of the pending
+/// table and the endpoint map are on the hot path, and these keys need no DoS-resistant hash (ids
+/// are ours; pointers are UCX's).
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(n as u64);
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 struct WorkerState {
     listener: u::ucp_listener_h,
-    conns: HashMap<u64, Conn>,
-    by_ep: HashMap<usize, u64>,
+    conns: IdMap<u64, Conn>,
+    by_ep: IdMap<usize, u64>,
     by_peer: HashMap<SocketAddr, u64>,
     next_conn_id: u64,
     next_request_id: u64,
-    pending: HashMap<u64, PendingEntry>,
-    partials: HashMap<PartialKey, Partial>,
+    pending: IdMap<u64, PendingEntry>,
+    partials: IdMap<PartialKey, Partial>,
     /// Requests received while the dispatch queue was full, within one progress call.
     overflow: VecDeque<Request>,
     /// Responses produced inside the progress context, sent right after `ucp_worker_progress` returns.
@@ -376,13 +404,13 @@ impl Node {
             lock: Mutex::new(()),
             state: UnsafeCell::new(WorkerState {
                 listener: ptr::null_mut(),
-                conns: HashMap::new(),
-                by_ep: HashMap::new(),
+                conns: IdMap::default(),
+                by_ep: IdMap::default(),
                 by_peer: HashMap::new(),
                 next_conn_id: 1,
                 next_request_id: 1,
-                pending: HashMap::with_capacity(config.max_requests_in_flight.min(65536)),
-                partials: HashMap::new(),
+                pending: IdMap::with_capacity_and_hasher(config.max_requests_in_flight.min(65536), Default::default()),
+                partials: IdMap::default(),
                 overflow: VecDeque::new(),
                 outbox: VecDeque::new(),
                 to_close: Vec::new(),

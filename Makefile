@@ -1,0 +1,71 @@
+# Slipstream: one entry point for both build tools (cargo for native/, Maven for jvm/).
+#   make demo   install what is missing, build, run the fabric benchmark and print the comparison
+#   make test   install what is missing, build, run every test
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+ROOT        := $(CURDIR)
+CARGO       ?= cargo
+MVN         ?= mvn -B -q -ntp
+OHB         := $(ROOT)/native/target/release/ohb
+# Debian packages the build, the tests and the benchmarks need.
+APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essential \
+                openjdk-17-jdk-headless maven procps
+DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+
+.PHONY: all deps build native jvm test test-native test-jvm smoke demo bench bench-mem clean
+
+all: build
+
+# System packages: installed only when one is missing (apt-get needs root, as on the CI machine).
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done)
+	if [ -n "$$missing" ]; then
+	  echo "installing: $$missing"
+	  SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo sudo )
+	  $$SUDO apt-get update -qq
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing
+	fi
+	command -v $(CARGO) >/dev/null || { echo "cargo (Rust >= 1.82) is needed: https://rustup.rs"; exit 1; }
+	pkg-config --atleast-version=1.13 ucx || { echo "UCX >= 1.13 not found by pkg-config"; exit 1; }
+	mkdir -p $(dir $@) && touch $@
+
+build: native jvm
+
+native: deps
+	cd native && $(CARGO) build --release --workspace --bins --lib
+
+jvm: native
+	$(MVN) -f jvm/pom.xml install -DskipTests
+
+test: test-native test-jvm smoke
+	@echo "make test: all suites passed"
+
+test-native: deps
+	cd native && $(CARGO) test --release --workspace
+
+test-jvm: native
+	$(MVN) -f jvm/pom.xml install
+
+# The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
+smoke: build
+	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
+	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
+	@echo "smoke: ohb ran (Rust and JVM)"
+
+demo: build
+	$(OHB) fabric all
+	$(OHB) fabric all --jvm
+
+# Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
+bench: build
+	$(OHB) fabric all
+	$(OHB) fabric all --jvm
+	$(OHB) fabric mem --seconds 60
+
+clean:
+	cd native && $(CARGO) clean
+	$(MVN) -f jvm/pom.xml clean
+	rm -rf build results
