@@ -1600,9 +1600,11 @@ impl NodeInner {
         for request_id in ids {
             self.complete_pending(state, request_id, Err(Error::Closed));
         }
-        let conn_ids: Vec<u64> = state.conns.keys().copied().collect();
-        for conn_id in conn_ids {
-            self.close_conn(state, conn_id, true);
+        // Healthy connections close gracefully, so peers see a clean disconnect rather than a
+        // timeout; failed ones are forced. Either way the wait below is bounded.
+        let conn_ids: Vec<(u64, bool)> = state.conns.iter().map(|(&id, c)| (id, c.failed)).collect();
+        for (conn_id, failed) in conn_ids {
+            self.close_conn(state, conn_id, failed);
         }
         let grace_end = Instant::now() + CLOSE_GRACE;
         while !state.closing.is_empty() && Instant::now() < grace_end {

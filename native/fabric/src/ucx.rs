@@ -19,6 +19,16 @@ unsafe impl Sync for Context {}
 
 impl Context {
     pub(crate) fn new(config: &Config) -> Result<Context> {
+        // A restarted server must be able to listen on its port again at once, even with
+        // connections of its previous life in TIME_WAIT. UCX 1.13 reads this connection-manager
+        // setting only from the environment (ucp_config_modify ignores it), so it is set there,
+        // once, before the first context, unless the user set it.
+        static REUSEADDR: std::sync::Once = std::sync::Once::new();
+        REUSEADDR.call_once(|| {
+            if std::env::var_os("UCX_TCP_CM_REUSEADDR").is_none() {
+                std::env::set_var("UCX_TCP_CM_REUSEADDR", "y");
+            }
+        });
         unsafe {
             let mut ucp_config: *mut u::ucp_config_t = ptr::null_mut();
             check("ucp_config_read", u::ucp_config_read(ptr::null(), ptr::null(), &mut ucp_config))?;

@@ -1,0 +1,116 @@
+//! # ohb: Slipstream's micro-benchmark suite
+//!
+//! Named after OSU's OHB and shaped like `ucx_perftest`: a library with a table of tests
+//! ([`TESTS`]) and a CLI (`ohb`). Each fabric test measures, side by side in one run, the fabric
+//! with default transports, the fabric forced to TCP, plain sockets in the same language, and
+//! `ucx_perftest` as the raw-UCX reference; it prints a table with ratio columns and writes JSON.
+//!
+//! Process model: every measured server runs in its own process (`ohb __serve ...`, bound to
+//! 127.0.0.1); the measuring client runs in `ohb` itself, one variant at a time, so at most one
+//! client and one server compete for the CPUs. Children die with `ohb` (see [`child`]).
+//!
+//! Architecture invariant: ohb uses only the fabric's public API, exactly as an application would;
+//! it measures and reports, and knows nothing of the engines above the fabric.
+
+pub mod args;
+pub mod child;
+pub mod fabric_bench;
+pub mod jvm;
+pub mod machine;
+pub mod measure;
+pub mod mem;
+pub mod perftest;
+pub mod report;
+pub mod result;
+pub mod socket;
+pub mod stats;
+pub mod suite;
+
+/// One entry of the table of tests.
+#[derive(Debug, Clone, Copy)]
+pub struct TestInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub variants: &'static str,
+}
+
+/// The table of tests, as `ohb --help` lists it.
+pub const TESTS: &[TestInfo] = &[
+    TestInfo {
+        name: "fabric lat",
+        description: "round-trip latency of an echo (min / p50 / p99), one request at a time",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_lat (2x one-way)",
+    },
+    TestInfo {
+        name: "fabric bw",
+        description: "bandwidth with a window of requests in flight answered by tiny acks",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_bw",
+    },
+    TestInfo {
+        name: "fabric rate",
+        description: "message rate with a wider window of requests in flight",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_bw",
+    },
+    TestInfo {
+        name: "fabric all",
+        description: "lat, bw and rate one after the other (one JSON file each)",
+        variants: "as above",
+    },
+    TestInfo {
+        name: "fabric mem",
+        description: "server and client RSS under many concurrent mixed-size requests vs pool cap + overhead",
+        variants: "fabric (staged handlers)",
+    },
+];
+
+/// The usage text: synopsis, the table of tests, options.
+pub fn usage() -> String {
+    let mut text = String::from(
+        "Usage: ohb fabric <test> [options]\n\
+         \n\
+         Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
+         Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
+         stdout, the results to JSON.\n\
+         \n\
+         Tests:\n",
+    );
+    for t in TESTS {
+        text += &format!("  {:<12} {}\n  {:<12}   variants: {}\n", t.name, t.description, "", t.variants);
+    }
+    text += r#"
+Options for lat / bw / rate / all:
+  --quick              few sizes (8, 4K, 64K, 1M) and a short budget: about a minute for all
+  --sizes LIST         sizes, e.g. 8,4K,64K,1M (default 8 B, then powers of 4 from 16 B to 4 MiB)
+  --iterations N       fixed iterations (messages for bw/rate) per point, instead of the time budget
+  --warmup N           fixed warm-up count per point
+  --budget-ms N        measuring time per point (default 600, quick 100)
+  --window N           requests in flight for bw/rate (default 32/64 small, 8 up to 1 MiB, 4 above)
+  --trials N           bw/rate trials per point, the median is reported (default 5, quick 3)
+  --variants LIST      subset of fabric,fabric-tcp,rust-socket,ucx_perftest
+  --fabric-copy        send with Endpoint::request(&[u8]) (a copy) instead of registered buffers
+  --json PATH          where to write results (default results/ohb-fabric-<test>-<layer>.json)
+  --no-progress        no progress lines on stderr
+  --jvm                through the JVM bridge: runs java -cp JAR io.slipstream.ohb.FabricBench
+  --jvm-jar PATH       default jvm/ohb/target/slipstream-ohb.jar under the repository root
+  --java PATH          java executable (default $JAVA_HOME/bin/java, else java)
+  --jvm-timeout-s N    kill the JVM bench after N seconds (default 900)
+
+Options for mem:
+  --seconds N          load duration (default 60)
+  --threads N          client threads (default 16)
+  --window N           requests in flight per thread (default 4)
+  --max-size SIZE      largest request (default 4M); sizes are mixed 8 B..max
+  --pool-cap-mib N     pool cap of both nodes (default 64)
+  --overhead-mib N     allowed RSS above the pool cap (default 64)
+  --transport T        auto or tcp (default auto)
+  --json PATH          default results/ohb-fabric-mem-rust.json
+
+Examples:
+  ohb fabric lat --quick
+  ohb fabric all
+  ohb fabric bw --sizes 64K,1M,4M --variants fabric,ucx_perftest
+  ohb fabric lat --jvm
+  ohb fabric mem --seconds 60
+"#;
+    text
+}

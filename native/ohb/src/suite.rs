@@ -1,0 +1,292 @@
+//! Runs one fabric test at the Rust level: for each variant, a server process, a client here,
+//! every size in turn; `ucx_perftest` per size. Progress goes to stderr.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use fabric::Transport;
+
+use crate::args::format_size;
+use crate::child::Launcher;
+use crate::fabric_bench::{transport_name, FabricParty, SendPath};
+use crate::machine::Machine;
+use crate::measure::{measure, Party, Plan};
+use crate::perftest;
+use crate::report::{format_mb_s, format_rate, format_us};
+use crate::result::{BenchResult, Mode, Point, Variant, VariantResult};
+use crate::socket::SocketParty;
+
+/// Time for a server process to start and announce its port.
+pub const SERVER_START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Default sizes: 8 B, then powers of 4 from 16 B to 4 MiB.
+pub fn default_sizes() -> Vec<usize> {
+    let mut sizes = vec![8];
+    let mut s = 16;
+    while s <= 4 << 20 {
+        sizes.push(s);
+        s *= 4;
+    }
+    sizes
+}
+
+/// `--quick`: the sizes the targets name.
+pub fn quick_sizes() -> Vec<usize> {
+    vec![8, 4096, 65536, 1 << 20]
+}
+
+/// One test run at the Rust level.
+#[derive(Debug, Clone)]
+pub struct FabricRun {
+    pub mode: Mode,
+    pub sizes: Vec<usize>,
+    pub plan: Plan,
+    pub variants: Vec<Variant>,
+    pub send_path: SendPath,
+    pub progress: bool,
+}
+
+/// "[3/44] fabric-tcp 64 KiB ... 45.2 us" lines on stderr.
+pub struct Progress {
+    pub enabled: bool,
+    pub total: usize,
+    pub done: usize,
+    started: Instant,
+}
+
+impl Progress {
+    pub fn new(enabled: bool, total: usize) -> Progress {
+        Progress { enabled, total, done: 0, started: Instant::now() }
+    }
+
+    pub fn begin(&mut self, label: &str) {
+        self.done += 1;
+        assert!(self.done <= self.total, "more steps than announced");
+        if self.enabled {
+            eprint!("[{}/{}] {label} ...", self.done, self.total);
+        }
+    }
+
+    pub fn end(&mut self, outcome: &str) {
+        if self.enabled {
+            eprintln!(" {outcome}  ({:.0} s)", self.started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// What a point shows in a progress line.
+pub fn outcome(mode: Mode, p: &Point) -> String {
+    if let Some(e) = &p.error {
+        return format!("error: {}", e.lines().next().unwrap_or(""));
+    }
+    match mode {
+        Mode::Lat => p.lat_us_p50.map(|x| format!("{} us p50 ({} it)", format_us(x), p.iterations)),
+        Mode::Bw => p.bw_mb_s.map(|x| format!("{} MB/s ({} msgs)", format_mb_s(x), p.iterations)),
+        Mode::Rate => p.msg_rate.map(|x| format!("{} msg/s ({} msgs)", format_rate(x), p.iterations)),
+    }
+    .unwrap_or_else(|| "no figure".into())
+}
+
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+/// Server arguments for `ohb __serve ...` of a variant.
+pub fn serve_args(variant: Variant) -> Option<Vec<String>> {
+    let words: &[&str] = match variant {
+        Variant::Fabric => &["__serve", "fabric", "--transport", "auto", "--port", "0"],
+        Variant::FabricTcp => &["__serve", "fabric", "--transport", "tcp", "--port", "0"],
+        Variant::RustSocket => &["__serve", "socket", "--port", "0"],
+        Variant::JavaSocket | Variant::UcxPerftest => return None,
+    };
+    Some(words.iter().map(|s| s.to_string()).collect())
+}
+
+/// Runs every variant at every size.
+pub fn run_rust(run: &FabricRun, launcher: &Launcher) -> BenchResult {
+    assert!(!run.sizes.is_empty() && !run.variants.is_empty());
+    let mut progress = Progress::new(run.progress, run.sizes.len() * run.variants.len());
+    let mut variants = Vec::new();
+    for &variant in &run.variants {
+        let points = match variant {
+            Variant::UcxPerftest => run_perftest(run, &mut progress),
+            _ => run_client_server(run, variant, launcher, &mut progress),
+        };
+        variants.push(VariantResult { name: variant.name().to_string(), points, error: None });
+    }
+    BenchResult {
+        bench: format!("fabric {}", run.mode.name()),
+        layer: "rust".into(),
+        machine: Machine::detect(),
+        variants,
+        notes: notes(run),
+    }
+}
+
+fn notes(run: &FabricRun) -> Vec<String> {
+    let mut notes = Vec::new();
+    let budget_ms = run.plan.budget.as_millis();
+    notes.push(match run.plan.iterations {
+        Some(n) => format!("{n} iterations per point"),
+        None => format!("iterations per point from a {budget_ms} ms budget (see the JSON)"),
+    });
+    if run.mode != Mode::Lat {
+        notes.push(format!(
+            "win = requests in flight (fabric, sockets); median of {} trials; ucx_perftest tag_bw keeps its own window",
+            run.plan.trials
+        ));
+    }
+    if run.variants.iter().any(|v| matches!(v, Variant::Fabric | Variant::FabricTcp)) {
+        notes.push(match run.send_path {
+            SendPath::Registered => "fabric: client sends registered pool buffers (alloc + request_buffer, no copy); \
+                                     server: Inline handler (echo returns the received buffer)"
+                .into(),
+            SendPath::Copy => "fabric: client sends with request(&[u8]) (one copy per request); \
+                               server: Inline handler (echo returns the received buffer)"
+                .into(),
+        });
+    }
+    notes.push("every server runs in its own process on 127.0.0.1; rust-socket: blocking std::net, TCP_NODELAY, length-prefixed frames".into());
+    notes
+}
+
+fn run_perftest(run: &FabricRun, progress: &mut Progress) -> Vec<Point> {
+    let mut points = Vec::new();
+    for &size in &run.sizes {
+        progress.begin(&format!(
+            "{} {} {}",
+            Variant::UcxPerftest.name(),
+            perftest::test_for(run.mode),
+            format_size(size)
+        ));
+        let iterations =
+            run.plan.iterations.unwrap_or_else(|| perftest::default_iterations(run.mode, size, run.plan.budget));
+        let warmup = run.plan.warmup.unwrap_or_else(|| perftest::default_warmup(iterations));
+        let point = perftest::point(run.mode, size, iterations, warmup);
+        progress.end(&outcome(run.mode, &point));
+        points.push(point);
+    }
+    points
+}
+
+fn run_client_server(run: &FabricRun, variant: Variant, launcher: &Launcher, progress: &mut Progress) -> Vec<Point> {
+    let connected = (|| -> Result<_, String> {
+        let args =
+            serve_args(variant).ok_or_else(|| format!("{} is not measured at the Rust level", variant.name()))?;
+        let (server, port) = launcher.spawn_server(variant.name(), &args, SERVER_START_TIMEOUT)?;
+        let party: Box<dyn Party> = match variant {
+            Variant::Fabric => Box::new(FabricParty::connect(Transport::Auto, loopback(port), run.send_path)?),
+            Variant::FabricTcp => Box::new(FabricParty::connect(Transport::Tcp, loopback(port), run.send_path)?),
+            Variant::RustSocket => Box::new(SocketParty::connect(loopback(port))?),
+            _ => unreachable!("serve_args covers the variants"),
+        };
+        Ok((server, party))
+    })();
+    let mut points = Vec::new();
+    match connected {
+        Ok((server, mut party)) => {
+            for &size in &run.sizes {
+                progress.begin(&format!("{} {}", variant.name(), format_size(size)));
+                let point = measure(party.as_mut(), run.mode, size, &run.plan);
+                progress.end(&outcome(run.mode, &point));
+                points.push(point);
+            }
+            // The client goes first (it closes its connection), then the server process.
+            drop(party);
+            drop(server);
+        }
+        Err(e) => {
+            for &size in &run.sizes {
+                progress.begin(&format!("{} {}", variant.name(), format_size(size)));
+                let point = Point::failed(size, e.clone());
+                progress.end(&outcome(run.mode, &point));
+                points.push(point);
+            }
+        }
+    }
+    points
+}
+
+/// `ohb __serve fabric|socket [--transport auto|tcp] [--port N] ...`: a server process.
+pub fn serve_main(argv: &[String]) -> Result<(), String> {
+    use crate::args::Args;
+    use crate::child::{announce_port, exit_when_parent_leaves};
+    let args = Args::parse(
+        argv,
+        &["transport", "port", "handler", "threads", "pool-cap-mib", "max-message-mib", "stats-ms", "lifetime-s"],
+        &[],
+    )?;
+    let port: u16 = args.number("port")?.unwrap_or(0);
+    let lifetime = Duration::from_secs(args.number("lifetime-s")?.unwrap_or(3600));
+    match args.positional.first().map(String::as_str) {
+        Some("socket") => {
+            let listener = crate::socket::bind(port)?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            exit_when_parent_leaves(lifetime);
+            announce_port(port);
+            crate::socket::serve(listener)
+        }
+        Some("fabric") => {
+            let transport_text = args.value("transport").unwrap_or("auto");
+            let transport = crate::fabric_bench::parse_transport(transport_text)
+                .ok_or_else(|| format!("--transport: '{transport_text}' is not auto or tcp"))?;
+            let threads: usize = args.number("threads")?.unwrap_or(2);
+            let handler_mode = match args.value("handler").unwrap_or("inline") {
+                "inline" => fabric::HandlerMode::Inline,
+                "staged" => fabric::HandlerMode::Staged { threads },
+                other => return Err(format!("--handler: '{other}' is not inline or staged")),
+            };
+            let mib =
+                |name: &str| -> Result<Option<usize>, String> { Ok(args.number::<usize>(name)?.map(|m| m << 20)) };
+            let server = crate::fabric_bench::ServerConfig {
+                transport,
+                port,
+                handler_mode,
+                pool_cap_bytes: mib("pool-cap-mib")?,
+                max_message_bytes: mib("max-message-mib")?,
+            };
+            let node = crate::fabric_bench::start_server(&server)?;
+            exit_when_parent_leaves(lifetime);
+            announce_port(node.local_addr().expect("listening").port());
+            let stats_period = args.number::<u64>("stats-ms")?.map(Duration::from_millis);
+            eprintln_debug(&format!("fabric server on {:?} ({})", node.local_addr(), transport_name(transport)));
+            loop {
+                std::thread::sleep(stats_period.unwrap_or(Duration::from_secs(1)));
+                if stats_period.is_some() {
+                    println!("{}", crate::fabric_bench::stats_json(&node));
+                }
+            }
+        }
+        _ => Err("__serve needs 'fabric' or 'socket'".into()),
+    }
+}
+
+fn eprintln_debug(message: &str) {
+    if std::env::var_os("OHB_DEBUG").is_some() {
+        eprintln!("ohb: {message}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let sizes = default_sizes();
+        assert_eq!(sizes.first(), Some(&8));
+        assert_eq!(sizes.last(), Some(&(4 << 20)));
+        for target in [8, 4096, 65536, 1 << 20, 4 << 20] {
+            assert!(sizes.contains(&target), "{target}");
+        }
+        assert_eq!(sizes.len(), 11);
+        assert!(quick_sizes().iter().all(|s| sizes.contains(s)));
+    }
+
+    #[test]
+    fn serve_args_for_servers_only() {
+        assert!(serve_args(Variant::Fabric).unwrap().contains(&"auto".to_string()));
+        assert!(serve_args(Variant::FabricTcp).unwrap().contains(&"tcp".to_string()));
+        assert!(serve_args(Variant::UcxPerftest).is_none());
+    }
+}

@@ -1,0 +1,61 @@
+//! End to end through the `ohb` binary: servers in their own processes on loopback.
+
+use std::process::Command;
+
+fn ohb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ohb"))
+}
+
+#[test]
+fn help_lists_the_table_of_tests() {
+    for args in [&[][..], &["--help"][..]] {
+        let out = ohb().args(args).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        for test in ["fabric lat", "fabric bw", "fabric rate", "fabric mem"] {
+            assert!(text.contains(test), "usage lacks {test}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_fail_with_a_message() {
+    let out = ohb().args(["fabric", "lat", "--sizes", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("size"));
+    let out = ohb().args(["fabric", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The socket variant, lat and bw, with its server in a separate `ohb __serve socket` process.
+#[test]
+fn socket_variant_end_to_end() {
+    let dir = std::env::temp_dir().join(format!("ohb-cli-test-{}", std::process::id()));
+    for mode in ["lat", "bw"] {
+        let json = dir.join(format!("{mode}.json"));
+        let out = ohb()
+            .args(["fabric", mode, "--variants", "rust-socket", "--sizes", "8,64K", "--iterations", "200"])
+            .args(["--warmup", "20", "--trials", "2", "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(stderr.contains("[2/2] rust-socket 64 KiB"), "progress lines:\n{stderr}");
+        assert!(stdout.contains("64 KiB"), "{stdout}");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["bench"], format!("fabric {mode}"));
+        assert_eq!(v["layer"], "rust");
+        let points = v["variants"][0]["points"].as_array().unwrap();
+        assert_eq!(v["variants"][0]["name"], "rust-socket");
+        assert_eq!(points.len(), 2);
+        for p in points {
+            assert!(p.get("error").is_none(), "{p}");
+            assert_eq!(p["iterations"], 200);
+            let figure = if mode == "lat" { &p["lat_us_p50"] } else { &p["bw_mb_s"] };
+            assert!(figure.as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
