@@ -50,6 +50,10 @@ pub struct Config {
     /// Keep shared memory with peer error handling (`UCX_MM_ERROR_HANDLING=y`); without it UCX
     /// falls back to TCP between processes on one host once peer failures are detected. See docs/fabric.md.
     pub shm_with_peer_errors: bool,
+    /// Network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1,eth0`). UCX's TCP
+    /// transport listens on every device it uses, so the default, `lo`, keeps everything on
+    /// loopback; a cluster names its devices here (or in `UCX_NET_DEVICES`, which wins).
+    pub net_devices: String,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             request_timeout: Duration::from_secs(30),
             spin_us: 50,
             shm_with_peer_errors: true,
+            net_devices: "lo".to_string(),
         }
     }
 }

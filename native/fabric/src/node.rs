@@ -905,6 +905,16 @@ impl NodeInner {
         }
         let Some(conn) = state.conns.get_mut(&conn_id) else { return };
         conn.ready = true;
+        if crate::log::debug_enabled() {
+            // Which transports UCX chose for each protocol of this connection.
+            unsafe {
+                let stream = libc::fdopen(libc::dup(2), c"w".as_ptr());
+                if !stream.is_null() {
+                    u::ucp_ep_print_info(conn.ep, stream as *mut u::FILE);
+                    libc::fclose(stream);
+                }
+            }
+        }
         let backlog = std::mem::take(&mut conn.backlog);
         for (header, payload, request_id) in backlog {
             self.send_message(state, conn_id, header, payload, request_id);

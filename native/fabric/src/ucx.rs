@@ -46,6 +46,9 @@ impl Context {
             if result.is_ok() && config.transport == Transport::Auto && config.shm_with_peer_errors && std::env::var_os("UCX_MM_ERROR_HANDLING").is_none() {
                 result = modify("MM_ERROR_HANDLING", "y");
             }
+            if result.is_ok() && std::env::var_os("UCX_NET_DEVICES").is_none() {
+                result = modify("NET_DEVICES", &config.net_devices);
+            }
             if let Err(e) = result {
                 u::ucp_config_release(ucp_config);
                 return Err(e);
