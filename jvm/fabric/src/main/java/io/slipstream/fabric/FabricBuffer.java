@@ -1,0 +1,152 @@
+package io.slipstream.fabric;
+
+import java.lang.ref.Cleaner;
+import java.nio.ByteBuffer;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A buffer of registered (UCX-mapped) memory from a node's pool: a response, a request's payload, or
+ * an allocation to fill and send without copies.
+ *
+ * <p><b>Lifetime.</b> Release it with {@link #release()} or {@link #close()} (try-with-resources), or
+ * hand it to {@link FabricEndpoint#request(int, FabricBuffer)} / {@link FabricRequest#respond(FabricBuffer)},
+ * which consume it. After that, every method except {@link #isReleased()} and {@link #close()} throws
+ * {@link IllegalStateException}. A buffer that becomes garbage unreleased is released by a
+ * {@link Cleaner} (once it and every view of it are unreachable), so a leak costs pool memory until
+ * the next collection, never more; the node's {@link FabricStats#poolBytesInUse()} shows it.
+ *
+ * <p><b>Views.</b> {@link #byteBuffer()} is a direct {@link ByteBuffer} over the registered memory
+ * itself, without copies. A view is plain memory and cannot check the buffer's state: used after the
+ * buffer was released it reads or writes memory that the pool may have handed to someone else. It can
+ * never crash the JVM, though: released memory goes back to the pool and stays mapped for the pool's
+ * lifetime, and the pool lives (even after {@link FabricNode#close()}) until every view of every buffer
+ * is garbage. Drop views when you release the buffer.
+ *
+ * <p>Not thread-safe, except that releasing and consuming race safely: exactly one wins.
+ */
+public final class FabricBuffer implements AutoCloseable {
+    private final Owner owner;
+    /** The root view: capacity = the native capacity. Never handed out; callers get duplicates, which keep it reachable. */
+    private final ByteBuffer root;
+    private int length;
+
+    private FabricBuffer(Owner owner, ByteBuffer root, int length) {
+        this.owner = owner;
+        this.root = root;
+        this.length = length;
+    }
+
+    /** Wraps a buffer handle just returned by a native call; the caller holds a reference of {@code node}. */
+    static FabricBuffer adopt(NodeHandle node, ByteBuffer root, long handle, long length) {
+        assert handle != 0 && root != null && root.isDirect();
+        assert length >= 0 && length <= root.capacity() : "length " + length + " above capacity " + root.capacity();
+        node.retain();
+        Owner owner = new Owner(node, handle);
+        // Registered on the root view, not on this object: the memory is released only when neither
+        // this buffer nor any view derived from the root (duplicates and slices keep it reachable) is left.
+        NodeHandle.CLEANER.register(root, owner);
+        return new FabricBuffer(owner, root, (int) length);
+    }
+
+    /** Valid bytes: what a response or payload holds, or what {@link FabricEndpoint#request(int, FabricBuffer)} sends. */
+    public int length() {
+        checkLive();
+        return length;
+    }
+
+    /** Bytes of registered memory behind this buffer (its pool class; at least {@link #length()}). */
+    public int capacity() {
+        checkLive();
+        return root.capacity();
+    }
+
+    /** Sets the valid length, e.g. after writing through a view. */
+    public FabricBuffer setLength(int newLength) {
+        checkLive();
+        if (newLength < 0 || newLength > root.capacity()) {
+            throw new IllegalArgumentException("length " + newLength + " outside 0.." + root.capacity());
+        }
+        this.length = newLength;
+        return this;
+    }
+
+    /**
+     * A new direct view of the registered memory, no copy: position 0, limit {@link #length()},
+     * capacity {@link #capacity()}, big-endian. Each call returns an independent view.
+     */
+    public ByteBuffer byteBuffer() {
+        checkLive();
+        return root.duplicate().clear().limit(length);
+    }
+
+    public boolean isReleased() {
+        return owner.handle.get() == 0;
+    }
+
+    /** Returns the memory to the pool now. Throws {@link IllegalStateException} if already released or consumed. */
+    public void release() {
+        long handle = owner.handle.getAndSet(0);
+        if (handle == 0) {
+            throw released();
+        }
+        FabricNative.bufferFree(handle);
+    }
+
+    /** Like {@link #release()}, but does nothing if already released or consumed. */
+    @Override
+    public void close() {
+        long handle = owner.handle.getAndSet(0);
+        if (handle != 0) {
+            FabricNative.bufferFree(handle);
+        }
+    }
+
+    /** Takes the native handle for a native call that consumes it. */
+    long take() {
+        long handle = owner.handle.getAndSet(0);
+        if (handle == 0) {
+            throw released();
+        }
+        return handle;
+    }
+
+    /** The node this buffer came from (buffers can only be sent through endpoints of the same node). */
+    NodeHandle node() {
+        return owner.node;
+    }
+
+    @Override
+    public String toString() {
+        return isReleased() ? "FabricBuffer{released}" : "FabricBuffer{length=" + length + ", capacity=" + root.capacity() + "}";
+    }
+
+    private void checkLive() {
+        if (owner.handle.get() == 0) {
+            throw released();
+        }
+    }
+
+    private static IllegalStateException released() {
+        return new IllegalStateException("fabric buffer was released (or sent, which releases it)");
+    }
+
+    /** The native side of a buffer; also the {@link Cleaner} action, which must not reference the buffer. */
+    private static final class Owner implements Runnable {
+        final NodeHandle node;
+        final AtomicLong handle;
+
+        Owner(NodeHandle node, long handle) {
+            this.node = node;
+            this.handle = new AtomicLong(handle);
+        }
+
+        @Override
+        public void run() {
+            long leaked = handle.getAndSet(0);
+            if (leaked != 0) {
+                FabricNative.bufferFree(leaked);
+            }
+            node.exit();
+        }
+    }
+}

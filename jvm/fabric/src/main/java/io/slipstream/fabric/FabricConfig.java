@@ -1,0 +1,213 @@
+package io.slipstream.fabric;
+
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Configuration of a {@link FabricNode}; mirrors the Rust {@code fabric::Config} field by field (same
+ * defaults, checked against the native defaults by a test), plus {@link #completionQueueDepth()}, which
+ * only the JVM bridge has. The handler mode is always {@code Pull}: Java threads run the handlers
+ * (see {@link FabricNode#serve}).
+ *
+ * <p>Immutable; build with {@link #builder()}.
+ */
+public final class FabricConfig {
+    /** Largest {@link #maxMessageBytes()}: a message must fit one {@link java.nio.ByteBuffer} (its pool class is the next power of two). */
+    public static final int MAX_MESSAGE_BYTES_LIMIT = 1 << 30;
+
+    private final InetSocketAddress listen;
+    private final FabricTransport transport;
+    private final int chunkSizeBytes;
+    private final long poolCapBytes;
+    private final int maxMessageBytes;
+    private final int maxRequestsInFlight;
+    private final int dispatchQueueDepth;
+    private final Duration idleTimeout;
+    private final Duration requestTimeout;
+    private final long spinUs;
+    private final boolean shmWithPeerErrors;
+    private final int completionQueueDepth;
+
+    private FabricConfig(Builder b) {
+        this.listen = b.listen;
+        this.transport = b.transport;
+        this.chunkSizeBytes = b.chunkSizeBytes;
+        this.poolCapBytes = b.poolCapBytes;
+        this.maxMessageBytes = b.maxMessageBytes;
+        this.maxRequestsInFlight = b.maxRequestsInFlight;
+        this.dispatchQueueDepth = b.dispatchQueueDepth;
+        this.idleTimeout = b.idleTimeout;
+        this.requestTimeout = b.requestTimeout;
+        this.spinUs = b.spinUs;
+        this.shmWithPeerErrors = b.shmWithPeerErrors;
+        this.completionQueueDepth = b.completionQueueDepth;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** The defaults: a client-only node. */
+    public static FabricConfig defaults() {
+        return builder().build();
+    }
+
+    /** Address to listen on; {@code null} makes a client-only node. Port 0 picks a free port. */
+    public InetSocketAddress listen() { return listen; }
+    public FabricTransport transport() { return transport; }
+    /** Payloads above this travel as several chunks. Default 1 MiB. */
+    public int chunkSizeBytes() { return chunkSizeBytes; }
+    /** Hard cap on registered buffer memory of the node. Default 256 MiB. */
+    public long poolCapBytes() { return poolCapBytes; }
+    /** Largest request or response accepted, sent or received. Default 128 MiB. */
+    public int maxMessageBytes() { return maxMessageBytes; }
+    /** Requests awaiting a response; a caller above it waits, up to the request timeout. Default 4096. */
+    public int maxRequestsInFlight() { return maxRequestsInFlight; }
+    /** Depth of the queue between receiving and handling (the handlers' backlog). Default 1024. */
+    public int dispatchQueueDepth() { return dispatchQueueDepth; }
+    /** Cached outgoing connections unused this long are closed. Default 60 s. */
+    public Duration idleTimeout() { return idleTimeout; }
+    /** A request without a response after this fails with {@link FabricException.Kind#TIMEOUT}. Default 30 s. */
+    public Duration requestTimeout() { return requestTimeout; }
+    /** The progress thread spins this long before sleeping on the worker's event fd. Default 50 us. */
+    public long spinUs() { return spinUs; }
+    /** Keep shared memory between processes with peer error handling ({@code UCX_MM_ERROR_HANDLING=y}). Default true. */
+    public boolean shmWithPeerErrors() { return shmWithPeerErrors; }
+    /**
+     * JVM bridge only: asynchronous requests awaiting completion by this node's completer thread
+     * (the bound of its native completion queue). {@link FabricEndpoint#requestAsync} waits above it,
+     * up to the request timeout. Default 4096.
+     */
+    public int completionQueueDepth() { return completionQueueDepth; }
+
+    @Override
+    public String toString() {
+        return "FabricConfig{listen=" + listen + ", transport=" + transport + ", chunkSizeBytes=" + chunkSizeBytes
+                + ", poolCapBytes=" + poolCapBytes + ", maxMessageBytes=" + maxMessageBytes
+                + ", maxRequestsInFlight=" + maxRequestsInFlight + ", dispatchQueueDepth=" + dispatchQueueDepth
+                + ", idleTimeout=" + idleTimeout + ", requestTimeout=" + requestTimeout + ", spinUs=" + spinUs
+                + ", shmWithPeerErrors=" + shmWithPeerErrors + ", completionQueueDepth=" + completionQueueDepth + "}";
+    }
+
+    /** Builder; every setter checks its own range, the native side checks the combination. */
+    public static final class Builder {
+        private InetSocketAddress listen;
+        private FabricTransport transport = FabricTransport.AUTO;
+        private int chunkSizeBytes = 1 << 20;
+        private long poolCapBytes = 256L << 20;
+        private int maxMessageBytes = 128 << 20;
+        private int maxRequestsInFlight = 4096;
+        private int dispatchQueueDepth = 1024;
+        private Duration idleTimeout = Duration.ofSeconds(60);
+        private Duration requestTimeout = Duration.ofSeconds(30);
+        private long spinUs = 50;
+        private boolean shmWithPeerErrors = true;
+        private int completionQueueDepth = 4096;
+
+        private Builder() {
+        }
+
+        /** Listen on {@code address} (an IP literal or a resolvable name; port 0 picks one). */
+        public Builder listen(InetSocketAddress address) {
+            if (address != null && address.isUnresolved()) {
+                throw new IllegalArgumentException("listen address is unresolved: " + address);
+            }
+            this.listen = address;
+            return this;
+        }
+
+        /** Listen on {@code host:port}; port 0 picks one. */
+        public Builder listen(String host, int port) {
+            return listen(new InetSocketAddress(host, port));
+        }
+
+        public Builder transport(FabricTransport transport) {
+            this.transport = Objects.requireNonNull(transport, "transport");
+            return this;
+        }
+
+        public Builder chunkSizeBytes(int bytes) {
+            this.chunkSizeBytes = positive("chunkSizeBytes", bytes);
+            return this;
+        }
+
+        public Builder poolCapBytes(long bytes) {
+            if (bytes <= 0) {
+                throw new IllegalArgumentException("poolCapBytes must be positive: " + bytes);
+            }
+            this.poolCapBytes = bytes;
+            return this;
+        }
+
+        public Builder maxMessageBytes(int bytes) {
+            if (bytes <= 0 || bytes > MAX_MESSAGE_BYTES_LIMIT) {
+                throw new IllegalArgumentException("maxMessageBytes must be in 1.." + MAX_MESSAGE_BYTES_LIMIT + ": " + bytes);
+            }
+            this.maxMessageBytes = bytes;
+            return this;
+        }
+
+        public Builder maxRequestsInFlight(int requests) {
+            this.maxRequestsInFlight = positive("maxRequestsInFlight", requests);
+            return this;
+        }
+
+        public Builder dispatchQueueDepth(int depth) {
+            this.dispatchQueueDepth = positive("dispatchQueueDepth", depth);
+            return this;
+        }
+
+        public Builder idleTimeout(Duration timeout) {
+            this.idleTimeout = positive("idleTimeout", timeout);
+            return this;
+        }
+
+        public Builder requestTimeout(Duration timeout) {
+            this.requestTimeout = positive("requestTimeout", timeout);
+            return this;
+        }
+
+        public Builder spinUs(long us) {
+            if (us < 0) {
+                throw new IllegalArgumentException("spinUs must not be negative: " + us);
+            }
+            this.spinUs = us;
+            return this;
+        }
+
+        public Builder shmWithPeerErrors(boolean enabled) {
+            this.shmWithPeerErrors = enabled;
+            return this;
+        }
+
+        public Builder completionQueueDepth(int depth) {
+            this.completionQueueDepth = positive("completionQueueDepth", depth);
+            return this;
+        }
+
+        public FabricConfig build() {
+            return new FabricConfig(this);
+        }
+
+        /** Shorthand for {@code FabricNode.start(build())}. */
+        public FabricNode start() throws FabricUnavailableException {
+            return FabricNode.start(build());
+        }
+
+        private static int positive(String name, int value) {
+            if (value <= 0) {
+                throw new IllegalArgumentException(name + " must be positive: " + value);
+            }
+            return value;
+        }
+
+        private static Duration positive(String name, Duration value) {
+            Objects.requireNonNull(value, name);
+            if (value.isNegative() || value.isZero() || value.toMillis() <= 0) {
+                throw new IllegalArgumentException(name + " must be at least 1 ms: " + value);
+            }
+            return value;
+        }
+    }
+}

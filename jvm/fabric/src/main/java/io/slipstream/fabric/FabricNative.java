@@ -1,0 +1,111 @@
+package io.slipstream.fabric;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The JNI entry points of {@code libslipstream_fabric_jni.so} (crate {@code native/fabric-jni}), and
+ * the only place they are declared. Package-private: callers are the API classes of this package,
+ * which check arguments and hold the node's lifetime (see {@link NodeHandle}) around every call.
+ *
+ * <p>Conventions, shared with {@code native/fabric-jni/src/lib.rs}:
+ * <ul>
+ * <li>Native objects are Rust boxes whose addresses travel as {@code long} handles. A function whose
+ *     name says "free", and every function that takes a buffer or request handle to answer or send
+ *     it, consumes the handle, also when it throws.</li>
+ * <li>Failures arrive as {@link FabricException}; a Rust panic arrives as one of kind
+ *     {@link FabricException.Kind#INTERNAL}. No native function can crash the JVM on bad input from
+ *     this package, but a freed handle passed again is undefined: the callers make that impossible.</li>
+ * <li>Functions that return a registered buffer return its direct {@link ByteBuffer} view (capacity =
+ *     the buffer's capacity) and fill {@code out}: {@code out[0]} the buffer handle, {@code out[1]}
+ *     its length, unless said otherwise.</li>
+ * <li>A payload is either a direct {@code ByteBuffer} ({@code direct}; {@code offset} is added to its
+ *     address) or a {@code byte[]} ({@code heap}), never both; both null means an empty payload.</li>
+ * <li>No native function calls back into Java, and no native thread attaches to the JVM.</li>
+ * </ul>
+ */
+final class FabricNative {
+    /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
+    static final int ABI_VERSION = 1;
+
+    /** Length of {@link #nodeStats(long)}. */
+    static final int STATS_FIELDS = 11;
+
+    private FabricNative() {
+    }
+
+    static native int abiVersion();
+
+    /** Starts and closes a client-only node: proves that UCX can start here. */
+    static native void probe();
+
+    /** The Rust {@code Config::default()}: chunk, pool cap, max message, max in flight, dispatch depth, idle ms, request timeout ms, spin us, shm (0/1). */
+    static native long[] configDefaults();
+
+    /** Returns a node handle. {@code listenIp} null = client-only. Handler mode is always Pull. */
+    static native long nodeStart(String listenIp, int listenPort, int transport, long chunkSizeBytes,
+            long poolCapBytes, long maxMessageBytes, long maxRequestsInFlight, long dispatchQueueDepth,
+            long idleTimeoutMs, long requestTimeoutMs, long spinUs, boolean shmWithPeerErrors,
+            int completionQueueDepth);
+
+    /** {@code "ip:port"} ({@code "[v6]:port"}) or null for a client-only node. */
+    static native String nodeLocalAddress(long node);
+
+    /** Returns an endpoint handle (a clone of the node's cached endpoint for the peer). */
+    static native long nodeEndpoint(long node, String peerIp, int peerPort);
+
+    /** {@code wait}: wait at the pool cap up to the request timeout (alloc) or fail at once (try_alloc). */
+    static native ByteBuffer nodeAlloc(long node, int length, boolean wait, long[] out);
+
+    /**
+     * Null on timeout. Otherwise the payload's view, and {@code out[0]} the request handle,
+     * {@code out[1]} the payload buffer handle, {@code out[2]} the payload length, {@code out[3]} the op.
+     */
+    static native ByteBuffer nodeNextRequest(long node, long timeoutMs, long[] out);
+
+    /**
+     * Waits up to {@code timeoutMs} for an asynchronous request to complete. Null on timeout or once
+     * the node is closed and the queue is empty; a {@link ByteBuffer} view of the response
+     * ({@code out[1]} handle, {@code out[2]} length) or a {@link FabricException}; {@code out[0]} is the tag.
+     */
+    static native Object nodePollCompletion(long node, long timeoutMs, long[] out);
+
+    /** {@link FabricStats} fields in declaration order. */
+    static native long[] nodeStats(long node);
+
+    /** {@code Node::close}: idempotent; fails requests in flight, wakes {@link #nodeNextRequest} and {@link #nodePollCompletion}. */
+    static native void nodeClose(long node);
+
+    /** Frees the node handle; no call with it may be running or follow. */
+    static native void nodeFree(long node);
+
+    /** Sends a copy of the payload and waits for the response. */
+    static native ByteBuffer endpointRequest(long endpoint, int op, ByteBuffer direct, byte[] heap, int offset,
+            int length, long[] out);
+
+    /** Sends the first {@code length} bytes of a registered buffer without copying; consumes {@code buffer}. */
+    static native ByteBuffer endpointRequestBuffer(long endpoint, int op, long buffer, int length, long[] out);
+
+    /** Sends a copy of the payload; the result arrives through {@link #nodePollCompletion} with {@code tag}. */
+    static native void endpointRequestAsync(long endpoint, long tag, int op, ByteBuffer direct, byte[] heap,
+            int offset, int length);
+
+    /** Like {@link #endpointRequestAsync} from a registered buffer; consumes {@code buffer}. */
+    static native void endpointRequestBufferAsync(long endpoint, long tag, int op, long buffer, int length);
+
+    static native void endpointFree(long endpoint);
+
+    /** Returns the buffer to its pool. The memory stays mapped for the pool's lifetime. */
+    static native void bufferFree(long buffer);
+
+    /** Answers with a copy of the data; consumes {@code request}. */
+    static native void requestRespond(long request, ByteBuffer direct, byte[] heap, int offset, int length);
+
+    /** Answers with the first {@code length} bytes of a registered buffer; consumes both handles. */
+    static native void requestRespondBuffer(long request, long buffer, int length);
+
+    /** The requester gets {@link FabricException.Kind#REMOTE} with {@code message}; consumes {@code request}. */
+    static native void requestFail(long request, String message);
+
+    /** Drops an unanswered request: the requester gets "handler dropped the request". */
+    static native void requestFree(long request);
+}

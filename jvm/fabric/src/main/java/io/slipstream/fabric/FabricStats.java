@@ -1,0 +1,30 @@
+package io.slipstream.fabric;
+
+/**
+ * Counters of a node at one moment; mirrors the Rust {@code fabric::Stats} (same order).
+ *
+ * @param requestsSent requests this node sent
+ * @param responsesReceived responses (successes and remote failures) it received
+ * @param requestsServed requests its handlers answered
+ * @param requestsShed requests it refused because its dispatch queue was full
+ * @param requestsTimedOut requests of this node that got no response in time
+ * @param connectionsOpen connections open now, both directions
+ * @param poolBytesMapped registered memory mapped now
+ * @param poolBytesInUse registered memory held by buffers now (by class capacity)
+ * @param poolCapBytes the cap on mapped memory
+ * @param protocolErrors frames that broke the wire format
+ * @param peersFailed connections that failed
+ */
+public record FabricStats(long requestsSent, long responsesReceived, long requestsServed, long requestsShed,
+        long requestsTimedOut, long connectionsOpen, long poolBytesMapped, long poolBytesInUse, long poolCapBytes,
+        long protocolErrors, long peersFailed) {
+
+    static FabricStats of(long[] fields) {
+        if (fields == null || fields.length != FabricNative.STATS_FIELDS) {
+            throw new FabricException(FabricException.Kind.INTERNAL, "native stats have "
+                    + (fields == null ? "no" : fields.length) + " fields, expected " + FabricNative.STATS_FIELDS);
+        }
+        return new FabricStats(fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[7],
+                fields[8], fields[9], fields[10]);
+    }
+}

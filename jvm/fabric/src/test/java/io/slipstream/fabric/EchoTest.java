@@ -1,0 +1,164 @@
+package io.slipstream.fabric;
+
+import static io.slipstream.fabric.Fixtures.OP_DESCRIBE;
+import static io.slipstream.fabric.Fixtures.OP_ECHO;
+import static io.slipstream.fabric.Fixtures.OP_FAIL;
+import static io.slipstream.fabric.Fixtures.OP_THROW;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Request/response between two nodes in this JVM, through every payload kind. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class EchoTest {
+    private static FabricNode server;
+    private static FabricNode client;
+    private static FabricEndpoint endpoint;
+
+    @BeforeAll
+    static void start() throws FabricUnavailableException {
+        server = Fixtures.startServer(2);
+        client = Fixtures.clientConfig().start();
+        endpoint = client.endpoint(server.localAddress());
+    }
+
+    @AfterAll
+    static void stop() {
+        client.close();
+        server.close();
+    }
+
+    @Test
+    void addresses() {
+        assertNotNull(server.localAddress());
+        assertEquals("127.0.0.1", server.localAddress().getAddress().getHostAddress());
+        assertTrue(server.localAddress().getPort() > 0);
+        assertNull(client.localAddress(), "a client-only node has no address");
+        assertSame(endpoint, client.endpoint(server.localAddress()), "endpoints are cached per peer");
+        assertEquals(server.localAddress(), endpoint.peer());
+    }
+
+    @Test
+    void echoByteArray() {
+        byte[] payload = Fixtures.pattern(1, 1000);
+        try (FabricBuffer response = endpoint.request(OP_ECHO, payload)) {
+            assertEquals(1000, response.length());
+            assertEquals(-1, Fixtures.mismatch(1, 1000, response.byteBuffer()));
+        }
+    }
+
+    @Test
+    void echoHeapAndDirectByteBuffersRespectPositionAndLimit() {
+        byte[] bytes = Fixtures.pattern(2, 5000);
+        ByteBuffer heap = ByteBuffer.wrap(new byte[6000], 500, 5000).slice().put(bytes).flip();
+        heap.position(100);
+        ByteBuffer direct = ByteBuffer.allocateDirect(6000);
+        direct.position(7).put(bytes).flip().position(107);
+        for (ByteBuffer payload : new ByteBuffer[] {heap, direct, heap.asReadOnlyBuffer()}) {
+            int before = payload.position();
+            try (FabricBuffer response = endpoint.request(OP_ECHO, payload)) {
+                assertEquals(4900, response.length());
+                ByteBuffer view = response.byteBuffer();
+                for (int i = 0; i < 4900; i++) {
+                    assertEquals(bytes[100 + i], view.get(i), "byte " + i);
+                }
+            }
+            assertEquals(before, payload.position(), "the payload's position is left alone");
+        }
+    }
+
+    @Test
+    void echoRegisteredBufferWithoutCopies() {
+        FabricBuffer payload = client.allocate(3000);
+        assertTrue(payload.capacity() >= 3000);
+        payload.byteBuffer().put(Fixtures.pattern(3, 3000));
+        payload.setLength(2500);
+        try (FabricBuffer response = endpoint.request(OP_ECHO, payload)) {
+            assertTrue(payload.isReleased(), "sending consumes the buffer");
+            assertEquals(2500, response.length());
+            assertEquals(-1, Fixtures.mismatch(3, 2500, response.byteBuffer()));
+        }
+    }
+
+    @Test
+    void bufferOfAnotherNodeIsCopied() {
+        FabricBuffer foreign = server.allocate(100);
+        foreign.byteBuffer().put(Fixtures.pattern(4, 100));
+        try (FabricBuffer response = endpoint.request(OP_ECHO, foreign)) {
+            assertTrue(foreign.isReleased());
+            assertEquals(-1, Fixtures.mismatch(4, 100, response.byteBuffer()));
+        }
+    }
+
+    @Test
+    void emptyPayloadAndOpCodes() {
+        try (FabricBuffer response = endpoint.request(OP_ECHO, new byte[0])) {
+            assertEquals(0, response.length());
+        }
+        try (FabricBuffer response = endpoint.request(OP_DESCRIBE, new byte[77])) {
+            assertEquals(OP_DESCRIBE, response.byteBuffer().getInt(0));
+            assertEquals(77, response.byteBuffer().getInt(4));
+        }
+        assertThrows(IllegalArgumentException.class, () -> endpoint.request(65536, new byte[1]));
+        assertThrows(IllegalArgumentException.class, () -> endpoint.request(-1, new byte[1]));
+    }
+
+    @Test
+    void remoteFailuresCarryTheHandlersMessage() {
+        FabricException failed = assertThrows(FabricException.class,
+                () -> endpoint.request(OP_FAIL, "no such shuffle block".getBytes(StandardCharsets.UTF_8)));
+        assertEquals(FabricException.Kind.REMOTE, failed.kind());
+        assertTrue(failed.getMessage().contains("no such shuffle block"), failed.getMessage());
+
+        FabricException threw = assertThrows(FabricException.class, () -> endpoint.request(OP_THROW, new byte[1]));
+        assertEquals(FabricException.Kind.REMOTE, threw.kind());
+        assertTrue(threw.getMessage().contains("handler refuses"), threw.getMessage());
+
+        // The connection survives failures.
+        try (FabricBuffer response = endpoint.request(OP_ECHO, new byte[] {42})) {
+            assertEquals(42, response.byteBuffer().get(0));
+        }
+    }
+
+    @Test
+    void tooLargeIsRefusedBeforeSending() {
+        FabricException e = assertThrows(FabricException.class, () -> endpoint.request(OP_ECHO, new byte[(16 << 20) + 1]));
+        assertEquals(FabricException.Kind.TOO_LARGE, e.kind());
+    }
+
+    @Test
+    void statsCount() {
+        long sent = client.stats().requestsSent();
+        long served = server.stats().requestsServed();
+        try (FabricBuffer response = endpoint.request(OP_ECHO, new byte[8])) {
+            assertEquals(8, response.length());
+        }
+        FabricStats clientStats = client.stats();
+        assertTrue(clientStats.requestsSent() >= sent + 1);
+        assertTrue(clientStats.connectionsOpen() >= 1);
+        assertEquals(64L << 20, clientStats.poolCapBytes());
+        assertTrue(server.stats().requestsServed() >= served + 1);
+    }
+
+    @Test
+    void echoArrayRoundTripKeepsBytes() {
+        byte[] payload = "hello, fabric".getBytes(StandardCharsets.UTF_8);
+        try (FabricBuffer response = endpoint.request(OP_ECHO, payload)) {
+            byte[] copy = new byte[response.length()];
+            response.byteBuffer().get(copy);
+            assertArrayEquals(payload, copy);
+        }
+    }
+}

@@ -1,0 +1,134 @@
+package io.slipstream.fabric;
+
+import static io.slipstream.fabric.Fixtures.OP_ECHO;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Start, configuration, close. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class NodeLifecycleTest {
+
+    @Test
+    void javaDefaultsMatchTheRustDefaults() throws FabricUnavailableException {
+        NativeLoader.load();
+        FabricConfig d = FabricConfig.defaults();
+        long[] expected = {
+            d.chunkSizeBytes(), d.poolCapBytes(), d.maxMessageBytes(), d.maxRequestsInFlight(),
+            d.dispatchQueueDepth(), d.idleTimeout().toMillis(), d.requestTimeout().toMillis(), d.spinUs(),
+            d.shmWithPeerErrors() ? 1 : 0,
+        };
+        assertArrayEquals(expected, FabricNative.configDefaults(), "FabricConfig.Builder defaults drifted from fabric::Config::default()");
+        assertEquals(null, d.listen());
+        assertEquals(FabricTransport.AUTO, d.transport());
+    }
+
+    @Test
+    void badConfigurationIsAFabricExceptionOfKindConfig() {
+        FabricException e = assertThrows(FabricException.class,
+                () -> FabricConfig.builder().chunkSizeBytes(100).start());
+        assertEquals(FabricException.Kind.CONFIG, e.kind());
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().maxMessageBytes(0));
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().requestTimeout(Duration.ZERO));
+    }
+
+    @Test
+    void boundsOfTheJavaSide() throws FabricUnavailableException {
+        assertThrows(IllegalArgumentException.class,
+                () -> FabricConfig.builder().maxMessageBytes(FabricConfig.MAX_MESSAGE_BYTES_LIMIT + 1));
+        FabricConfig.builder().maxMessageBytes(FabricConfig.MAX_MESSAGE_BYTES_LIMIT);
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().completionQueueDepth(0));
+        try (FabricNode node = Fixtures.serverConfig().start()) {
+            assertThrows(IllegalArgumentException.class, () -> node.serve(Fixtures.HANDLER, FabricNode.SERVE_THREADS_MAX + 1));
+            assertThrows(IllegalArgumentException.class, () -> node.serve(Fixtures.HANDLER, 0));
+            node.serve(Fixtures.HANDLER, FabricNode.SERVE_THREADS_MAX - 1);
+            node.serve(Fixtures.HANDLER, 1);
+            assertThrows(IllegalArgumentException.class, () -> node.serve(Fixtures.HANDLER, 1));
+        }
+    }
+
+    @Test
+    void aTakenPortFailsToStart() throws FabricUnavailableException {
+        try (FabricNode first = Fixtures.serverConfig().start()) {
+            InetSocketAddress taken = first.localAddress();
+            FabricException e = assertThrows(FabricException.class,
+                    () -> Fixtures.serverConfig().listen(taken).start());
+            assertEquals(FabricException.Kind.UCX, e.kind());
+        }
+    }
+
+    @Test
+    void closeIsIdempotentAndLaterCallsFailClosed() throws Exception {
+        FabricNode server = Fixtures.startServer(3);
+        FabricNode client = Fixtures.clientConfig().start();
+        FabricEndpoint endpoint = client.endpoint(server.localAddress());
+        endpoint.request(OP_ECHO, new byte[1]).close();
+        long start = System.nanoTime();
+        server.close();
+        server.close();
+        assertTrue(server.isClosed());
+        assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(5), "close waits for handler threads, boundedly");
+        String handlers = server.threadName("handler-");
+        assertFalse(Thread.getAllStackTraces().keySet().stream()
+                .anyMatch(t -> t.getName().startsWith(handlers) && t.isAlive()), "handler threads end");
+        assertEquals(FabricException.Kind.CLOSED, assertThrows(FabricException.class, server::stats).kind());
+        assertEquals(FabricException.Kind.CLOSED, assertThrows(FabricException.class, () -> server.allocate(1)).kind());
+        assertEquals(FabricException.Kind.CLOSED,
+                assertThrows(FabricException.class, () -> server.nextRequest(Duration.ofMillis(1))).kind());
+        assertThrows(FabricException.class, () -> server.serve(Fixtures.HANDLER, 1));
+
+        // The client notices: its next request to the closed server fails instead of hanging.
+        FabricException e = assertThrows(FabricException.class, () -> endpoint.request(OP_ECHO, new byte[1]).close());
+        assertTrue(e.kind() == FabricException.Kind.PEER_FAILED || e.kind() == FabricException.Kind.TIMEOUT
+                || e.kind() == FabricException.Kind.UCX, e.toString());
+        client.close();
+        assertEquals(FabricException.Kind.CLOSED,
+                assertThrows(FabricException.class, () -> endpoint.request(OP_ECHO, new byte[1])).kind());
+    }
+
+    @Test
+    void closedNodesAreFreedOnceNothingReferencesThem() throws Exception {
+        FabricNode node = Fixtures.serverConfig().start();
+        node.allocate(100).release();
+        node.close();
+        assertTrue(Fixtures.eventually(Duration.ofSeconds(20), System::gc, node::isNativeFreed));
+    }
+
+    @Test
+    void aLeakedNodeIsClosedAndFreedByTheCleaner() throws Exception {
+        FabricNode server = Fixtures.startServer(1);
+        try {
+            NodeHandle leaked = leakAClient(server);
+            assertTrue(Fixtures.eventually(Duration.ofSeconds(20), System::gc, leaked::isFreed),
+                    "an unreachable node is closed and freed");
+        } finally {
+            server.close();
+        }
+    }
+
+    private static NodeHandle leakAClient(FabricNode server) throws FabricUnavailableException {
+        FabricNode client = Fixtures.clientConfig().start();
+        FabricEndpoint endpoint = client.endpoint(server.localAddress());
+        endpoint.request(OP_ECHO, new byte[10]).close();
+        return client.handle(); // neither the node nor its endpoint escapes
+    }
+
+    @Test
+    void forcedTcpWorks() throws Exception {
+        try (FabricNode server = Fixtures.serverConfig().transport(FabricTransport.TCP).start();
+                FabricNode client = Fixtures.clientConfig().transport(FabricTransport.TCP).start()) {
+            server.serve(Fixtures.HANDLER, 1);
+            try (FabricBuffer response = client.endpoint(server.localAddress()).request(OP_ECHO, Fixtures.pattern(5, 100_000))) {
+                assertEquals(-1, Fixtures.mismatch(5, 100_000, response.byteBuffer()));
+            }
+        }
+    }
+}

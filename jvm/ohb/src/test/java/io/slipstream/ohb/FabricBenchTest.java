@@ -1,0 +1,82 @@
+package io.slipstream.ohb;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class FabricBenchTest {
+
+    @Test
+    void options() {
+        FabricBench.Options o = FabricBench.Options.parse(new String[] {"bw", "--sizes", "8,4k,1m", "--iterations", "10"});
+        assertEquals(List.of(8, 4096, 1 << 20), java.util.Arrays.stream(o.sizes).boxed().toList());
+        assertEquals(10, o.iterations);
+        assertEquals(1, o.warmup);
+        assertEquals(16, o.window);
+        assertThrows(IllegalArgumentException.class, () -> FabricBench.Options.parse(new String[] {"fast"}));
+        assertThrows(IllegalArgumentException.class,
+                () -> FabricBench.Options.parse(new String[] {"lat", "--variants", "carrier-pigeon"}));
+        assertThrows(IllegalArgumentException.class, () -> FabricBench.Options.parse(new String[] {"lat", "--sizes"}));
+    }
+
+    @Test
+    void percentilesAreNearestRank() {
+        long[] sorted = new long[100];
+        for (int i = 0; i < 100; i++) {
+            sorted[i] = i + 1;
+        }
+        assertEquals(50, FabricBench.percentile(sorted, 0.50));
+        assertEquals(99, FabricBench.percentile(sorted, 0.99));
+        assertEquals(7, FabricBench.percentile(new long[] {7}, 0.99));
+    }
+
+    @Test
+    void jsonQuoting() {
+        assertEquals("\"a\\\"b\\\\c\\n\\u0001\"", FabricBench.quote("a\"b\\c\n\u0001"));
+    }
+
+    /** Every mode against a real server JVM, tiny: the JSON has every variant, every point, no error. */
+    @Test
+    void smokeRunOfEveryMode(@TempDir Path directory) throws Exception {
+        for (String mode : List.of("lat", "bw", "rate")) {
+            Path json = directory.resolve(mode + ".json");
+            FabricBench.main(new String[] {mode, "--sizes", "8,65536", "--iterations", "200", "--warmup", "20",
+                "--window", "4", "--variant-warmup-seconds", "0.1", "--max-seconds-per-point", "5",
+                "--json", json.toString()});
+            String text = Files.readString(json);
+            assertTrue(text.startsWith("{\"bench\":\"fabric " + mode + "\",\"layer\":\"jvm\""), text);
+            assertTrue(text.contains("\"units\":{\"lat\":\"us, round trip\",\"bw\":\"MB/s, MB = 10^6 bytes\"}"), text);
+            assertTrue(text.contains("\"machine\":{\"cpus\":" + Runtime.getRuntime().availableProcessors() + ","), text);
+            assertFalse(text.contains("\"error\""), text);
+            for (String variant : FabricBench.VARIANTS) {
+                assertTrue(text.contains("{\"name\":\"" + variant + "\",\"points\":["), text);
+            }
+            Matcher points = Pattern.compile("\\{\"size_bytes\":(\\d+),\"iterations\":(\\d+),\"lat_us_min\":([^,]+),"
+                    + "\"lat_us_p50\":([^,]+),\"lat_us_p99\":([^,]+),\"bw_mb_s\":([^,]+),\"msg_rate\":([^,}]+)(,\"window\":4)?}")
+                    .matcher(text);
+            int count = 0;
+            while (points.find()) {
+                count++;
+                assertEquals("200", points.group(2), text);
+                boolean lat = mode.equals("lat");
+                assertEquals(lat, !points.group(4).equals("null"), text);
+                assertEquals(lat, points.group(6).equals("null"), text);
+                assertEquals(lat, points.group(7).equals("null"), text);
+                assertEquals(lat, points.group(8) == null, text);
+            }
+            assertEquals(6, count, text);
+        }
+    }
+}
