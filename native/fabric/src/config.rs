@@ -54,6 +54,11 @@ pub struct Config {
     /// transport listens on every device it uses, so the default, `lo`, keeps everything on
     /// loopback; a cluster names its devices here (or in `UCX_NET_DEVICES`, which wins).
     pub net_devices: String,
+    /// Send every message to a peer on this host eagerly (through shared memory), never by
+    /// rendezvous. With peer error handling UCX 1.13 cannot use CMA, so rendezvous between two
+    /// processes on one host runs over TCP: eager copies through shared memory are faster
+    /// (docs/fabric.md has the figures). Peers on other hosts are unaffected.
+    pub same_host_eager: bool,
 }
 
 impl Default for Config {
@@ -61,7 +66,7 @@ impl Default for Config {
         Config {
             listen: None,
             transport: Transport::Auto,
-            chunk_size_bytes: 1 << 20,
+            chunk_size_bytes: 256 << 10,
             pool_cap_bytes: 256 << 20,
             max_message_bytes: 128 << 20,
             max_requests_in_flight: 4096,
@@ -72,6 +77,7 @@ impl Default for Config {
             spin_us: 50,
             shm_with_peer_errors: true,
             net_devices: "lo".to_string(),
+            same_host_eager: true,
         }
     }
 }

@@ -26,6 +26,7 @@
 //! let response = endpoint.request(1, b"hello").unwrap().wait().unwrap();
 //! assert_eq!(&response[..], b"hello");
 //! ```
+mod clock;
 mod config;
 mod error;
 mod log;

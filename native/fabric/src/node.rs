@@ -24,6 +24,7 @@ use std::ptr;
 
 use ucx_sys as u;
 
+use crate::clock::coarse_ms;
 use crate::config::{Config, HandlerMode};
 use crate::error::{check, ucx_error, Error, Result};
 use crate::log::{log_debug, log_warn};
@@ -94,7 +95,7 @@ struct Conn {
     outgoing_peer: Option<SocketAddr>,
     peer_name: String,
     failed: bool,
-    last_used: Instant,
+    last_used_ms: u64,
     requests_in_flight: usize,
     /// False until the endpoint's first flush completes, i.e. until UCX has finished wiring up its
     /// transports. UCX 1.13 re-sends messages queued during wire-up with the protocol chosen for
@@ -102,6 +103,8 @@ struct Conn {
     /// am_short_iov length"); so messages wait in `backlog` until then.
     ready: bool,
     backlog: VecDeque<(Header, Payload, Option<u64>)>,
+    /// Extra `ucp_am_send_nbx` flags for this connection (`UCP_AM_SEND_FLAG_EAGER` for same-host peers).
+    send_flags: u32,
 }
 
 enum Waiter {
@@ -111,7 +114,7 @@ enum Waiter {
 
 struct PendingEntry {
     conn_id: u64,
-    deadline: Instant,
+    deadline_ms: u64,
     waiter: Waiter,
 }
 
@@ -229,6 +232,12 @@ struct WorkerState {
     send_ctx_free: Vec<Box<SendCtx>>,
     last_timeout_scan: Instant,
     last_idle_scan: Instant,
+    /// Idle progress rounds read the clock for timers only every 64th time.
+    progress_calls: u64,
+    /// UCX operations posted and not completed (sends, rendezvous receives, wire-up flushes). While
+    /// any are, the progress thread must not sleep: UCX raises no event when, say, a shared-memory
+    /// FIFO has room again for the next fragment of an eager send.
+    ucx_ops_in_flight: usize,
 }
 
 pub(crate) struct NodeInner {
@@ -252,6 +261,11 @@ pub(crate) struct NodeInner {
     /// for the two cores nor wakes on every event; the last helper to leave wakes it.
     helpers_gone: (Mutex<()>, std::sync::Condvar),
     progress_waiting_for_helpers: AtomicBool,
+    /// Counts helper sessions. A caller issuing request after request is a helper only while it
+    /// waits; between requests the count of helpers is 0 for a moment. The progress thread keeps
+    /// deferring to helpers while this moves, instead of arming the event fd and waking on every
+    /// response it is not needed for.
+    helper_sessions: AtomicU64,
     closed: AtomicBool,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
@@ -291,7 +305,7 @@ pub struct Endpoint {
 pub struct Pending {
     node: Arc<NodeInner>,
     request_id: u64,
-    deadline: Instant,
+    deadline_ms: u64,
     slot: Option<Arc<Slot>>,
 }
 
@@ -418,6 +432,8 @@ impl Node {
                 send_ctx_free: Vec::new(),
                 last_timeout_scan: now,
                 last_idle_scan: now,
+                progress_calls: 0,
+                ucx_ops_in_flight: 0,
             }),
             worker,
             efd,
@@ -430,6 +446,7 @@ impl Node {
             helpers: AtomicUsize::new(0),
             helpers_gone: (Mutex::new(()), std::sync::Condvar::new()),
             progress_waiting_for_helpers: AtomicBool::new(false),
+            helper_sessions: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
@@ -593,8 +610,8 @@ impl Endpoint {
         let inner = &self.node.inner;
         let slot = inner.take_slot();
         let waiter = Waiter::Slot(slot.clone());
-        let (request_id, deadline) = inner.submit(self.peer, op, Payload::Owned(payload), waiter)?;
-        Ok(Pending { node: inner.clone(), request_id, deadline, slot: Some(slot) })
+        let (request_id, deadline_ms) = inner.submit(self.peer, op, Payload::Owned(payload), waiter)?;
+        Ok(Pending { node: inner.clone(), request_id, deadline_ms, slot: Some(slot) })
     }
 
     /// Sends a registered buffer that the caller keeps (e.g. to send it again): no copy. The buffer
@@ -603,8 +620,8 @@ impl Endpoint {
         let inner = &self.node.inner;
         let slot = inner.take_slot();
         let waiter = Waiter::Slot(slot.clone());
-        let (request_id, deadline) = inner.submit(self.peer, op, Payload::Shared(payload), waiter)?;
-        Ok(Pending { node: inner.clone(), request_id, deadline, slot: Some(slot) })
+        let (request_id, deadline_ms) = inner.submit(self.peer, op, Payload::Shared(payload), waiter)?;
+        Ok(Pending { node: inner.clone(), request_id, deadline_ms, slot: Some(slot) })
     }
 
     /// Sends `payload`; `done` runs with the result on the progress thread (keep it short).
@@ -630,7 +647,10 @@ impl Endpoint {
     fn copy_in(&self, payload: &[u8]) -> Result<Buffer> {
         let inner = &self.node.inner;
         inner.check_len(payload.len())?;
-        let mut buffer = inner.pool.alloc(payload.len(), Some(Instant::now() + inner.config.request_timeout))?;
+        let mut buffer = match inner.pool.alloc(payload.len(), None) {
+            Err(Error::PoolExhausted { .. }) => inner.pool.alloc(payload.len(), Some(Instant::now() + inner.config.request_timeout))?,
+            other => other?,
+        };
         buffer.as_mut_slice().copy_from_slice(payload);
         Ok(buffer)
     }
@@ -647,19 +667,19 @@ impl Pending {
 
     /// Waits for the response until the request's deadline (`Config::request_timeout`).
     pub fn wait(self) -> Result<Response> {
-        let deadline = self.deadline;
-        self.wait_until(deadline)
+        let deadline_ms = self.deadline_ms;
+        self.wait_until(deadline_ms)
     }
 
     pub fn wait_timeout(self, timeout: Duration) -> Result<Response> {
-        let deadline = (Instant::now() + timeout).min(self.deadline);
-        self.wait_until(deadline)
+        let deadline_ms = (coarse_ms() + timeout.as_millis() as u64).min(self.deadline_ms);
+        self.wait_until(deadline_ms)
     }
 
-    fn wait_until(mut self, deadline: Instant) -> Result<Response> {
+    fn wait_until(mut self, deadline_ms: u64) -> Result<Response> {
         let slot = self.slot.take().expect("pending without slot");
         let inner = self.node.clone();
-        let result = inner.wait_slot(&slot, self.request_id, deadline);
+        let result = inner.wait_slot(&slot, self.request_id, deadline_ms);
         inner.return_slot(slot);
         result
     }
@@ -861,6 +881,9 @@ impl NodeInner {
     }
 
     fn add_conn(&self, state: &mut WorkerState, ep: u::ucp_ep_h, outgoing_peer: Option<SocketAddr>, peer_name: String) -> u64 {
+        let same_host = peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
+        let eager = same_host && self.config.same_host_eager && self.config.transport == crate::config::Transport::Auto;
+        let send_flags = if eager { u::UCP_AM_SEND_FLAG_EAGER } else { 0 };
         let conn_id = state.next_conn_id;
         state.next_conn_id += 1;
         state.conns.insert(
@@ -870,10 +893,11 @@ impl NodeInner {
                 outgoing_peer,
                 peer_name,
                 failed: false,
-                last_used: Instant::now(),
+                last_used_ms: coarse_ms(),
                 requests_in_flight: 0,
                 ready: false,
                 backlog: VecDeque::new(),
+                send_flags,
             },
         );
         state.by_ep.insert(ep as usize, conn_id);
@@ -893,6 +917,8 @@ impl NodeInner {
             self.on_conn_ready(state, conn_id, Ok(()));
         } else if u::ucs_ptr_is_err(status_ptr) {
             self.on_conn_ready(state, conn_id, Err(ucx_error("ucp_ep_flush_nbx", u::ucs_ptr_status(status_ptr))));
+        } else {
+            state.ucx_ops_in_flight += 1;
         }
         conn_id
     }
@@ -966,9 +992,9 @@ impl NodeInner {
     // --- requests ----------------------------------------------------------------------------
 
     /// Registers a request and posts its sends. Waits (bounded) while too many are in flight.
-    fn submit(&self, peer: SocketAddr, op: u16, payload: Payload, waiter: Waiter) -> Result<(u64, Instant)> {
+    fn submit(&self, peer: SocketAddr, op: u16, payload: Payload, waiter: Waiter) -> Result<(u64, u64)> {
         self.check_len(payload.bytes().0.len())?;
-        let deadline = Instant::now() + self.config.request_timeout;
+        let deadline_ms = coarse_ms() + self.config.request_timeout.as_millis() as u64;
         let mut payload = Some(payload);
         let mut waiter = Some(waiter);
         loop {
@@ -980,9 +1006,9 @@ impl NodeInner {
                 let request_id = state.next_request_id;
                 state.next_request_id += 1;
                 let conn = state.conns.get_mut(&conn_id).expect("connection just looked up");
-                conn.last_used = Instant::now();
+                conn.last_used_ms = coarse_ms();
                 conn.requests_in_flight += 1;
-                state.pending.insert(request_id, PendingEntry { conn_id, deadline, waiter: waiter.take().unwrap() });
+                state.pending.insert(request_id, PendingEntry { conn_id, deadline_ms, waiter: waiter.take().unwrap() });
                 let header = Header {
                     kind: Kind::Request,
                     op,
@@ -999,10 +1025,10 @@ impl NodeInner {
             })?;
             if let Some(request_id) = submitted {
                 self.wake();
-                return Ok((request_id, deadline));
+                return Ok((request_id, deadline_ms));
             }
             // Too many in flight: let responses come in, bounded by the deadline.
-            if Instant::now() >= deadline {
+            if coarse_ms() >= deadline_ms {
                 return Err(Error::Timeout { after_ms: self.config.request_timeout.as_millis() as u64 });
             }
             self.help_progress_or_sleep();
@@ -1022,7 +1048,7 @@ impl NodeInner {
         let Some(entry) = state.pending.remove(&request_id) else { return };
         if let Some(conn) = state.conns.get_mut(&entry.conn_id) {
             conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
-            conn.last_used = Instant::now();
+            conn.last_used_ms = coarse_ms();
         }
         if result.is_ok() {
             self.counters.responses_received.fetch_add(1, Ordering::Relaxed);
@@ -1033,12 +1059,25 @@ impl NodeInner {
         }
     }
 
-    fn wait_slot(&self, slot: &Slot, request_id: u64, deadline: Instant) -> Result<Response> {
-        let spin_until = Instant::now() + WAITER_SPIN;
-        // Spin, driving progress ourselves: no thread hand-off on the response path.
+    fn wait_slot(&self, slot: &Slot, request_id: u64, deadline_ms: u64) -> Result<Response> {
+        // The spin's clock starts at its 64th round: fast responses never read the clock.
+        let mut spin_until: Option<Instant> = None;
+        // Spin, driving progress ourselves: no thread hand-off on the response path. The clock is
+        // read every 64 rounds only: on a VM, clock_gettime was a quarter of the spinning time.
         self.helpers.fetch_add(1, Ordering::SeqCst);
-        while !slot.done.load(Ordering::SeqCst) && Instant::now() < spin_until.min(deadline) {
-            if !self.in_progress_here() {
+        self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let mut rounds = 0u32;
+        let in_progress_here = self.in_progress_here();
+        while !slot.done.load(Ordering::SeqCst) {
+            rounds = rounds.wrapping_add(1);
+            if rounds % 64 == 0 {
+                let now = Instant::now();
+                let until = *spin_until.get_or_insert(now + WAITER_SPIN);
+                if now >= until || coarse_ms() >= deadline_ms {
+                    break;
+                }
+            }
+            if !in_progress_here {
                 if let Ok(guard) = self.lock.try_lock() {
                     self.progress_once(&guard, true);
                     continue;
@@ -1046,17 +1085,18 @@ impl NodeInner {
             }
             std::hint::spin_loop();
         }
-        self.leave_helpers();
+        // Done: the progress thread may keep waiting. Parking: it must drive progress now.
+        self.leave_helpers(!slot.done.load(Ordering::SeqCst));
         // Then park; the progress thread (woken by the event fd) completes the slot and unparks us.
         if !slot.done.load(Ordering::SeqCst) {
             *slot.waiter.lock().unwrap() = Some(std::thread::current());
             slot.parked.store(true, Ordering::SeqCst);
             while !slot.done.load(Ordering::SeqCst) {
-                let now = Instant::now();
-                if now >= deadline {
+                let now_ms = coarse_ms();
+                if now_ms >= deadline_ms {
                     break;
                 }
-                std::thread::park_timeout((deadline - now).min(Duration::from_millis(100)));
+                std::thread::park_timeout(Duration::from_millis((deadline_ms - now_ms).min(100)));
             }
         }
         if !slot.done.load(Ordering::SeqCst) {
@@ -1097,6 +1137,7 @@ impl NodeInner {
             return;
         }
         let ep = conn.ep;
+        let send_flags = conn.send_flags;
         let total_len = payload.bytes().0.len();
         let (chunk_count, chunk_size) = wire::chunking(total_len, self.config.chunk_size_bytes);
         header.total_len = total_len as u64;
@@ -1123,7 +1164,7 @@ impl NodeInner {
                     _ => unreachable!("multi-chunk payloads are shared buffers"),
                 }
             };
-            if let Err(e) = self.post_send(state, ep, &header, chunk_payload, offset, len, request_id) {
+            if let Err(e) = self.post_send(state, ep, send_flags, &header, chunk_payload, offset, len, request_id) {
                 log_warn!("send to connection {conn_id} failed: {e}");
                 if let Some(id) = request_id {
                     self.complete_pending(state, id, Err(e.clone()));
@@ -1139,6 +1180,7 @@ impl NodeInner {
         &self,
         state: &mut WorkerState,
         ep: u::ucp_ep_h,
+        send_flags: u32,
         header: &Header,
         payload: Payload,
         offset: usize,
@@ -1165,7 +1207,7 @@ impl NodeInner {
                 param.op_attr_mask |= u::UCP_OP_ATTR_FIELD_MEMH;
                 param.memh = memh;
             }
-            param.flags = u::UCP_AM_SEND_FLAG_REPLY;
+            param.flags = u::UCP_AM_SEND_FLAG_REPLY | send_flags;
             param.cb.send = Some(send_callback);
             param.user_data = ctx_ptr as *mut c_void;
             u::ucp_am_send_nbx(
@@ -1185,7 +1227,8 @@ impl NodeInner {
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Err(ucx_error("ucp_am_send_nbx", u::ucs_ptr_status(status_ptr)))
         } else {
-            Ok(()) // send_callback completes it
+            state.ucx_ops_in_flight += 1; // send_callback completes it
+            Ok(())
         }
     }
 
@@ -1316,6 +1359,8 @@ impl NodeInner {
         } else if u::ucs_ptr_is_err(status_ptr) {
             drop(Box::from_raw(ctx));
             self.on_chunk_done(state, key, length, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
+        } else {
+            state.ucx_ops_in_flight += 1;
         }
     }
 
@@ -1461,21 +1506,29 @@ impl NodeInner {
                 }
             });
         }
+        // Operations in flight need progress even when nothing happened this round.
+        let busy = state.ucx_ops_in_flight > 0 || !state.overflow.is_empty();
+        state.progress_calls = state.progress_calls.wrapping_add(1);
+        if events == 0 && state.progress_calls % 64 != 0 {
+            IN_PROGRESS.with(|p| p.set(previous));
+            return busy as usize;
+        }
         let now = Instant::now();
         if now.duration_since(state.last_timeout_scan) >= TIMEOUT_SCAN_PERIOD {
             state.last_timeout_scan = now;
-            self.expire_requests(state, now);
+            self.expire_requests(state);
         }
         if now.duration_since(state.last_idle_scan) >= IDLE_SCAN_PERIOD {
             state.last_idle_scan = now;
-            self.close_idle_connections(state, now);
+            self.close_idle_connections(state, coarse_ms());
         }
         IN_PROGRESS.with(|p| p.set(previous));
-        events
+        if busy { events.max(1) } else { events }
     }
 
-    fn expire_requests(&self, state: &mut WorkerState, now: Instant) {
-        let expired: Vec<u64> = state.pending.iter().filter(|(_, e)| e.deadline <= now).map(|(&id, _)| id).collect();
+    fn expire_requests(&self, state: &mut WorkerState) {
+        let now_ms = coarse_ms();
+        let expired: Vec<u64> = state.pending.iter().filter(|(_, e)| e.deadline_ms <= now_ms).map(|(&id, _)| id).collect();
         for request_id in expired {
             self.counters.requests_timed_out.fetch_add(1, Ordering::Relaxed);
             let after_ms = self.config.request_timeout.as_millis() as u64;
@@ -1483,12 +1536,15 @@ impl NodeInner {
         }
     }
 
-    fn close_idle_connections(&self, state: &mut WorkerState, now: Instant) {
+    fn close_idle_connections(&self, state: &mut WorkerState, now_ms: u64) {
         let idle: Vec<u64> = state
             .conns
             .iter()
             .filter(|(_, c)| {
-                c.outgoing_peer.is_some() && !c.failed && c.requests_in_flight == 0 && now.duration_since(c.last_used) >= self.config.idle_timeout
+                c.outgoing_peer.is_some()
+                    && !c.failed
+                    && c.requests_in_flight == 0
+                    && now_ms.saturating_sub(c.last_used_ms) >= self.config.idle_timeout.as_millis() as u64
             })
             .map(|(&id, _)| id)
             .collect();
@@ -1498,8 +1554,10 @@ impl NodeInner {
         }
     }
 
-    fn leave_helpers(&self) {
-        if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && self.progress_waiting_for_helpers.load(Ordering::SeqCst) {
+    /// A helper stops driving progress; `wake_progress` when it will now depend on the progress
+    /// thread (it parks), so that thread stops waiting for helpers at once.
+    fn leave_helpers(&self, wake_progress: bool) {
+        if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && wake_progress && self.progress_waiting_for_helpers.load(Ordering::SeqCst) {
             let _guard = self.helpers_gone.0.lock().unwrap();
             self.helpers_gone.1.notify_one();
         }
@@ -1510,7 +1568,7 @@ impl NodeInner {
     fn wait_while_helpers(&self) {
         let guard = self.helpers_gone.0.lock().unwrap();
         self.progress_waiting_for_helpers.store(true, Ordering::SeqCst);
-        if self.helpers.load(Ordering::SeqCst) > 0 && !self.closed.load(Ordering::SeqCst) {
+        if !self.closed.load(Ordering::SeqCst) {
             let _ = self.helpers_gone.1.wait_timeout(guard, Duration::from_millis(1)).unwrap();
         }
         self.progress_waiting_for_helpers.store(false, Ordering::SeqCst);
@@ -1519,6 +1577,8 @@ impl NodeInner {
     fn progress_loop(self: Arc<Self>) {
         let spin = Duration::from_micros(self.config.spin_us);
         let mut last_event = Instant::now();
+        let mut idle_rounds = 0u32;
+        let mut helper_sessions_seen = 0u64;
         while !self.closed.load(Ordering::SeqCst) {
             // Backpressure: with the dispatch queue full, stop taking messages off the wire.
             let receive = !self.dispatch.is_full();
@@ -1526,8 +1586,16 @@ impl NodeInner {
                 let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                 self.progress_once(&guard, receive)
             };
+            // Callers spinning on their own responses drive progress: stay out of their way, also
+            // in the moments between their requests.
+            let sessions = self.helper_sessions.load(Ordering::Relaxed);
+            if self.helpers.load(Ordering::SeqCst) > 0 || sessions != helper_sessions_seen {
+                helper_sessions_seen = sessions;
+                self.wait_while_helpers();
+                continue;
+            }
             if events > 0 {
-                last_event = Instant::now();
+                idle_rounds = 0;
                 continue;
             }
             if self.lock_waiters.load(Ordering::SeqCst) > 0 {
@@ -1538,11 +1606,12 @@ impl NodeInner {
                 self.dispatch.wait_not_full(Duration::from_millis(1));
                 continue;
             }
-            if self.helpers.load(Ordering::SeqCst) > 0 {
-                self.wait_while_helpers();
-                continue;
+            // The spin's clock starts at the first idle round after activity.
+            idle_rounds = idle_rounds.wrapping_add(1);
+            if idle_rounds == 1 {
+                last_event = Instant::now();
             }
-            if last_event.elapsed() < spin {
+            if idle_rounds % 32 != 0 || last_event.elapsed() < spin {
                 std::hint::spin_loop();
                 continue;
             }
@@ -1663,6 +1732,7 @@ unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t
     let ctx = Box::from_raw(user_data as *mut SendCtx);
     let node = &*ctx.node;
     let state = node.state();
+    state.ucx_ops_in_flight -= 1;
     if status != u::UCS_OK {
         if let Some(request_id) = ctx.request_id {
             let peer = state.pending.get(&request_id).and_then(|e| state.conns.get(&e.conn_id)).map(|c| c.peer_name.clone()).unwrap_or_default();
@@ -1676,6 +1746,7 @@ unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t
 unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut FlushCtx);
     let node = &*ctx.node;
+    node.state().ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_ep_flush_nbx", status)) };
     node.on_conn_ready(node.state(), ctx.conn_id, result);
     u::ucp_request_free(request);
@@ -1685,6 +1756,7 @@ unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_sta
     let ctx = Box::from_raw(user_data as *mut RecvCtx);
     let node = &*ctx.node;
     let state = node.state();
+    state.ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };
     debug_assert!(ctx.chunk_index < u32::MAX);
     node.on_chunk_done(state, ctx.key, ctx.len, result);

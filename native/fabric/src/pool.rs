@@ -37,8 +37,10 @@ pub(crate) struct PoolInner {
     in_use_bytes: AtomicUsize,
     allocations: AtomicU64,
     maps: AtomicU64,
-    /// Signalled whenever a buffer comes back, for allocations waiting at the cap.
+    /// Signalled when a buffer comes back while allocations wait at the cap (`waiters` > 0; the
+    /// count keeps the common case free of the futex system call a notify costs).
     returned: (Mutex<()>, Condvar),
+    waiters: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -104,6 +106,7 @@ impl Pool {
                 allocations: AtomicU64::new(0),
                 maps: AtomicU64::new(0),
                 returned: (Mutex::new(()), Condvar::new()),
+                waiters: AtomicUsize::new(0),
             }),
         }
     }
@@ -137,9 +140,11 @@ impl Pool {
                 Some(deadline) if now < deadline => {
                     let (lock, condvar) = &inner.returned;
                     let guard = lock.lock().unwrap();
+                    inner.waiters.fetch_add(1, Ordering::SeqCst);
                     // Short waits: a buffer may come back between our check and the wait.
                     let wait = (deadline - now).min(std::time::Duration::from_millis(5));
                     let _ = condvar.wait_timeout(guard, wait).unwrap();
+                    inner.waiters.fetch_sub(1, Ordering::SeqCst);
                 }
                 _ => return Err(Error::PoolExhausted { requested: len, cap: inner.cap_bytes }),
             }
@@ -306,7 +311,10 @@ impl Drop for Buffer {
             pool.in_use_bytes.fetch_sub(raw.capacity, Ordering::Relaxed);
             let class = class_of(raw.capacity);
             pool.classes[class].lock().unwrap().push(raw);
-            pool.returned.1.notify_one();
+            if pool.waiters.load(Ordering::SeqCst) > 0 {
+                let _guard = pool.returned.0.lock().unwrap();
+                pool.returned.1.notify_all();
+            }
         }
     }
 }

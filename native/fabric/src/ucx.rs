@@ -133,3 +133,33 @@ pub(crate) fn socket_addr(storage: &libc::sockaddr_storage) -> Result<std::net::
         }
     }
 }
+
+/// Whether `ip` belongs to this host: loopback, or an address of one of its interfaces.
+pub(crate) fn is_local_address(ip: std::net::IpAddr) -> bool {
+    if ip.is_loopback() {
+        return true;
+    }
+    unsafe {
+        let mut list: *mut libc::ifaddrs = ptr::null_mut();
+        if libc::getifaddrs(&mut list) != 0 {
+            return false;
+        }
+        let mut found = false;
+        let mut entry = list;
+        while !entry.is_null() && !found {
+            let address = (*entry).ifa_addr;
+            if !address.is_null() {
+                let family = (*address).sa_family as i32;
+                if family == libc::AF_INET || family == libc::AF_INET6 {
+                    let mut storage: libc::sockaddr_storage = std::mem::zeroed();
+                    let len = if family == libc::AF_INET { std::mem::size_of::<libc::sockaddr_in>() } else { std::mem::size_of::<libc::sockaddr_in6>() };
+                    ptr::copy_nonoverlapping(address as *const u8, &mut storage as *mut _ as *mut u8, len);
+                    found = socket_addr(&storage).is_ok_and(|a| a.ip() == ip);
+                }
+            }
+            entry = (*entry).ifa_next;
+        }
+        libc::freeifaddrs(list);
+        found
+    }
+}
