@@ -56,8 +56,10 @@ pub struct Config {
     pub net_devices: String,
     /// Send every message to a peer on this host eagerly (through shared memory), never by
     /// rendezvous. With peer error handling UCX 1.13 cannot use CMA, so rendezvous between two
-    /// processes on one host runs over TCP: eager copies through shared memory are faster
-    /// (docs/fabric.md has the figures). Peers on other hosts are unaffected.
+    /// processes on one host runs over TCP; eager copies through shared memory reach about twice
+    /// the bandwidth. Off by default: a peer killed while writing a large eager message into the
+    /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
+    /// handling"). Peers on other hosts are unaffected either way.
     pub same_host_eager: bool,
 }
 
@@ -66,7 +68,7 @@ impl Default for Config {
         Config {
             listen: None,
             transport: Transport::Auto,
-            chunk_size_bytes: 256 << 10,
+            chunk_size_bytes: 1 << 20,
             pool_cap_bytes: 256 << 20,
             max_message_bytes: 128 << 20,
             max_requests_in_flight: 4096,
@@ -77,7 +79,7 @@ impl Default for Config {
             spin_us: 50,
             shm_with_peer_errors: true,
             net_devices: "lo".to_string(),
-            same_host_eager: true,
+            same_host_eager: false,
         }
     }
 }

@@ -266,6 +266,8 @@ pub(crate) struct NodeInner {
     /// deferring to helpers while this moves, instead of arming the event fd and waking on every
     /// response it is not needed for.
     helper_sessions: AtomicU64,
+    /// One handler thread at a time spins in `next_request`.
+    puller_spinning: AtomicBool,
     closed: AtomicBool,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
@@ -447,6 +449,7 @@ impl Node {
             helpers_gone: (Mutex::new(()), std::sync::Condvar::new()),
             progress_waiting_for_helpers: AtomicBool::new(false),
             helper_sessions: AtomicU64::new(0),
+            puller_spinning: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
@@ -556,10 +559,7 @@ impl Node {
 
     /// The next request, in Pull mode. `None` after `timeout` or once the node is closed.
     pub fn next_request(&self, timeout: Duration) -> Option<Request> {
-        if self.inner.closed.load(Ordering::SeqCst) {
-            return None;
-        }
-        self.inner.dispatch.pop_timeout(timeout)
+        self.inner.next_request(timeout)
     }
 
     pub fn stats(&self) -> Stats {
@@ -1248,6 +1248,16 @@ impl NodeInner {
             unsafe { self.state() }.outbox.push_back(outgoing);
             return;
         }
+        // The respond stage's fast path: with the worker free, post the response from this
+        // thread; only under contention does it go through the respond queue.
+        if let Ok(guard) = self.lock.try_lock() {
+            let previous = IN_PROGRESS.with(|p| p.replace(self));
+            self.send_outgoing(unsafe { self.state() }, outgoing);
+            IN_PROGRESS.with(|p| p.set(previous));
+            drop(guard);
+            self.wake();
+            return;
+        }
         let deadline = Instant::now() + self.config.request_timeout;
         if self.respond.push_until(outgoing, deadline).is_err() {
             log_warn!("respond queue full for {} ms: response dropped", self.config.request_timeout.as_millis());
@@ -1643,18 +1653,61 @@ impl NodeInner {
     fn handler_loop(self: Arc<Self>) {
         let handler = self.handler.clone().expect("Staged mode has a handler");
         while !self.closed.load(Ordering::SeqCst) {
-            if let Some(request) = self.dispatch.pop_timeout(Duration::from_millis(100)) {
+            if let Some(request) = self.next_request(Duration::from_millis(100)) {
                 handler.handle(request);
             }
         }
+    }
+
+    /// The handle stage's intake. One handler thread at a time spins briefly, driving progress
+    /// itself, so that a request arriving now is received and handled on one thread with no
+    /// hand-off; the others (and the spinner, after WAITER_SPIN) block on the dispatch queue.
+    fn next_request(&self, timeout: Duration) -> Option<Request> {
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
+        if let Some(request) = self.dispatch.try_pop() {
+            return Some(request);
+        }
+        if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
+            self.helpers.fetch_add(1, Ordering::SeqCst);
+            self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+            let mut spin_until: Option<Instant> = None;
+            let mut rounds = 0u32;
+            let mut found = None;
+            while !self.closed.load(Ordering::SeqCst) {
+                if let Some(request) = self.dispatch.try_pop() {
+                    found = Some(request);
+                    break;
+                }
+                rounds = rounds.wrapping_add(1);
+                if rounds % 64 == 0 {
+                    let now = Instant::now();
+                    if now >= *spin_until.get_or_insert(now + WAITER_SPIN.min(timeout)) {
+                        break;
+                    }
+                }
+                if let Ok(guard) = self.lock.try_lock() {
+                    self.progress_once(&guard, true);
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            self.leave_helpers(found.is_none());
+            self.puller_spinning.store(false, Ordering::SeqCst);
+            if found.is_some() {
+                return found;
+            }
+        }
+        self.dispatch.pop_timeout(timeout)
     }
 
     fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.dispatch.notify_all();
-        self.respond.notify_all();
+        self.dispatch.close();
+        self.respond.close();
         unsafe { u::ucp_worker_signal(self.worker) };
         let current = std::thread::current().id();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap());

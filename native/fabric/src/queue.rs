@@ -9,6 +9,8 @@ pub(crate) struct BoundedQueue<T> {
     not_empty: Condvar,
     not_full: Condvar,
     capacity: usize,
+    /// Set by `close`: blocked and later pops return at once.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl<T> BoundedQueue<T> {
@@ -19,6 +21,7 @@ impl<T> BoundedQueue<T> {
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
             capacity,
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -70,10 +73,14 @@ impl<T> BoundedQueue<T> {
         item
     }
 
+    /// The next item, waiting up to `timeout`; `None` at once after `close`.
     pub(crate) fn pop_timeout(&self, timeout: Duration) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let mut items = self.items.lock().unwrap();
         loop {
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return None;
+            }
             if let Some(item) = items.pop_front() {
                 drop(items);
                 self.not_full.notify_one();
@@ -95,8 +102,10 @@ impl<T> BoundedQueue<T> {
         }
     }
 
-    /// Wakes every waiter (used at close).
-    pub(crate) fn notify_all(&self) {
+    /// Wakes every waiter and makes later pops return `None` (used at close).
+    pub(crate) fn close(&self) {
+        let _items = self.items.lock().unwrap();
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         self.not_empty.notify_all();
         self.not_full.notify_all();
     }
@@ -136,5 +145,22 @@ mod tests {
         assert!(producer.join().unwrap().is_ok());
         assert_eq!(queue.pop_timeout(Duration::from_secs(1)), Some(1));
         assert_eq!(queue.pop_timeout(Duration::from_millis(5)), None);
+    }
+
+    #[test]
+    fn close_wakes_a_blocked_pop_at_once() {
+        let queue: Arc<BoundedQueue<u32>> = Arc::new(BoundedQueue::new(1));
+        let consumer = {
+            let queue = queue.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                (queue.pop_timeout(Duration::from_secs(10)), started.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        queue.close();
+        let (item, waited) = consumer.join().unwrap();
+        assert_eq!(item, None);
+        assert!(waited < Duration::from_secs(5), "pop waited {waited:?} after close");
     }
 }
