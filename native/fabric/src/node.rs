@@ -881,8 +881,15 @@ impl NodeInner {
     }
 
     fn add_conn(&self, state: &mut WorkerState, ep: u::ucp_ep_h, outgoing_peer: Option<SocketAddr>, peer_name: String) -> u64 {
+        // Over TCP, UCX's rendezvous emulates a remote get in software and needs the peer's
+        // progress for every fragment: eager sends are faster at every size (docs/fabric.md), and a
+        // peer dying mid-message only breaks its own TCP stream. Through shared memory, eager is
+        // opt-in (`same_host_eager`): a dying writer can wedge the shared FIFO.
         let same_host = peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
-        let eager = same_host && self.config.same_host_eager && self.config.transport == crate::config::Transport::Auto;
+        let eager = match self.config.transport {
+            crate::config::Transport::Tcp => true,
+            crate::config::Transport::Auto => same_host && self.config.same_host_eager,
+        };
         let send_flags = if eager { u::UCP_AM_SEND_FLAG_EAGER } else { 0 };
         let conn_id = state.next_conn_id;
         state.next_conn_id += 1;

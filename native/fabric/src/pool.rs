@@ -20,6 +20,12 @@ use crate::ucx::Context;
 
 /// Smallest class: 2^8 = 256 bytes.
 const CLASS_MIN_SHIFT: u32 = 8;
+/// Buffers up to this size may go beyond the cap, into a small reserve: acknowledgements and
+/// error responses must still be possible when large messages hold the whole cap (found with 64
+/// requests of 4 MiB in flight against a 256 MiB pool: the server could not even answer).
+pub(crate) const SMALL_BUFFER_MAX_BYTES: usize = 4096;
+/// The reserve for small buffers, on top of the cap.
+pub(crate) const SMALL_RESERVE_BYTES: usize = 1 << 20;
 
 struct Raw {
     address: *mut u8,
@@ -158,12 +164,13 @@ impl Pool {
         Buffer { pool: self.inner.clone(), raw: Some(raw), len }
     }
 
-    /// Counts `capacity` bytes against the cap if they fit.
+    /// Counts `capacity` bytes against the cap (plus the small reserve for small buffers) if they fit.
     fn reserve(&self, capacity: usize) -> bool {
         let inner = &self.inner;
+        let limit = if capacity <= SMALL_BUFFER_MAX_BYTES { inner.cap_bytes + SMALL_RESERVE_BYTES } else { inner.cap_bytes };
         let mut mapped = inner.mapped_bytes.load(Ordering::SeqCst);
         loop {
-            if mapped + capacity > inner.cap_bytes {
+            if mapped + capacity > limit {
                 return false;
             }
             match inner.mapped_bytes.compare_exchange(mapped, mapped + capacity, Ordering::SeqCst, Ordering::SeqCst) {
@@ -378,6 +385,17 @@ mod tests {
         let big = pool.alloc(1 << 20, None).unwrap();
         assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pool.mapped_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn small_buffers_have_a_reserve_beyond_the_cap() {
+        let pool = pool(2 << 20);
+        let _big: Vec<Buffer> = (0..2).map(|_| pool.alloc(1 << 20, None).unwrap()).collect();
+        assert!(matches!(pool.alloc(8192, None), Err(Error::PoolExhausted { .. })));
+        // An acknowledgement still fits, up to the reserve.
+        let small: Vec<Buffer> = (0..(SMALL_RESERVE_BYTES / SMALL_BUFFER_MAX_BYTES)).map(|_| pool.alloc(100, None).unwrap()).collect();
+        assert!(pool.mapped_bytes() <= (2 << 20) + SMALL_RESERVE_BYTES);
+        drop(small);
     }
 
     #[test]
