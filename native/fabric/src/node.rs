@@ -229,6 +229,8 @@ struct WorkerState {
     to_close: Vec<(u64, bool)>,
     /// Endpoint-close requests not finished yet.
     closing: Vec<*mut c_void>,
+    /// Boxed: each one's address is the `user_data` UCX hands back to `send_callback`.
+    #[allow(clippy::vec_box)]
     send_ctx_free: Vec<Box<SendCtx>>,
     last_timeout_scan: Instant,
     last_idle_scan: Instant,
@@ -783,7 +785,7 @@ impl NodeInner {
     }
 
     fn in_progress_here(&self) -> bool {
-        IN_PROGRESS.with(|p| p.get() == self as *const NodeInner)
+        IN_PROGRESS.with(|p| std::ptr::eq(p.get(), self))
     }
 
     /// Runs `f` with the worker state, taking the lock unless this thread already holds it.
@@ -1077,7 +1079,7 @@ impl NodeInner {
         let in_progress_here = self.in_progress_here();
         while !slot.done.load(Ordering::SeqCst) {
             rounds = rounds.wrapping_add(1);
-            if rounds % 64 == 0 {
+            if rounds.is_multiple_of(64) {
                 let now = Instant::now();
                 let until = *spin_until.get_or_insert(now + WAITER_SPIN);
                 if now >= until || coarse_ms() >= deadline_ms {
@@ -1628,7 +1630,7 @@ impl NodeInner {
             if idle_rounds == 1 {
                 last_event = Instant::now();
             }
-            if idle_rounds % 32 != 0 || last_event.elapsed() < spin {
+            if !idle_rounds.is_multiple_of(32) || last_event.elapsed() < spin {
                 std::hint::spin_loop();
                 continue;
             }
@@ -1688,7 +1690,7 @@ impl NodeInner {
                     break;
                 }
                 rounds = rounds.wrapping_add(1);
-                if rounds % 64 == 0 {
+                if rounds.is_multiple_of(64) {
                     let now = Instant::now();
                     if now >= *spin_until.get_or_insert(now + WAITER_SPIN.min(timeout)) {
                         break;

@@ -33,7 +33,9 @@ struct Raw {
     memh: u::ucp_mem_h,
 }
 
+// The memory is owned by exactly one `Buffer`; shared references only read it.
 unsafe impl Send for Raw {}
+unsafe impl Sync for Raw {}
 
 pub(crate) struct PoolInner {
     context: Arc<Context>,

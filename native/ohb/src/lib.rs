@@ -101,7 +101,7 @@ Options for mem:
   --window N           requests in flight per thread (default 4)
   --max-size SIZE      largest request (default 4M); sizes are mixed 8 B..max
   --pool-cap-mib N     pool cap of both nodes (default 64)
-  --overhead-mib N     allowed RSS above the pool cap (default 64)
+  --overhead-mib N     allowed RSS above the pool cap (default 17: the fabric's documented 16 MiB fixed overhead + 1 MiB small-buffer reserve)
   --transport T        auto or tcp (default auto)
   --json PATH          default results/ohb-fabric-mem-rust.json
 

@@ -186,7 +186,7 @@ fn mem(args: &Args) -> Result<(), String> {
         window: args.number("window")?.unwrap_or(4),
         size_max_bytes: parse_size(args.value("max-size").unwrap_or("4M"))?,
         pool_cap_bytes: args.number::<usize>("pool-cap-mib")?.unwrap_or(64) << 20,
-        overhead_bytes: args.number::<usize>("overhead-mib")?.unwrap_or(64) << 20,
+        overhead_bytes: args.number::<usize>("overhead-mib")?.unwrap_or(17) << 20,
         transport: parse_transport(transport_text)
             .ok_or_else(|| format!("--transport: '{transport_text}' is not auto or tcp"))?,
         progress: !args.switch("no-progress"),

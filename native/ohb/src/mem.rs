@@ -393,7 +393,7 @@ impl MemReport {
             self.final_load.get("error_kinds").map(|k| k.to_string()).unwrap_or_default()
         );
         out += &format!(
-            "overhead allowance {:.0} MiB is ohb's --overhead-mib (the fabric documents none yet); RSS from /proc/PID/status VmRSS, sampled each second\n",
+            "overhead allowance {:.0} MiB (--overhead-mib): the fabric's documented fixed overhead (docs/fabric.md) plus its small-buffer reserve; RSS from /proc/PID/status VmRSS, sampled each second\n",
             self.run.overhead_bytes as f64 / MIB
         );
         out
