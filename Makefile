@@ -40,11 +40,17 @@ native: deps
 jvm: native
 	$(MVN) -f jvm/pom.xml install -DskipTests
 
+# The closing line counts both runners: cargo's summaries and Surefire's reports.
 test: test-native test-jvm smoke
-	@echo "make test: all suites passed"
+	@rust_passed=$$(awk '/^test result:/ {p+=$$4} END {print p+0}' build/test-native.log)
+	rust_failed=$$(awk '/^test result:/ {f+=$$6} END {print f+0}' build/test-native.log)
+	jvm_tests=$$(cat jvm/*/target/surefire-reports/TEST-*.xml | grep -o 'tests="[0-9]*"' | head -n 1000 | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
+	jvm_failed=$$(cat jvm/*/target/surefire-reports/TEST-*.xml | grep -oE '(failures|errors)="[0-9]*"' | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
+	echo "make test: $$((rust_passed + jvm_tests - jvm_failed)) passed, $$((rust_failed + jvm_failed)) failed"
 
 test-native: deps
-	cd native && $(CARGO) test --release --workspace
+	mkdir -p build
+	cd native && $(CARGO) test --release --workspace 2>&1 | tee ../build/test-native.log
 
 test-jvm: native
 	$(MVN) -f jvm/pom.xml install

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fabric::{Buffer, Config, Endpoint, HandlerMode, Node, Request, Transport};
-use jni::objects::{JByteArray, JByteBuffer, JClass, JLongArray, JObject, JString, JThrowable, JValue};
+use jni::objects::{JByteArray, JByteBuffer, JClass, JLongArray, JObject, JObjectArray, JString, JThrowable, JValue};
 use jni::sys::{jboolean, jint, jlong, jlongArray, jobject, jstring, JNI_VERSION_1_8};
 use jni::{JNIEnv, JavaVM};
 
@@ -33,7 +33,7 @@ mod completions;
 use completions::Completions;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-const ABI_VERSION: jint = 1;
+const ABI_VERSION: jint = 2;
 /// `FabricNative.STATS_FIELDS`.
 const STATS_FIELDS: usize = 11;
 
@@ -474,6 +474,22 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeAlloc<'local>(
     })
 }
 
+/// `Node::help_progress`: drives the node's progress on the calling Java thread for up to
+/// `spin_us` or until something happens; returns how much happened.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeHelpProgress<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    spin_us: jlong,
+) -> jint {
+    guard(&mut env, 0, |_env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let spin = std::time::Duration::from_micros(spin_us.max(0) as u64);
+        Ok(ctx.node.help_progress(spin).min(jint::MAX as usize) as jint)
+    })
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'local>(
     mut env: JNIEnv<'local>,
@@ -504,24 +520,120 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'l
     })
 }
 
+/// Largest batch `nodePollCompletions` hands out per call.
+const COMPLETION_BATCH_MAX: usize = 1024;
+
 #[no_mangle]
-pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodePollCompletion<'local>(
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodePollCompletions<'local>(
     mut env: JNIEnv<'local>,
     _class: JClass<'local>,
     node: jlong,
     timeout_ms: jlong,
     out: JLongArray<'local>,
-) -> jobject {
-    guard(&mut env, std::ptr::null_mut(), |env| {
+    results: JObjectArray<'local>,
+) -> jint {
+    guard(&mut env, 0, |env| {
         let ctx: &NodeCtx = borrow(node, "node")?;
-        let Some((tag, result)) = ctx.completions.poll(millis(timeout_ms)) else {
-            return Ok(std::ptr::null_mut());
-        };
-        env.set_long_array_region(&out, 0, &[tag])?;
-        match result {
-            Ok(response) => emit_buffer(env, response.into_buffer(), &out, 1),
-            Err(error) => Ok(fabric_exception(env, error_kind(&error), &error.to_string())?.into_raw()),
+        let slots = (env.get_array_length(&results)? as usize).min(COMPLETION_BATCH_MAX);
+        let longs = env.get_array_length(&out)? as usize;
+        if slots == 0 || longs < 3 * slots {
+            return Err(Failure::Argument(format!(
+                "{slots} result slots need {} longs, got {longs}",
+                3 * slots
+            )));
         }
+        let mut count = 0usize;
+        while count < slots {
+            let item = if count == 0 {
+                ctx.completions.pop_wait(millis(timeout_ms))
+            } else {
+                ctx.completions.try_pop()
+            };
+            let Some((tag, result)) = item else { break };
+            match emit_completion(env, tag, result, &out, &results, count) {
+                Ok(()) => count += 1,
+                Err((item, failure)) => {
+                    // Not handed to Java: back to the queue, as the oldest, for the next poll.
+                    ctx.completions.unpop(item);
+                    if count == 0 {
+                        return Err(failure);
+                    }
+                    // Those already handed out must reach Java: return them, without the exception.
+                    let _ = env.exception_clear();
+                    break;
+                }
+            }
+        }
+        Ok(count as jint)
+    })
+}
+
+/// Writes completion `index` to `results[index]` (the response's view, or a `FabricException`)
+/// and `out[3 * index..]` (tag, buffer handle, length). On failure nothing of it is handed out and
+/// the completion comes back, to be queued again.
+#[allow(clippy::result_large_err)] // the error hands the completion back, to be queued again
+fn emit_completion<'local>(
+    env: &mut JNIEnv<'local>,
+    tag: i64,
+    result: fabric::Result<Buffer>,
+    out: &JLongArray,
+    results: &JObjectArray,
+    index: usize,
+) -> Result<(), (completions::Completion, Failure)> {
+    let at = index as i32;
+    match result {
+        Ok(mut buffer) => {
+            let view = match view_of(env, &mut buffer) {
+                Ok(view) => view,
+                Err(failure) => return Err(((tag, Ok(buffer)), failure)),
+            };
+            let length = buffer.len() as jlong;
+            let stored = env
+                .set_long_array_region(out, 3 * at, &[tag, 0, length])
+                .and_then(|_| env.set_object_array_element(results, at, &view));
+            let _ = env.delete_local_ref(view);
+            if let Err(error) = stored {
+                return Err(((tag, Ok(buffer)), error.into()));
+            }
+            let handle = into_handle(buffer);
+            if let Err(error) = env.set_long_array_region(out, 3 * at + 1, &[handle]) {
+                let buffer = *unsafe { Box::from_raw(handle as *mut Buffer) };
+                return Err(((tag, Ok(buffer)), error.into()));
+            }
+            Ok(())
+        }
+        Err(error) => {
+            let exception = match fabric_exception(env, error_kind(&error), &error.to_string()) {
+                Ok(exception) => exception,
+                Err(jni_error) => return Err(((tag, Err(error)), jni_error.into())),
+            };
+            let stored = env
+                .set_long_array_region(out, 3 * at, &[tag, 0, 0])
+                .and_then(|_| env.set_object_array_element(results, at, &exception));
+            let _ = env.delete_local_ref(exception);
+            match stored {
+                Ok(()) => Ok(()),
+                Err(jni_error) => Err(((tag, Err(error)), jni_error.into())),
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeHelpCompletions(
+    mut env: JNIEnv,
+    _class: JClass,
+    node: jlong,
+    enter: jboolean,
+) {
+    guard(&mut env, (), |_| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        if enter != 0 {
+            ctx.completions.enter_helper();
+        } else {
+            ctx.completions.leave_helper();
+        }
+        Ok(())
     })
 }
 
@@ -668,7 +780,9 @@ fn send_async(ctx: &EndpointCtx, tag: jlong, op: u16, payload: Buffer) -> Outcom
     let completions = ctx.completions.clone();
     // Runs on the progress thread: only a push, no JNI.
     ctx.endpoint
-        .request_buffer_with(op, payload, move |result| completions.push(tag, result))?;
+        .request_buffer_with(op, payload, move |result| {
+            completions.push(tag, result.map(fabric::Response::into_buffer))
+        })?;
     Ok(())
 }
 

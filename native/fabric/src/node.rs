@@ -564,6 +564,14 @@ impl Node {
         self.inner.next_request(timeout)
     }
 
+    /// Drives this node's progress on the calling thread, as a helper, for up to `spin` or until
+    /// something happens; returns how much happened. For threads that wait on callback requests
+    /// (`request_with`): receiving on the waiting thread avoids a hand-off through the progress
+    /// thread, which backs off while helpers are active.
+    pub fn help_progress(&self, spin: Duration) -> usize {
+        self.inner.help_progress(spin)
+    }
+
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         Stats {
@@ -1666,6 +1674,34 @@ impl NodeInner {
                 handler.handle(request);
             }
         }
+    }
+
+    fn help_progress(&self, spin: Duration) -> usize {
+        if self.closed.load(Ordering::SeqCst) || self.in_progress_here() {
+            return 0;
+        }
+        self.helpers.fetch_add(1, Ordering::SeqCst);
+        self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let mut spin_until: Option<Instant> = None;
+        let mut rounds = 0u32;
+        let mut events = 0;
+        while events == 0 && !self.closed.load(Ordering::SeqCst) {
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(64) {
+                let now = Instant::now();
+                if now >= *spin_until.get_or_insert(now + spin) {
+                    break;
+                }
+            }
+            if let Ok(guard) = self.lock.try_lock() {
+                events = self.progress_once(&guard, true);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        // Nothing happened: the caller may block next, so the progress thread must take over.
+        self.leave_helpers(events == 0);
+        events
     }
 
     /// The handle stage's intake. One handler thread at a time spins briefly, driving progress

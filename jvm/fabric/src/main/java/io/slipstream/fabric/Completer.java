@@ -5,23 +5,35 @@ import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Completes the futures of a node's asynchronous requests, on one Java thread per node.
+ * Completes the futures of a node's asynchronous requests: on one Java thread per node, and on
+ * threads that wait for one of those futures.
  *
  * <p>Why a thread: the fabric runs a request's completion callback on its progress thread, a native
  * thread. Calling into the JVM from there would mean attaching native threads and running Java code
  * on the fabric's hot path. Instead the callback only pushes {@code (tag, result)} into the node's
- * native completion queue, and this thread drains it through a blocking native call
- * ({@link FabricNative#nodePollCompletion}), so no native thread ever enters the JVM.
+ * native completion queue, and this thread drains it, many completions per native call
+ * ({@link FabricNative#nodePollCompletions}), so no native thread ever enters the JVM.
+ *
+ * <p>Waiting threads help: {@code get} and {@code join} on a future of this node first drain the
+ * queue themselves, spinning for at most {@link #HELP_SPIN_NANOS} without a completion, and only then
+ * park. Under a steady stream of responses (a window of requests in flight) the waiting thread picks
+ * up its own response without a hand-off through the completer thread, which stays asleep meanwhile
+ * (see {@link FabricNative#nodeHelpCompletions}). On a node that serves no requests (no listener),
+ * a waiting thread also drives the fabric's progress itself meanwhile (see {@link #driveProgress}),
+ * so responses are received on the thread that waits for them, as with a synchronous request.
  *
  * <p>Limits: at most {@link FabricConfig#completionQueueDepth()} requests await completion (a
  * {@link Semaphore}; callers wait up to the request timeout, then get {@code OVERLOADED}), which also
- * bounds the native queue. Futures complete on this thread: dependent actions that block delay every
- * other completion of the node, so use the {@code *Async} variants for heavy work.
+ * bounds the native queue. Futures complete on the completer thread or on a thread waiting for a
+ * future of the node: dependent actions that block delay other completions of the node, so use the
+ * {@code *Async} variants for heavy work.
  */
 final class Completer implements Runnable {
     private static final System.Logger LOG = System.getLogger(Completer.class.getName());
@@ -29,10 +41,90 @@ final class Completer implements Runnable {
     private static final long POLL_TIMEOUT_MS = 200;
     /** After close, requests still awaiting completion get this long before they fail with CLOSED. */
     private static final long CLOSE_GRACE_MS = 2_000;
+    /** Completions taken per native call by the completer thread. */
+    static final int BATCH = 64;
+    /** Completions taken per native call by a helping thread. */
+    static final int HELPER_BATCH = 16;
+    /** A waiting thread stops spinning on the queue after this long without a completion, then parks. */
+    static final long HELP_SPIN_NANOS = 50_000;
+    /** One {@code Node::help_progress} call spins at most this long before the queue is drained again. */
+    private static final long HELP_PROGRESS_SPIN_US = 20;
+    /** Poll slice of the completer thread waiting inside a dependent action. */
+    private static final long NESTED_POLL_MS = 10;
+    /** Batches a helper whose future is done still drains before it leaves. */
+    private static final int LEAVE_DRAINS_MAX = 4;
+    /** Idle spin rounds between two clock reads. */
+    private static final int CLOCK_EVERY = 32;
+
+    /**
+     * How deep waits nest on one thread: a dependent action that waits for another future helps too,
+     * with its own batch, after delivering what the batches it interrupted still hold (one of those
+     * may be the completion it waits for). Deeper waits just park.
+     */
+    static final int NESTING_MAX = 4;
+
+    /** A thread's batches, one per nesting level; level 0 of the completer thread is its own. */
+    private static final ThreadLocal<Batch[]> BATCHES = ThreadLocal.withInitial(() -> new Batch[NESTING_MAX]);
 
     /** Sends one asynchronous request with the given tag; may throw {@link FabricException}. */
     interface Send {
         void send(long tag);
+    }
+
+    /** Reusable arrays of one native poll. */
+    private static final class Batch {
+        final long[] out;
+        final Object[] results;
+        /** {@code out} of {@link FabricNative#nodeNextRequest} when driving progress. */
+        final long[] pulled = new long[4];
+        /** Completions in {@code out}/{@code results}, and the next one to deliver. */
+        int count;
+        int next;
+        /** In use by its thread (a wait nested in a dependent action takes the next level). */
+        boolean busy;
+
+        Batch(int size) {
+            out = new long[3 * size];
+            results = new Object[size];
+        }
+    }
+
+    /**
+     * The future of one asynchronous request: waiting for it ({@code get}, {@code join}) first helps
+     * completing the node's requests (see the class comment). Dependent stages are plain futures.
+     */
+    static final class FabricFuture extends CompletableFuture<FabricBuffer> {
+        private final Completer completer;
+
+        FabricFuture(Completer completer) {
+            this.completer = completer;
+        }
+
+        @Override
+        public FabricBuffer get() throws InterruptedException, ExecutionException {
+            completer.help(this, Long.MAX_VALUE);
+            return super.get();
+        }
+
+        @Override
+        public FabricBuffer get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
+            long start = System.nanoTime();
+            long timeoutNanos = unit.toNanos(timeout);
+            completer.help(this, timeoutNanos);
+            long left = timeoutNanos - (System.nanoTime() - start);
+            return super.get(Math.max(0, left), TimeUnit.NANOSECONDS);
+        }
+
+        @Override
+        public FabricBuffer join() {
+            completer.help(this, Long.MAX_VALUE);
+            return super.join();
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return new CompletableFuture<>();
+        }
     }
 
     private final NodeHandle node;
@@ -41,15 +133,18 @@ final class Completer implements Runnable {
     private final long waitMs;
     private final Map<Long, CompletableFuture<FabricBuffer>> pending = new ConcurrentHashMap<>();
     private final AtomicLong tags = new AtomicLong();
-    private Thread thread;
+    private volatile Thread thread;
     private volatile long closeDeadlineNanos;
     private volatile boolean closing;
     private volatile boolean exited;
 
     private final String threadName;
+    /** Waiting threads drive the fabric's progress themselves: only on a node that serves no requests. */
+    private final boolean drivesProgress;
 
-    Completer(NodeHandle node, int depth, long waitMs, String threadName) {
+    Completer(NodeHandle node, int depth, long waitMs, String threadName, boolean drivesProgress) {
         this.node = node;
+        this.drivesProgress = drivesProgress;
         this.threadName = threadName;
         this.depth = depth;
         this.permits = new Semaphore(depth);
@@ -58,9 +153,9 @@ final class Completer implements Runnable {
 
     /** Called inside {@code node.enter()}. Never throws {@link FabricException}: failures complete the future. */
     CompletableFuture<FabricBuffer> submit(Send send) {
-        CompletableFuture<FabricBuffer> future = new CompletableFuture<>();
+        CompletableFuture<FabricBuffer> future = new FabricFuture(this);
         try {
-            if (!permits.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
+            if (!permits.tryAcquire() && !permits.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
                 future.completeExceptionally(new FabricException(FabricException.Kind.OVERLOADED,
                         depth + " asynchronous requests await completion (completionQueueDepth); waited " + waitMs + " ms"));
                 return future;
@@ -103,30 +198,29 @@ final class Completer implements Runnable {
                 return false;
             }
             node.retain();
-            thread = new Thread(this, threadName);
-            thread.setDaemon(true);
-            thread.start();
+            Thread started = new Thread(this, threadName);
+            started.setDaemon(true);
+            thread = started;
+            started.start();
         }
         return true;
     }
 
     @Override
     public void run() {
-        long[] out = new long[3];
+        Batch batch = new Batch(BATCH);
+        batch.busy = true;
+        BATCHES.get()[0] = batch;
         try {
             while (true) {
                 if (closing && (pending.isEmpty() || System.nanoTime() - closeDeadlineNanos > 0)) {
                     break;
                 }
-                Object result;
                 try {
-                    result = FabricNative.nodePollCompletion(node.ptr, POLL_TIMEOUT_MS, out);
+                    drain(batch, POLL_TIMEOUT_MS);
                 } catch (FabricException e) {
                     LOG.log(Level.ERROR, "polling completions failed", e);
-                    continue;
-                }
-                if (result != null) {
-                    complete(out[0], result, out);
+                    pause();
                 }
             }
         } finally {
@@ -139,14 +233,128 @@ final class Completer implements Runnable {
         }
     }
 
-    private void complete(long tag, Object result, long[] out) {
+    /** One native poll (waiting up to {@code timeoutMs}) and the futures it completes; the caller holds a node reference. */
+    private int drain(Batch batch, long timeoutMs) {
+        int count = FabricNative.nodePollCompletions(node.ptr, timeoutMs, batch.out, batch.results);
+        batch.count = count;
+        batch.next = 0;
+        deliverRest(batch);
+        return count;
+    }
+
+    /** Completes the futures of the batch's completions not delivered yet (also from a nested wait). */
+    private void deliverRest(Batch batch) {
+        while (batch.next < batch.count) {
+            int i = batch.next++;
+            Object result = batch.results[i];
+            batch.results[i] = null;
+            complete(batch.out[3 * i], result, batch.out[3 * i + 1], batch.out[3 * i + 2]);
+        }
+    }
+
+    /**
+     * A thread waits for {@code future}: it drains the completion queue itself until the future is
+     * done, {@link #HELP_SPIN_NANOS} pass without a completion, or {@code timeoutNanos} pass; then the
+     * caller parks as usual. Does nothing when nothing was ever sent, once the node is closing, or
+     * when the thread is already draining (a dependent action that waits for another future).
+     */
+    void help(CompletableFuture<FabricBuffer> future, long timeoutNanos) {
+        if (future.isDone() || thread == null || closing || timeoutNanos <= 0) {
+            return;
+        }
+        Batch[] levels = BATCHES.get();
+        int level = 0;
+        while (level < NESTING_MAX && levels[level] != null && levels[level].busy) {
+            level++;
+        }
+        if (level == NESTING_MAX) {
+            return;
+        }
+        try {
+            node.enter();
+        } catch (FabricException e) {
+            return; // closed: the completer thread fails what is left
+        }
+        if (levels[level] == null) {
+            levels[level] = new Batch(HELPER_BATCH);
+        }
+        Batch batch = levels[level];
+        batch.busy = true;
+        long start = System.nanoTime();
+        try {
+            // Waiting inside a dependent action: first what the interrupted batches still hold.
+            for (int outer = 0; outer < level && !future.isDone(); outer++) {
+                deliverRest(levels[outer]);
+            }
+            FabricNative.nodeHelpCompletions(node.ptr, true);
+            try {
+                long lastCompletion = start;
+                boolean completed = false;
+                int idle = 0;
+                while (!future.isDone()) {
+                    if (drain(batch, 0) > 0) {
+                        idle = 0;
+                        completed = true; // the clock is read at the next idle round
+                        continue;
+                    }
+                    if (drivesProgress) {
+                        driveProgress(batch);
+                        if (drain(batch, 0) > 0) {
+                            idle = 0;
+                            completed = true;
+                            continue;
+                        }
+                    }
+                    if (idle++ % CLOCK_EVERY == 0 || drivesProgress) {
+                        long now = System.nanoTime();
+                        if (completed) {
+                            lastCompletion = now;
+                            completed = false;
+                        }
+                        if (now - lastCompletion > HELP_SPIN_NANOS || now - start > timeoutNanos || closing) {
+                            break;
+                        }
+                    }
+                    Thread.onSpinWait();
+                }
+                // Done: take what else is queued too (bounded), so leaving wakes the completer thread
+                // only for completions that arrive later.
+                for (int i = 0; i < LEAVE_DRAINS_MAX && drain(batch, 0) == batch.results.length; i++) {
+                    // the next batch
+                }
+            } finally {
+                FabricNative.nodeHelpCompletions(node.ptr, false);
+            }
+            // The completer thread waits inside a dependent action: nobody else delivers completions.
+            while (Thread.currentThread() == thread && !future.isDone() && !closing
+                    && System.nanoTime() - start < timeoutNanos) {
+                drain(batch, NESTED_POLL_MS);
+            }
+        } catch (FabricException e) {
+            LOG.log(Level.ERROR, "polling completions failed", e);
+        } finally {
+            batch.busy = false;
+            node.exit();
+        }
+    }
+
+    /**
+     * Drives the fabric's progress for a moment on this thread, as a helper ({@code Node::help_progress}):
+     * responses are received (and their completions queued) here, with no hand-off through the
+     * progress thread, which backs off meanwhile.
+     */
+    private void driveProgress(Batch batch) {
+        FabricNative.nodeHelpProgress(node.ptr, HELP_PROGRESS_SPIN_US);
+    }
+
+    private void complete(long tag, Object result, long handle, long length) {
         CompletableFuture<FabricBuffer> future = pending.remove(tag);
         if (future != null) {
             permits.release();
         }
         try {
             if (result instanceof ByteBuffer view) {
-                FabricBuffer buffer = FabricBuffer.adopt(node, view, out[1], out[2]);
+                FabricBuffer buffer = FabricBuffer.adopt(node, view, handle, length);
                 if (future == null || !future.complete(buffer)) {
                     buffer.close(); // nobody will see it: cancelled, or failed at close
                 }
@@ -155,6 +363,14 @@ final class Completer implements Runnable {
             }
         } catch (RuntimeException | Error e) {
             LOG.log(Level.ERROR, "completing request " + tag + " failed", e);
+        }
+    }
+
+    private static void pause() {
+        try {
+            Thread.sleep(10);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

@@ -25,7 +25,7 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 1;
+    static final int ABI_VERSION = 2;
 
     /** Length of {@link #nodeStats(long)}. */
     static final int STATS_FIELDS = 11;
@@ -62,17 +62,31 @@ final class FabricNative {
      */
     static native ByteBuffer nodeNextRequest(long node, long timeoutMs, long[] out);
 
+    /** {@code Node::help_progress}: drives the node's progress on this thread for up to {@code spinUs}; returns events. */
+    static native int nodeHelpProgress(long node, long spinUs);
+
     /**
-     * Waits up to {@code timeoutMs} for an asynchronous request to complete. Null on timeout or once
-     * the node is closed and the queue is empty; a {@link ByteBuffer} view of the response
-     * ({@code out[1]} handle, {@code out[2]} length) or a {@link FabricException}; {@code out[0]} is the tag.
+     * Drains completed asynchronous requests, at most {@code results.length} (and at most 1024) per
+     * call, waiting up to {@code timeoutMs} if none is queued (0: never waits). Returns how many,
+     * {@code n}; 0 on timeout, or at once when the node is closed and the queue is empty. For
+     * {@code i < n}: {@code results[i]} is a {@link ByteBuffer} view of the response or a
+     * {@link FabricException}, {@code out[3i]} the tag, and for a response {@code out[3i + 1]} its
+     * buffer handle and {@code out[3i + 2]} its length. {@code out} holds at least
+     * {@code 3 * results.length} longs. Entries at {@code n} and above are left as they were.
      */
-    static native Object nodePollCompletion(long node, long timeoutMs, long[] out);
+    static native int nodePollCompletions(long node, long timeoutMs, long[] out, Object[] results);
+
+    /**
+     * {@code enter}: the calling thread starts spinning on the completion queue (polling with timeout
+     * 0), so completions stop waking a thread blocked in {@link #nodePollCompletions}; otherwise it
+     * stops, waking one if completions are left. Pair them in a finally block.
+     */
+    static native void nodeHelpCompletions(long node, boolean enter);
 
     /** {@link FabricStats} fields in declaration order. */
     static native long[] nodeStats(long node);
 
-    /** {@code Node::close}: idempotent; fails requests in flight, wakes {@link #nodeNextRequest} and {@link #nodePollCompletion}. */
+    /** {@code Node::close}: idempotent; fails requests in flight, wakes {@link #nodeNextRequest} and {@link #nodePollCompletions}. */
     static native void nodeClose(long node);
 
     /** Frees the node handle; no call with it may be running or follow. */
@@ -85,7 +99,7 @@ final class FabricNative {
     /** Sends the first {@code length} bytes of a registered buffer without copying; consumes {@code buffer}. */
     static native ByteBuffer endpointRequestBuffer(long endpoint, int op, long buffer, int length, long[] out);
 
-    /** Sends a copy of the payload; the result arrives through {@link #nodePollCompletion} with {@code tag}. */
+    /** Sends a copy of the payload; the result arrives through {@link #nodePollCompletions} with {@code tag}. */
     static native void endpointRequestAsync(long endpoint, long tag, int op, ByteBuffer direct, byte[] heap,
             int offset, int length);
 

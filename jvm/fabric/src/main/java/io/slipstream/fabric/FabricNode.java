@@ -45,6 +45,8 @@ public final class FabricNode implements AutoCloseable {
     private final ConcurrentHashMap<InetSocketAddress, FabricEndpoint> endpoints = new ConcurrentHashMap<>();
     private final List<Thread> servers = new ArrayList<>();
     private final AtomicInteger serverNumbers = new AtomicInteger();
+    /** Takes turns among the handler threads of {@link #serve}: one pulls at a time. */
+    private final ServeTurns pulling = new ServeTurns();
     private final java.lang.ref.Cleaner.Cleanable cleanable;
 
     private FabricNode(FabricConfig config, NodeHandle handle, InetSocketAddress localAddress) {
@@ -52,8 +54,8 @@ public final class FabricNode implements AutoCloseable {
         this.handle = handle;
         this.localAddress = localAddress;
         this.completer = new Completer(handle, config.completionQueueDepth(), config.requestTimeout().toMillis(),
-                threadName("completer"));
-        this.cleanable = NodeHandle.CLEANER.register(this, new Closer(handle, completer, servers));
+                threadName("completer"), localAddress == null);
+        this.cleanable = NodeHandle.CLEANER.register(this, new Closer(handle, completer, servers, pulling));
     }
 
     public static FabricConfig.Builder builder() {
@@ -213,38 +215,58 @@ public final class FabricNode implements AutoCloseable {
     }
 
     private void serveLoop(FabricHandler handler) {
-        while (!handle.isClosed()) {
-            FabricRequest request;
-            try {
-                request = nextRequest(SERVE_POLL);
-            } catch (FabricException e) {
-                if (e.kind() != FabricException.Kind.CLOSED) {
-                    LOG.log(Level.ERROR, "pulling requests failed", e);
+        Thread me = Thread.currentThread();
+        try {
+            while (!handle.isClosed()) {
+                if (!pulling.takeTurn(me)) {
+                    continue; // another thread pulls: this one waited as standby or follower
+                }
+                FabricRequest request = null;
+                FabricException failure = null;
+                try {
+                    request = nextRequest(SERVE_POLL);
+                } catch (FabricException e) {
+                    failure = e;
+                } finally {
+                    // Before the handler runs: the standby takes over pulling if the handler takes long.
+                    pulling.endTurn(request != null);
+                }
+                if (failure != null && failure.kind() != FabricException.Kind.CLOSED) {
+                    LOG.log(Level.ERROR, "pulling requests failed", failure);
                     pause(SERVE_POLL); // no busy loop on a persistent failure
                 }
-                continue;
-            }
-            if (request == null) {
-                continue;
-            }
-            try {
-                handler.handle(request);
-            } catch (Throwable t) {
-                if (!request.isAnswered()) {
-                    try {
-                        request.fail(String.valueOf(t));
-                    } catch (RuntimeException e) {
-                        LOG.log(Level.WARNING, "failing a request after its handler threw failed too", e);
-                    }
-                } else {
-                    LOG.log(Level.WARNING, "handler threw after answering request op " + request.op(), t);
+                if (request == null) {
+                    continue;
                 }
-                if (t instanceof VirtualMachineError) {
-                    LOG.log(Level.ERROR, "handler thread stops after " + t);
+                if (!handleOne(handler, request)) {
                     return;
                 }
             }
+        } finally {
+            pulling.leave(me);
         }
+    }
+
+    /** Runs the handler on one request; false if the thread must stop (a VirtualMachineError). */
+    private static boolean handleOne(FabricHandler handler, FabricRequest request) {
+        try {
+            handler.handle(request);
+        } catch (Throwable t) {
+            if (!request.isAnswered()) {
+                try {
+                    request.fail(String.valueOf(t));
+                } catch (RuntimeException e) {
+                    LOG.log(Level.WARNING, "failing a request after its handler threw failed too", e);
+                }
+            } else {
+                LOG.log(Level.WARNING, "handler threw after answering request op " + request.op(), t);
+            }
+            if (t instanceof VirtualMachineError) {
+                LOG.log(Level.ERROR, "handler thread stops after " + t);
+                return false;
+            }
+        }
+        return true;
     }
 
     private static void pause(Duration duration) {
@@ -295,7 +317,10 @@ public final class FabricNode implements AutoCloseable {
         private final Completer completer;
         private final List<Thread> servers;
 
-        Closer(NodeHandle handle, Completer completer, List<Thread> servers) {
+        private final ServeTurns pulling;
+
+        Closer(NodeHandle handle, Completer completer, List<Thread> servers, ServeTurns pulling) {
+            this.pulling = pulling;
             this.handle = handle;
             this.completer = completer;
             this.servers = servers;
@@ -315,6 +340,7 @@ public final class FabricNode implements AutoCloseable {
             synchronized (servers) {
                 toJoin = new ArrayList<>(servers);
             }
+            pulling.wakeAll();
             long deadline = System.nanoTime() + CLOSE_WAIT.toNanos();
             for (Thread thread : toJoin) {
                 if (thread == Thread.currentThread()) {

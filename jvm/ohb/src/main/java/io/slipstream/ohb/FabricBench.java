@@ -34,7 +34,8 @@ import java.util.concurrent.TimeUnit;
  *
  * <ul>
  * <li>{@code lat}: ping-pong, {@code size} bytes each way, one at a time; round trip min/p50/p99 in us.</li>
- * <li>{@code bw}: the client streams {@code size}-byte requests with {@code --window} in flight, the
+ * <li>{@code bw}: the client streams {@code size}-byte requests with a window of requests in flight
+ *     ({@code --window}, else per size as the Rust ohb: 32 below 256 KiB, 8 up to 1 MiB, 4 above), the
  *     server answers each with an 8-byte ack; MB/s (1 MB = 10^6 bytes) and messages/s.</li>
  * <li>{@code rate}: as {@code bw}, for small messages (default 8 bytes); messages/s.</li>
  * </ul>
@@ -60,7 +61,7 @@ public final class FabricBench {
 
     /** One measured point; null fields were not measured in this mode. */
     record Point(int sizeBytes, long iterations, Double latUsMin, Double latUsP50, Double latUsP99, Double bwMbS,
-            Double msgRate) {
+            Double msgRate, Integer window) {
     }
 
     static final class Options {
@@ -68,6 +69,7 @@ public final class FabricBench {
         int[] sizes;
         long iterations;
         long warmup = -1;
+        /** Requests in flight for bw and rate; 0: per size ({@link #windowFor}). */
         int window;
         List<String> variants = VARIANTS;
         double maxSecondsPerPoint = 10;
@@ -92,12 +94,10 @@ public final class FabricBench {
                 case "bw" -> {
                     o.sizes = new int[] {4096, 65536, 1048576, 4194304};
                     o.iterations = 2000;
-                    o.window = 16;
                 }
                 case "rate" -> {
                     o.sizes = new int[] {8};
                     o.iterations = 50_000;
-                    o.window = 64;
                 }
                 default -> throw new IllegalArgumentException("unknown mode " + o.mode + ": lat, bw or rate");
             }
@@ -135,10 +135,21 @@ public final class FabricBench {
                     throw new IllegalArgumentException("unknown variant " + variant + "; known: " + VARIANTS);
                 }
             }
-            if (o.iterations <= 0 || o.maxSecondsPerPoint <= 0 || (!o.mode.equals("lat") && o.window <= 0)) {
+            if (o.iterations <= 0 || o.maxSecondsPerPoint <= 0 || o.window < 0) {
                 throw new IllegalArgumentException("iterations, window and max seconds must be positive");
             }
             return o;
+        }
+
+        /** The window for {@code size}: {@code --window}, or the Rust ohb's default for the mode and size. */
+        int windowFor(int size) {
+            if (window > 0) {
+                return window;
+            }
+            if (size < 256 << 10) {
+                return mode.equals("rate") ? 64 : 32;
+            }
+            return size <= 1 << 20 ? 8 : 4;
         }
     }
 
@@ -213,7 +224,8 @@ public final class FabricBench {
                 client.echo(size);
                 count++;
             } else {
-                count += client.stream(size, Math.max(1, options.window * 4L), options.window, deadline);
+                int window = options.windowFor(size);
+                count += client.stream(size, Math.max(1, window * 4L), window, deadline);
             }
         }
     }
@@ -234,16 +246,17 @@ public final class FabricBench {
         long[] measured = Arrays.copyOf(roundTrips, done);
         Arrays.sort(measured);
         return new Point(size, done, micros(measured[0]), micros(percentile(measured, 0.50)),
-                micros(percentile(measured, 0.99)), null, null);
+                micros(percentile(measured, 0.99)), null, null, null);
     }
 
     static Point stream(BenchClient client, int size, Options options) throws Exception {
-        client.stream(size, options.warmup, options.window, deadline(options));
+        int window = options.windowFor(size);
+        client.stream(size, options.warmup, window, deadline(options));
         long start = System.nanoTime();
-        long acked = client.stream(size, options.iterations, options.window, deadline(options));
+        long acked = client.stream(size, options.iterations, window, deadline(options));
         double seconds = (System.nanoTime() - start) / 1e9;
         double rate = acked / seconds;
-        return new Point(size, acked, null, null, null, rate * size / 1e6, rate);
+        return new Point(size, acked, null, null, null, rate * size / 1e6, rate, window);
     }
 
     private static long deadline(Options options) {
@@ -423,8 +436,8 @@ public final class FabricBench {
                         .append(",\"lat_us_p99\":").append(number(p.latUsP99()))
                         .append(",\"bw_mb_s\":").append(number(p.bwMbS()))
                         .append(",\"msg_rate\":").append(number(p.msgRate()));
-                if (!options.mode.equals("lat")) {
-                    json.append(",\"window\":").append(options.window);
+                if (p.window() != null) {
+                    json.append(",\"window\":").append(p.window());
                 }
                 json.append('}');
                 firstPoint = false;

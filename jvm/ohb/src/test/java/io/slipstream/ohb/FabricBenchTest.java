@@ -24,7 +24,19 @@ class FabricBenchTest {
         assertEquals(List.of(8, 4096, 1 << 20), java.util.Arrays.stream(o.sizes).boxed().toList());
         assertEquals(10, o.iterations);
         assertEquals(1, o.warmup);
-        assertEquals(16, o.window);
+        // Per size unless --window is given, as the Rust ohb: wide for small messages, narrow for large.
+        assertEquals(0, o.window);
+        assertEquals(32, o.windowFor(8));
+        assertEquals(8, o.windowFor(1 << 20));
+        assertEquals(4, o.windowFor(4 << 20));
+        FabricBench.Options rate = FabricBench.Options.parse(new String[] {"rate"});
+        assertEquals(64, rate.windowFor(8));
+        assertEquals(64, rate.windowFor(4096));
+        assertEquals(8, rate.windowFor(1 << 20));
+        FabricBench.Options fixed = FabricBench.Options.parse(new String[] {"rate", "--window", "5"});
+        assertEquals(5, fixed.windowFor(8));
+        assertEquals(5, fixed.windowFor(1 << 20));
+        assertThrows(IllegalArgumentException.class, () -> FabricBench.Options.parse(new String[] {"bw", "--window", "-1"}));
         assertThrows(IllegalArgumentException.class, () -> FabricBench.Options.parse(new String[] {"fast"}));
         assertThrows(IllegalArgumentException.class,
                 () -> FabricBench.Options.parse(new String[] {"lat", "--variants", "carrier-pigeon"}));
