@@ -21,7 +21,7 @@ all: build
 # System packages: installed only when one is missing (apt-get needs root, as on the CI machine).
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP):
-	missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done)
 	if [ -n "$$missing" ]; then
 	  echo "installing: $$missing"
 	  SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo sudo )

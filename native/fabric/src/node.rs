@@ -171,7 +171,6 @@ struct FlushCtx {
 struct RecvCtx {
     node: *const NodeInner,
     key: PartialKey,
-    chunk_index: u32,
     len: usize,
 }
 
@@ -1373,7 +1372,7 @@ impl NodeInner {
         }
         // Zero-copy: UCX moves the chunk straight into the registered buffer.
         let memh = buffer.memh();
-        let ctx = Box::into_raw(Box::new(RecvCtx { node: self, key, chunk_index: header.chunk_index, len: length }));
+        let ctx = Box::into_raw(Box::new(RecvCtx { node: self, key, len: length }));
         let mut rparam: u::ucp_request_param_t = std::mem::zeroed();
         rparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_MEMH;
         rparam.cb.recv_am = Some(recv_data_callback);
@@ -1856,7 +1855,6 @@ unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_sta
     let state = node.state();
     state.ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };
-    debug_assert!(ctx.chunk_index < u32::MAX);
     node.on_chunk_done(state, ctx.key, ctx.len, result);
     u::ucp_request_free(request);
 }
