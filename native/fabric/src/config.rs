@@ -38,6 +38,8 @@ pub struct Config {
     pub max_message_bytes: usize,
     /// Requests of this node awaiting a response; a caller above it waits (up to `request_timeout`).
     pub max_requests_in_flight: usize,
+    /// Connections a listening node accepts at once; further connection requests are rejected.
+    pub max_connections: usize,
     /// Depth of the queue between the receive and handle stages (and of the respond queue).
     pub dispatch_queue_depth: usize,
     pub handler_mode: HandlerMode,
@@ -72,6 +74,7 @@ impl Default for Config {
             pool_cap_bytes: 256 << 20,
             max_message_bytes: 128 << 20,
             max_requests_in_flight: 4096,
+            max_connections: 1024,
             dispatch_queue_depth: 1024,
             handler_mode: HandlerMode::Staged { threads: 2 },
             idle_timeout: Duration::from_secs(60),
@@ -96,8 +99,8 @@ impl Config {
         if self.pool_cap_bytes < self.max_message_bytes.next_power_of_two() {
             return fail("pool_cap_bytes must hold at least one message of max_message_bytes (rounded up to a power of two)");
         }
-        if self.max_requests_in_flight == 0 || self.dispatch_queue_depth == 0 {
-            return fail("max_requests_in_flight and dispatch_queue_depth must be positive");
+        if self.max_requests_in_flight == 0 || self.dispatch_queue_depth == 0 || self.max_connections == 0 {
+            return fail("max_requests_in_flight, dispatch_queue_depth and max_connections must be positive");
         }
         if let HandlerMode::Staged { threads } = self.handler_mode {
             if threads == 0 || threads > 256 {

@@ -38,5 +38,5 @@ pub mod wire;
 
 pub use config::{Config, HandlerMode, Transport};
 pub use error::{Error, Result};
-pub use node::{Endpoint, Handler, Node, Pending, Request, Response, Stats, MAX_CONNECTIONS};
+pub use node::{Endpoint, Handler, Node, Pending, Request, Response, Stats};
 pub use pool::Buffer;

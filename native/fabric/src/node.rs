@@ -43,8 +43,6 @@ const IDLE_SCAN_PERIOD: Duration = Duration::from_millis(500);
 const SLEEP_MAX_MS: i32 = 20;
 /// How long `close` waits for endpoints to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-/// Connections accepted by a listening node, at most.
-pub const MAX_CONNECTIONS: usize = 4096;
 
 thread_local! {
     static IN_PROGRESS: Cell<*const NodeInner> = const { Cell::new(ptr::null()) };
@@ -1862,8 +1860,9 @@ unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_sta
 unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_request_h, arg: *mut c_void) {
     let node = &*(arg as *const NodeInner);
     let state = node.state();
-    if node.closed.load(Ordering::SeqCst) || state.conns.len() >= MAX_CONNECTIONS {
-        log_warn!("refusing a connection: {} connections open (limit {MAX_CONNECTIONS})", state.conns.len());
+    let accepted = state.conns.values().filter(|c| c.outgoing_peer.is_none()).count();
+    if node.closed.load(Ordering::SeqCst) || accepted >= node.config.max_connections {
+        log_warn!("refusing a connection: {accepted} accepted connections open (limit {})", node.config.max_connections);
         u::ucp_listener_reject(state.listener, conn_request);
         return;
     }

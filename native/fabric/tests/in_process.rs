@@ -219,3 +219,103 @@ fn slow_handler_applies_backpressure_not_memory() {
     assert_eq!(served.load(Ordering::SeqCst), ok);
     assert_eq!(server.stats().requests_shed as usize, shed);
 }
+
+#[test]
+fn requests_in_flight_are_bounded_and_callers_wait() {
+    // A server that answers only when told to; a client allowed 4 requests in flight.
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() };
+    let server = Node::start(config, None).unwrap();
+    let client = Node::start(Config { max_requests_in_flight: 4, ..Config::default() }, None).unwrap();
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let first: Vec<_> = (0..4).map(|i| endpoint.request(1, &[i]).unwrap()).collect();
+    // The fifth caller waits for room instead of growing the table.
+    let fifth = {
+        let endpoint = endpoint.clone();
+        std::thread::spawn(move || endpoint.request(1, &[9]).and_then(|p| p.wait()).map(|r| r.to_vec()))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!fifth.is_finished(), "the fifth request went out beyond the limit");
+    assert_eq!(client.stats().requests_sent, 4);
+    let mut served = 0;
+    while served < 5 {
+        let request = server.next_request(Duration::from_secs(10)).expect("a request");
+        let payload = request.payload().to_vec();
+        request.respond(&payload);
+        served += 1;
+    }
+    for (i, pending) in first.into_iter().enumerate() {
+        assert_eq!(&pending.wait().unwrap()[..], &[i as u8]);
+    }
+    assert_eq!(fifth.join().unwrap().unwrap(), vec![9]);
+}
+
+#[test]
+fn unanswered_requests_time_out_and_late_answers_are_dropped() {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() };
+    let server = Node::start(config, None).unwrap();
+    let client = Node::start(Config { request_timeout: Duration::from_millis(300), ..Config::default() }, None).unwrap();
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let started = Instant::now();
+    let err = endpoint.request(1, b"slow").unwrap().wait().unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    // Callback requests time out too (the progress thread's timer).
+    let (sender, receiver) = std::sync::mpsc::channel();
+    endpoint.request_with(1, b"slow too", move |result| sender.send(result.map(|r| r.to_vec())).unwrap()).unwrap();
+    let result = receiver.recv_timeout(Duration::from_secs(5)).expect("the callback must run");
+    assert!(matches!(result, Err(Error::Timeout { .. })), "{result:?}");
+    // The late answers arrive at a client that forgot the requests: dropped, nothing breaks.
+    for _ in 0..2 {
+        server.next_request(Duration::from_secs(5)).expect("the request reached the server").respond(b"late");
+    }
+    assert_eq!(client.stats().requests_timed_out, 2);
+    let puller = {
+        let server = server.clone();
+        std::thread::spawn(move || server.next_request(Duration::from_secs(5)).unwrap().respond(b"on time"))
+    };
+    assert_eq!(&endpoint.request(1, b"x").unwrap().wait().unwrap()[..], b"on time");
+    puller.join().unwrap();
+}
+
+#[test]
+fn idle_connections_close_and_reopen_on_demand() {
+    let server = server(HandlerMode::Inline, Transport::Auto);
+    let client = Node::start(Config { idle_timeout: Duration::from_millis(200), ..Config::default() }, None).unwrap();
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    assert_eq!(&endpoint.request(1, b"one").unwrap().wait().unwrap()[..], b"one");
+    assert_eq!(client.stats().connections_open, 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.stats().connections_open != 0 {
+        assert!(Instant::now() < deadline, "the idle connection was not closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The same endpoint works again: a new connection is made.
+    assert_eq!(&endpoint.request(1, b"two").unwrap().wait().unwrap()[..], b"two");
+    assert_eq!(client.stats().connections_open, 1);
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_and_the_rest_keep_working() {
+    let config = Config {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        handler_mode: HandlerMode::Inline,
+        max_connections: 2,
+        ..Config::default()
+    };
+    let server = Node::start(config, Some(Arc::new(echo))).unwrap();
+    let addr = server.local_addr().unwrap();
+    let clients: Vec<Node> = (0..3)
+        .map(|_| Node::start(Config { request_timeout: Duration::from_secs(5), ..Config::default() }, None).unwrap())
+        .collect();
+    for client in &clients[..2] {
+        assert_eq!(&client.endpoint(addr).unwrap().request(1, b"in").unwrap().wait().unwrap()[..], b"in");
+    }
+    let started = Instant::now();
+    let refused = clients[2].endpoint(addr).and_then(|e| e.request(1, b"out")).and_then(|p| p.wait());
+    assert!(refused.is_err(), "a third connection was accepted");
+    assert!(started.elapsed() < Duration::from_secs(6), "refusal took {:?}", started.elapsed());
+    assert_eq!(server.stats().connections_open, 2);
+    for client in &clients[..2] {
+        assert_eq!(&client.endpoint(addr).unwrap().request(1, b"still").unwrap().wait().unwrap()[..], b"still");
+    }
+}
