@@ -145,3 +145,48 @@ fn restarted_peer_is_reconnected_transparently() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A peer killed while many small messages are in flight through shared memory: the client fails
+/// them and still reaches a new peer. (A writer killed in the middle of a shared-memory FIFO write
+/// is the hazard that keeps `same_host_eager` off; see docs/fabric.md.)
+#[test]
+fn peer_killed_during_a_storm_of_small_requests() {
+    let mut peer = Peer::start("auto");
+    let node = client(Transport::Auto);
+    let endpoint = node.endpoint(peer.addr).unwrap();
+    endpoint.request(1, b"warm up").unwrap().wait().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders: Vec<_> = (0..4)
+        .map(|_| {
+            let endpoint = endpoint.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut failures = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let window: Vec<_> = (0..16).filter_map(|_| endpoint.request(1, &[7u8; 64]).ok()).collect();
+                    for pending in window {
+                        if pending.wait().is_err() {
+                            failures += 1;
+                        }
+                    }
+                    if failures > 0 {
+                        break;
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    peer.kill();
+    let killed = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    assert!(killed.elapsed() < Duration::from_secs(10), "failing took {:?}", killed.elapsed());
+    let other = Peer::start("auto");
+    let response = node.endpoint(other.addr).unwrap().request(1, b"still here").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"still here");
+}
