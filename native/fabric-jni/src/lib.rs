@@ -33,7 +33,7 @@ mod completions;
 use completions::Completions;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-const ABI_VERSION: jint = 2;
+const ABI_VERSION: jint = 3;
 /// `FabricNative.STATS_FIELDS`.
 const STATS_FIELDS: usize = 11;
 
@@ -346,6 +346,8 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_configDefaults(
             d.request_timeout.as_millis() as jlong,
             d.spin_us as jlong,
             d.shm_with_peer_errors as jlong,
+            d.max_connections as jlong,
+            d.same_host_eager as jlong,
         ];
         let array = env.new_long_array(fields.len() as i32)?;
         env.set_long_array_region(&array, 0, &fields)?;
@@ -374,8 +376,16 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStart<'local>(
     spin_us: jlong,
     shm_with_peer_errors: jboolean,
     completion_queue_depth: jint,
+    max_connections: jlong,
+    net_devices: JString<'local>,
+    same_host_eager: jboolean,
 ) -> jlong {
     guard(&mut env, 0, |env| {
+        let net_devices: String = if net_devices.as_raw().is_null() {
+            Config::default().net_devices
+        } else {
+            env.get_string(&net_devices)?.into()
+        };
         let listen = if listen_ip.as_raw().is_null() {
             None
         } else {
@@ -409,6 +419,9 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStart<'local>(
             request_timeout: millis(request_timeout_ms),
             spin_us: spin_us.max(0) as u64,
             shm_with_peer_errors: shm_with_peer_errors != 0,
+            max_connections: to_usize(max_connections, "max_connections")?,
+            net_devices,
+            same_host_eager: same_host_eager != 0,
             ..Config::default()
         };
         let node = Node::start(config, None)?;

@@ -27,6 +27,9 @@ public final class FabricConfig {
     private final Duration requestTimeout;
     private final long spinUs;
     private final boolean shmWithPeerErrors;
+    private final int maxConnections;
+    private final String netDevices;
+    private final boolean sameHostEager;
     private final int completionQueueDepth;
 
     private FabricConfig(Builder b) {
@@ -41,6 +44,9 @@ public final class FabricConfig {
         this.requestTimeout = b.requestTimeout;
         this.spinUs = b.spinUs;
         this.shmWithPeerErrors = b.shmWithPeerErrors;
+        this.maxConnections = b.maxConnections;
+        this.netDevices = b.netDevices;
+        this.sameHostEager = b.sameHostEager;
         this.completionQueueDepth = b.completionQueueDepth;
     }
 
@@ -74,6 +80,12 @@ public final class FabricConfig {
     public long spinUs() { return spinUs; }
     /** Keep shared memory between processes with peer error handling ({@code UCX_MM_ERROR_HANDLING=y}). Default true. */
     public boolean shmWithPeerErrors() { return shmWithPeerErrors; }
+    /** Connections a listening node accepts at once. */
+    public int maxConnections() { return maxConnections; }
+    /** Network devices UCX may use ({@code UCX_NET_DEVICES} syntax); {@code UCX_NET_DEVICES} in the environment wins. */
+    public String netDevices() { return netDevices; }
+    /** Same-host peers are sent to eagerly through shared memory (see docs/fabric.md for the risk). */
+    public boolean sameHostEager() { return sameHostEager; }
     /**
      * JVM bridge only: asynchronous requests awaiting completion by this node's completer thread
      * (the bound of its native completion queue). {@link FabricEndpoint#requestAsync} waits above it,
@@ -87,7 +99,8 @@ public final class FabricConfig {
                 + ", poolCapBytes=" + poolCapBytes + ", maxMessageBytes=" + maxMessageBytes
                 + ", maxRequestsInFlight=" + maxRequestsInFlight + ", dispatchQueueDepth=" + dispatchQueueDepth
                 + ", idleTimeout=" + idleTimeout + ", requestTimeout=" + requestTimeout + ", spinUs=" + spinUs
-                + ", shmWithPeerErrors=" + shmWithPeerErrors + ", completionQueueDepth=" + completionQueueDepth + "}";
+                + ", shmWithPeerErrors=" + shmWithPeerErrors + ", completionQueueDepth=" + completionQueueDepth
+                + ", maxConnections=" + maxConnections + ", netDevices=" + netDevices + ", sameHostEager=" + sameHostEager + "}";
     }
 
     /** Builder; every setter checks its own range, the native side checks the combination. */
@@ -103,6 +116,9 @@ public final class FabricConfig {
         private Duration requestTimeout = Duration.ofSeconds(30);
         private long spinUs = 50;
         private boolean shmWithPeerErrors = true;
+        private int maxConnections = 1024;
+        private String netDevices = "lo";
+        private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
 
         private Builder() {
@@ -178,6 +194,26 @@ public final class FabricConfig {
 
         public Builder shmWithPeerErrors(boolean enabled) {
             this.shmWithPeerErrors = enabled;
+            return this;
+        }
+
+        public Builder maxConnections(int connections) {
+            this.maxConnections = positive("maxConnections", connections);
+            return this;
+        }
+
+        /** Network devices UCX may use, e.g. {@code "mlx5_0:1"} on a cluster; the default keeps to loopback. */
+        public Builder netDevices(String devices) {
+            Objects.requireNonNull(devices, "devices");
+            if (devices.isBlank()) {
+                throw new IllegalArgumentException("netDevices must name at least one device");
+            }
+            this.netDevices = devices;
+            return this;
+        }
+
+        public Builder sameHostEager(boolean enabled) {
+            this.sameHostEager = enabled;
             return this;
         }
 

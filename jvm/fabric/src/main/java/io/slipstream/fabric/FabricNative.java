@@ -25,7 +25,7 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 2;
+    static final int ABI_VERSION = 3;
 
     /** Length of {@link #nodeStats(long)}. */
     static final int STATS_FIELDS = 11;
@@ -38,14 +38,14 @@ final class FabricNative {
     /** Starts and closes a client-only node: proves that UCX can start here. */
     static native void probe();
 
-    /** The Rust {@code Config::default()}: chunk, pool cap, max message, max in flight, dispatch depth, idle ms, request timeout ms, spin us, shm (0/1). */
+    /** The Rust {@code Config::default()}: chunk, pool cap, max message, max in flight, dispatch depth, idle ms, request timeout ms, spin us, shm (0/1), max connections, same-host eager (0/1). */
     static native long[] configDefaults();
 
     /** Returns a node handle. {@code listenIp} null = client-only. Handler mode is always Pull. */
     static native long nodeStart(String listenIp, int listenPort, int transport, long chunkSizeBytes,
             long poolCapBytes, long maxMessageBytes, long maxRequestsInFlight, long dispatchQueueDepth,
             long idleTimeoutMs, long requestTimeoutMs, long spinUs, boolean shmWithPeerErrors,
-            int completionQueueDepth);
+            int completionQueueDepth, long maxConnections, String netDevices, boolean sameHostEager);
 
     /** {@code "ip:port"} ({@code "[v6]:port"}) or null for a client-only node. */
     static native String nodeLocalAddress(long node);

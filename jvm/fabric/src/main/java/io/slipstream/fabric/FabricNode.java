@@ -85,7 +85,10 @@ public final class FabricNode implements AutoCloseable {
                 config.requestTimeout().toMillis(),
                 config.spinUs(),
                 config.shmWithPeerErrors(),
-                config.completionQueueDepth());
+                config.completionQueueDepth(),
+                config.maxConnections(),
+                config.netDevices(),
+                config.sameHostEager());
         NodeHandle handle = new NodeHandle(ptr);
         InetSocketAddress local;
         try {

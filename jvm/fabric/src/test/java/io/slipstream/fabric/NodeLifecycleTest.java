@@ -24,7 +24,7 @@ class NodeLifecycleTest {
         long[] expected = {
             d.chunkSizeBytes(), d.poolCapBytes(), d.maxMessageBytes(), d.maxRequestsInFlight(),
             d.dispatchQueueDepth(), d.idleTimeout().toMillis(), d.requestTimeout().toMillis(), d.spinUs(),
-            d.shmWithPeerErrors() ? 1 : 0,
+            d.shmWithPeerErrors() ? 1 : 0, d.maxConnections(), d.sameHostEager() ? 1 : 0,
         };
         assertArrayEquals(expected, FabricNative.configDefaults(), "FabricConfig.Builder defaults drifted from fabric::Config::default()");
         assertEquals(null, d.listen());
@@ -52,6 +52,25 @@ class NodeLifecycleTest {
             node.serve(Fixtures.HANDLER, FabricNode.SERVE_THREADS_MAX - 1);
             node.serve(Fixtures.HANDLER, 1);
             assertThrows(IllegalArgumentException.class, () -> node.serve(Fixtures.HANDLER, 1));
+        }
+    }
+
+    @Test
+    void connectionsBeyondMaxConnectionsAreRefused() throws FabricUnavailableException {
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().maxConnections(0));
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().netDevices(" "));
+        try (FabricNode server = Fixtures.serverConfig().maxConnections(1).start();
+             FabricNode first = Fixtures.clientConfig().start();
+             FabricNode second = Fixtures.clientConfig().requestTimeout(Duration.ofSeconds(5)).start()) {
+            server.serve(Fixtures.HANDLER, 1);
+            try (FabricBuffer reply = first.endpoint(server.localAddress()).request(Fixtures.OP_ECHO, new byte[] {1})) {
+                assertEquals(1, reply.length());
+            }
+            assertThrows(FabricException.class,
+                    () -> second.endpoint(server.localAddress()).request(Fixtures.OP_ECHO, new byte[] {2}).close());
+            try (FabricBuffer reply = first.endpoint(server.localAddress()).request(Fixtures.OP_ECHO, new byte[] {3})) {
+                assertEquals(1, reply.length(), "the accepted client keeps being served");
+            }
         }
     }
 
