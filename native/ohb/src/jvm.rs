@@ -12,9 +12,8 @@ use std::time::Duration;
 use crate::child::ChildGuard;
 use crate::machine::Machine;
 use crate::measure::Plan;
-use crate::perftest;
 use crate::result::{BenchResult, Mode, Point, Variant, VariantResult};
-use crate::suite::{outcome, Progress};
+use crate::suite::{perftest_points, Progress};
 
 pub const MAIN_CLASS: &str = "io.slipstream.ohb.FabricBench";
 /// The jar, relative to the repository root.
@@ -127,20 +126,7 @@ pub fn run_jvm(run: &JvmRun) -> Result<BenchResult, String> {
     }
     if run.perftest && result.variant(Variant::UcxPerftest.name()).is_none() {
         let mut progress = Progress::new(run.progress, run.sizes.len());
-        let mut points: Vec<Point> = Vec::new();
-        for &size in &run.sizes {
-            progress.begin(&format!(
-                "ucx_perftest {} {}",
-                perftest::test_for(run.mode),
-                crate::args::format_size(size)
-            ));
-            let iterations =
-                run.plan.iterations.unwrap_or_else(|| perftest::default_iterations(run.mode, size, run.plan.budget));
-            let warmup = run.plan.warmup.unwrap_or_else(|| perftest::default_warmup(iterations));
-            let point = perftest::point(run.mode, size, iterations, warmup);
-            progress.end(&outcome(run.mode, &point));
-            points.push(point);
-        }
+        let points = perftest_points(run.mode, &run.sizes, &run.plan, &mut progress);
         result.variants.push(VariantResult { name: Variant::UcxPerftest.name().into(), points, error: None });
     }
     Ok(result)

@@ -109,7 +109,7 @@ pub fn run_rust(run: &FabricRun, launcher: &Launcher) -> BenchResult {
     let mut variants = Vec::new();
     for &variant in &run.variants {
         let points = match variant {
-            Variant::UcxPerftest => run_perftest(run, &mut progress),
+            Variant::UcxPerftest => perftest_points(run.mode, &run.sizes, &run.plan, &mut progress),
             _ => run_client_server(run, variant, launcher, &mut progress),
         };
         variants.push(VariantResult { name: variant.name().to_string(), points, error: None });
@@ -150,20 +150,15 @@ fn notes(run: &FabricRun) -> Vec<String> {
     notes
 }
 
-fn run_perftest(run: &FabricRun, progress: &mut Progress) -> Vec<Point> {
+/// `ucx_perftest`, the raw-UCX reference, at every size (both the Rust and the JVM layer use it).
+pub fn perftest_points(mode: Mode, sizes: &[usize], plan: &Plan, progress: &mut Progress) -> Vec<Point> {
     let mut points = Vec::new();
-    for &size in &run.sizes {
-        progress.begin(&format!(
-            "{} {} {}",
-            Variant::UcxPerftest.name(),
-            perftest::test_for(run.mode),
-            format_size(size)
-        ));
-        let iterations =
-            run.plan.iterations.unwrap_or_else(|| perftest::default_iterations(run.mode, size, run.plan.budget));
-        let warmup = run.plan.warmup.unwrap_or_else(|| perftest::default_warmup(iterations));
-        let point = perftest::point(run.mode, size, iterations, warmup);
-        progress.end(&outcome(run.mode, &point));
+    for &size in sizes {
+        progress.begin(&format!("{} {} {}", Variant::UcxPerftest.name(), perftest::test_for(mode), format_size(size)));
+        let iterations = plan.iterations.unwrap_or_else(|| perftest::default_iterations(mode, size, plan.budget));
+        let warmup = plan.warmup.unwrap_or_else(|| perftest::default_warmup(iterations));
+        let point = perftest::point(mode, size, iterations, warmup);
+        progress.end(&outcome(mode, &point));
         points.push(point);
     }
     points
