@@ -48,6 +48,22 @@ thread_local! {
     static IN_PROGRESS: Cell<*const NodeInner> = const { Cell::new(ptr::null()) };
 }
 
+/// Marks this thread as holding a node's lock (see `IN_PROGRESS`) until dropped, restoring the
+/// previous mark (a thread can hold the locks of two nodes).
+struct InProgressMark(*const NodeInner);
+
+impl InProgressMark {
+    fn enter(node: &NodeInner) -> InProgressMark {
+        InProgressMark(IN_PROGRESS.with(|p| p.replace(node)))
+    }
+}
+
+impl Drop for InProgressMark {
+    fn drop(&mut self) {
+        IN_PROGRESS.with(|p| p.set(self.0));
+    }
+}
+
 /// Handles requests arriving at a node (Inline and Staged modes).
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request);
@@ -614,21 +630,13 @@ impl Endpoint {
 
     /// Sends a registered buffer without copying it.
     pub fn request_buffer(&self, op: u16, payload: Buffer) -> Result<Pending> {
-        let inner = &self.node.inner;
-        let slot = inner.take_slot();
-        let waiter = Waiter::Slot(slot.clone());
-        let (request_id, deadline_ms) = inner.submit(self.peer, op, Payload::Owned(payload), waiter)?;
-        Ok(Pending { node: inner.clone(), request_id, deadline_ms, slot: Some(slot) })
+        self.submit_pending(op, Payload::Owned(payload))
     }
 
     /// Sends a registered buffer that the caller keeps (e.g. to send it again): no copy. The buffer
     /// must not be modified until the request completes.
     pub fn request_shared(&self, op: u16, payload: Arc<Buffer>) -> Result<Pending> {
-        let inner = &self.node.inner;
-        let slot = inner.take_slot();
-        let waiter = Waiter::Slot(slot.clone());
-        let (request_id, deadline_ms) = inner.submit(self.peer, op, Payload::Shared(payload), waiter)?;
-        Ok(Pending { node: inner.clone(), request_id, deadline_ms, slot: Some(slot) })
+        self.submit_pending(op, Payload::Shared(payload))
     }
 
     /// Sends `payload`; `done` runs with the result on the progress thread (keep it short).
@@ -649,6 +657,14 @@ impl Endpoint {
         done: impl FnOnce(Result<Response>) + Send + 'static,
     ) -> Result<()> {
         self.node.inner.submit(self.peer, op, Payload::Owned(payload), Waiter::Callback(Box::new(done))).map(|_| ())
+    }
+
+    /// Submits a request whose response a caller will wait for.
+    fn submit_pending(&self, op: u16, payload: Payload) -> Result<Pending> {
+        let inner = &self.node.inner;
+        let slot = inner.take_slot();
+        let (request_id, deadline_ms) = inner.submit(self.peer, op, payload, Waiter::Slot(slot.clone()))?;
+        Ok(Pending { node: inner.clone(), request_id, deadline_ms, slot: Some(slot) })
     }
 
     fn copy_in(&self, payload: &[u8]) -> Result<Buffer> {
@@ -802,9 +818,9 @@ impl NodeInner {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        let previous = IN_PROGRESS.with(|p| p.replace(self));
+        let mark = InProgressMark::enter(self);
         let result = f(self, unsafe { self.state() });
-        IN_PROGRESS.with(|p| p.set(previous));
+        drop(mark);
         drop(guard);
         result
     }
@@ -1073,34 +1089,47 @@ impl NodeInner {
         }
     }
 
-    fn wait_slot(&self, slot: &Slot, request_id: u64, deadline_ms: u64) -> Result<Response> {
-        // The spin's clock starts at its 64th round: fast responses never read the clock.
-        let mut spin_until: Option<Instant> = None;
-        // Spin, driving progress ourselves: no thread hand-off on the response path. The clock is
-        // read every 64 rounds only: on a VM, clock_gettime was a quarter of the spinning time.
+    /// Spins as a helper: drives progress on this thread (whenever the worker is free) until
+    /// `done(events of the last round)` holds, `spin` has passed or the node closes. The progress
+    /// thread stays out of the way meanwhile; a helper that leaves without `done` wakes it, since
+    /// the caller will now depend on it. The clock is read every 64 rounds only: on a VM,
+    /// clock_gettime was a quarter of the spinning time. Returns whether `done` was reached.
+    fn spin_as_helper(&self, spin: Duration, mut done: impl FnMut(usize) -> bool) -> bool {
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let mut spin_until: Option<Instant> = None;
         let mut rounds = 0u32;
-        let in_progress_here = self.in_progress_here();
-        while !slot.done.load(Ordering::SeqCst) {
+        let mut events = 0;
+        let reached = loop {
+            if done(events) {
+                break true;
+            }
+            if self.closed.load(Ordering::SeqCst) {
+                break false;
+            }
             rounds = rounds.wrapping_add(1);
             if rounds.is_multiple_of(64) {
                 let now = Instant::now();
-                let until = *spin_until.get_or_insert(now + WAITER_SPIN);
-                if now >= until || coarse_ms() >= deadline_ms {
-                    break;
+                if now >= *spin_until.get_or_insert(now + spin) {
+                    break false;
                 }
             }
-            if !in_progress_here {
-                if let Ok(guard) = self.lock.try_lock() {
-                    self.progress_once(&guard, true);
-                    continue;
+            events = match self.lock.try_lock() {
+                Ok(guard) => self.progress_once(&guard, true),
+                Err(_) => {
+                    std::hint::spin_loop();
+                    0
                 }
-            }
-            std::hint::spin_loop();
-        }
-        // Done: the progress thread may keep waiting. Parking: it must drive progress now.
-        self.leave_helpers(!slot.done.load(Ordering::SeqCst));
+            };
+        };
+        self.leave_helpers(!reached);
+        reached
+    }
+
+    fn wait_slot(&self, slot: &Slot, request_id: u64, deadline_ms: u64) -> Result<Response> {
+        // Spin first, driving progress ourselves: no thread hand-off on the response path.
+        let spin = WAITER_SPIN.min(Duration::from_millis(deadline_ms.saturating_sub(coarse_ms())));
+        self.spin_as_helper(spin, |_| slot.done.load(Ordering::SeqCst));
         // Then park; the progress thread (woken by the event fd) completes the slot and unparks us.
         if !slot.done.load(Ordering::SeqCst) {
             *slot.waiter.lock().unwrap() = Some(std::thread::current());
@@ -1265,9 +1294,9 @@ impl NodeInner {
         // The respond stage's fast path: with the worker free, post the response from this
         // thread; only under contention does it go through the respond queue.
         if let Ok(guard) = self.lock.try_lock() {
-            let previous = IN_PROGRESS.with(|p| p.replace(self));
+            let mark = InProgressMark::enter(self);
             self.send_outgoing(unsafe { self.state() }, outgoing);
-            IN_PROGRESS.with(|p| p.set(previous));
+            drop(mark);
             drop(guard);
             self.wake();
             return;
@@ -1495,7 +1524,7 @@ impl NodeInner {
     /// One round of the engine: UCX progress (if `receive`), then the respond stage, deferred work
     /// and timers. Returns how much happened (0 = idle). The caller holds the lock.
     fn progress_once(&self, _guard: &MutexGuard<'_, ()>, receive: bool) -> usize {
-        let previous = IN_PROGRESS.with(|p| p.replace(self));
+        let _mark = InProgressMark::enter(self);
         let mut events = 0usize;
         if receive {
             events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
@@ -1520,21 +1549,11 @@ impl NodeInner {
             self.close_conn(state, conn_id, force);
             events += 1;
         }
-        if !state.closing.is_empty() {
-            state.closing.retain(|&request| unsafe {
-                if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
-                    true
-                } else {
-                    u::ucp_request_free(request);
-                    false
-                }
-            });
-        }
+        reap_closed_endpoints(state);
         // Operations in flight need progress even when nothing happened this round.
         let busy = state.ucx_ops_in_flight > 0 || !state.overflow.is_empty();
         state.progress_calls = state.progress_calls.wrapping_add(1);
-        if events == 0 && state.progress_calls % 64 != 0 {
-            IN_PROGRESS.with(|p| p.set(previous));
+        if events == 0 && !state.progress_calls.is_multiple_of(64) {
             return busy as usize;
         }
         let now = Instant::now();
@@ -1546,7 +1565,6 @@ impl NodeInner {
             state.last_idle_scan = now;
             self.close_idle_connections(state, coarse_ms());
         }
-        IN_PROGRESS.with(|p| p.set(previous));
         if busy { events.max(1) } else { events }
     }
 
@@ -1677,28 +1695,12 @@ impl NodeInner {
         if self.closed.load(Ordering::SeqCst) || self.in_progress_here() {
             return 0;
         }
-        self.helpers.fetch_add(1, Ordering::SeqCst);
-        self.helper_sessions.fetch_add(1, Ordering::Relaxed);
-        let mut spin_until: Option<Instant> = None;
-        let mut rounds = 0u32;
-        let mut events = 0;
-        while events == 0 && !self.closed.load(Ordering::SeqCst) {
-            rounds = rounds.wrapping_add(1);
-            if rounds.is_multiple_of(64) {
-                let now = Instant::now();
-                if now >= *spin_until.get_or_insert(now + spin) {
-                    break;
-                }
-            }
-            if let Ok(guard) = self.lock.try_lock() {
-                events = self.progress_once(&guard, true);
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-        // Nothing happened: the caller may block next, so the progress thread must take over.
-        self.leave_helpers(events == 0);
-        events
+        let mut happened = 0;
+        self.spin_as_helper(spin, |events| {
+            happened = events;
+            events > 0
+        });
+        happened
     }
 
     /// The handle stage's intake. One handler thread at a time spins briefly, driving progress
@@ -1712,30 +1714,11 @@ impl NodeInner {
             return Some(request);
         }
         if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
-            self.helpers.fetch_add(1, Ordering::SeqCst);
-            self.helper_sessions.fetch_add(1, Ordering::Relaxed);
-            let mut spin_until: Option<Instant> = None;
-            let mut rounds = 0u32;
             let mut found = None;
-            while !self.closed.load(Ordering::SeqCst) {
-                if let Some(request) = self.dispatch.try_pop() {
-                    found = Some(request);
-                    break;
-                }
-                rounds = rounds.wrapping_add(1);
-                if rounds.is_multiple_of(64) {
-                    let now = Instant::now();
-                    if now >= *spin_until.get_or_insert(now + WAITER_SPIN.min(timeout)) {
-                        break;
-                    }
-                }
-                if let Ok(guard) = self.lock.try_lock() {
-                    self.progress_once(&guard, true);
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-            self.leave_helpers(found.is_none());
+            self.spin_as_helper(WAITER_SPIN.min(timeout), |_| {
+                found = self.dispatch.try_pop();
+                found.is_some()
+            });
             self.puller_spinning.store(false, Ordering::SeqCst);
             if found.is_some() {
                 return found;
@@ -1764,7 +1747,7 @@ impl NodeInner {
         }
         drop(self.respond.drain());
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = IN_PROGRESS.with(|p| p.replace(self));
+        let mark = InProgressMark::enter(self);
         let state = unsafe { self.state() };
         for request in state.overflow.drain(..) {
             request.discard();
@@ -1783,14 +1766,7 @@ impl NodeInner {
         let grace_end = Instant::now() + CLOSE_GRACE;
         while !state.closing.is_empty() && Instant::now() < grace_end {
             unsafe { u::ucp_worker_progress(self.worker) };
-            state.closing.retain(|&request| unsafe {
-                if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
-                    true
-                } else {
-                    u::ucp_request_free(request);
-                    false
-                }
-            });
+            reap_closed_endpoints(state);
         }
         state.partials.clear();
         unsafe {
@@ -1801,9 +1777,21 @@ impl NodeInner {
             u::ucp_worker_destroy(self.worker);
         }
         state.send_ctx_free.clear();
-        IN_PROGRESS.with(|p| p.set(previous));
+        drop(mark);
         drop(guard);
     }
+}
+
+/// Frees the endpoint-close requests UCX has finished.
+fn reap_closed_endpoints(state: &mut WorkerState) {
+    state.closing.retain(|&request| unsafe {
+        if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
+            true
+        } else {
+            u::ucp_request_free(request);
+            false
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
