@@ -1,0 +1,1 @@
+//! The C API (see ARCHITECTURE.md).

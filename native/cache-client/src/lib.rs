@@ -1,0 +1,1 @@
+//! The cache client (see ARCHITECTURE.md).

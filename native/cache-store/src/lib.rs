@@ -1,0 +1,1 @@
+//! The cache's store (see ARCHITECTURE.md).
