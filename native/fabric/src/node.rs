@@ -611,6 +611,12 @@ impl Node {
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)
     }
+
+    /// Whether the connection `Request::connection_id` named is still open. Slow path (takes the
+    /// worker lock): for pruning per-connection state such as an authenticated flag.
+    pub fn connection_is_open(&self, connection_id: u64) -> bool {
+        self.inner.with_state(|_, state| Ok(state.conns.get(&connection_id).is_some_and(|c| !c.failed))).unwrap_or(false)
+    }
 }
 
 impl Endpoint {
@@ -727,6 +733,12 @@ impl Drop for Pending {
 impl Request {
     pub fn op(&self) -> u16 {
         self.op
+    }
+
+    /// The connection the request came on: unique within this node and never reused, so a server
+    /// can keep per-connection state (authentication) keyed by it.
+    pub fn connection_id(&self) -> u64 {
+        self.conn_id
     }
 
     pub fn payload(&self) -> &[u8] {
