@@ -319,3 +319,36 @@ fn connections_beyond_the_limit_are_refused_and_the_rest_keep_working() {
         assert_eq!(&client.endpoint(addr).unwrap().request(1, b"still").unwrap().wait().unwrap()[..], b"still");
     }
 }
+
+#[test]
+fn connection_ids_name_each_connection_and_report_when_it_closed() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorder = seen.clone();
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..Config::default() };
+    let server = Node::start(
+        config,
+        Some(Arc::new(move |request: Request| {
+            recorder.lock().unwrap().push(request.connection_id());
+            request.respond(b"ok");
+        })),
+    )
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let first = client(Transport::Auto);
+    let second = client(Transport::Auto);
+    for node in [&first, &first, &second] {
+        node.endpoint(addr).unwrap().request(1, b"x").unwrap().wait().unwrap();
+    }
+    let ids = seen.lock().unwrap().clone();
+    assert_eq!(ids[0], ids[1], "one client's requests share its connection");
+    assert_ne!(ids[0], ids[2], "two clients have two connections");
+    assert!(server.connection_is_open(ids[0]) && server.connection_is_open(ids[2]));
+    first.close();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.connection_is_open(ids[0]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!server.connection_is_open(ids[0]), "the closed client's connection is gone");
+    assert!(server.connection_is_open(ids[2]));
+    assert!(!server.connection_is_open(u64::MAX), "an id never issued is not open");
+}
