@@ -11,7 +11,10 @@ MVN         ?= mvn -B -q -ntp
 OHB         := $(ROOT)/native/target/release/ohb
 # Debian packages the build, the tests and the benchmarks need.
 APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essential \
-                openjdk-17-jdk-headless maven procps
+                openjdk-17-jdk-headless maven procps \
+                memcached libmemcached-tools python3-pymemcache
+# cargo-fuzz drives the cache parsers' fuzz targets (stable Rust, RUSTC_BOOTSTRAP=1).
+CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 
 .PHONY: all deps build native jvm test test-native test-jvm smoke demo bench bench-mem clean
@@ -30,6 +33,7 @@ $(DEPS_STAMP):
 	fi
 	command -v $(CARGO) >/dev/null || { echo "cargo (Rust >= 1.82) is needed: https://rustup.rs"; exit 1; }
 	pkg-config --atleast-version=1.13 ucx || { echo "UCX >= 1.13 not found by pkg-config"; exit 1; }
+	cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)" || $(CARGO) install -q --locked cargo-fuzz --version =$(CARGO_FUZZ_VERSION)
 	mkdir -p $(dir $@) && touch $@
 
 build: native jvm

@@ -13,6 +13,7 @@
 //! it measures and reports, and knows nothing of the engines above the fabric.
 
 pub mod args;
+pub mod cache_bench;
 pub mod child;
 pub mod fabric_bench;
 pub mod jvm;
@@ -61,12 +62,28 @@ pub const TESTS: &[TestInfo] = &[
         description: "server and client RSS under many concurrent mixed-size requests vs pool cap + overhead",
         variants: "fabric (staged handlers)",
     },
+    TestInfo {
+        name: "mem lat",
+        description: "cache GET / SET / MIX (90:10) latency, p50 / p99 / avg, values 1 B to 512 KB",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric (one client library)",
+    },
+    TestInfo {
+        name: "mem thr",
+        description: "cache operations per second with N client threads, one connection each",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric",
+    },
+    TestInfo {
+        name: "mem nb",
+        description: "iset / iget / bset / bget in batches of --req-thresh, completed by wait or test",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric; each against its blocking calls",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
 pub fn usage() -> String {
     let mut text = String::from(
         "Usage: ohb fabric <test> [options]\n\
+         \x20      ohb mem lat|thr|nb|all [options]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
          Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
@@ -105,12 +122,31 @@ Options for mem:
   --transport T        auto or tcp (default auto)
   --json PATH          default results/ohb-fabric-mem-rust.json
 
+Options for mem lat / thr / nb / all (the cache; servers get -t 2 -m 1024 unless told):
+  --quick              few points and short runs (about a minute for all)
+  --sizes LIST         value sizes (lat default 1,32,256,1K,4K,16K,64K,512K; thr/nb 32,4K)
+  --ops LIST           lat/thr: subset of GET,SET,MIX (default all)
+  --iterations N       lat: measured operations per point (default 5000, quick 1000)
+  --threads N          thr: client threads (default 4)
+  --seconds S          thr: seconds per trial (default 2, quick 0.5)
+  --trials N           thr: trials per point, median reported (default 3, quick 1)
+  --reqtype LIST       nb: subset of iset,iget,bset,bget (default all)
+  --progress-type T    nb: wait or test (default wait)
+  --req-thresh N       nb: requests issued before completing them (default 32)
+  --count N            nb: operations per pass (default 20000, quick 4000)
+  --server-threads N   -t of both servers (default 2)
+  --memory-mib N       -m of both servers (default 1024)
+  --variants LIST      subset of memcached,cache-tcp,cache-fabric
+  --json PATH          default results/ohb-mem-<test>.json
+
 Examples:
   ohb fabric lat --quick
   ohb fabric all
   ohb fabric bw --sizes 64K,1M,4M --variants fabric,ucx_perftest
   ohb fabric lat --jvm
   ohb fabric mem --seconds 60
+  ohb mem all --quick
+  ohb mem thr --threads 4 --sizes 32,4K --ops GET,SET
 "#;
     text
 }

@@ -31,6 +31,23 @@ const BENCH_SWITCH_FLAGS: &[&str] = &["quick", "jvm", "fabric-copy", "no-progres
 const MEM_VALUE_FLAGS: &[&str] =
     &["seconds", "threads", "window", "max-size", "pool-cap-mib", "overhead-mib", "transport", "json"];
 const MEM_SWITCH_FLAGS: &[&str] = &["no-progress", "help"];
+const CACHE_VALUE_FLAGS: &[&str] = &[
+    "sizes",
+    "ops",
+    "iterations",
+    "threads",
+    "seconds",
+    "trials",
+    "reqtype",
+    "progress-type",
+    "req-thresh",
+    "count",
+    "server-threads",
+    "memory-mib",
+    "variants",
+    "json",
+];
+const CACHE_SWITCH_FLAGS: &[&str] = &["quick", "no-progress", "help"];
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +59,7 @@ fn main() -> ExitCode {
         Some("__serve") => ohb::suite::serve_main(&argv[1..]),
         Some("__load") => ohb::mem::load_main(&argv[1..]),
         Some("fabric") => fabric_main(&argv[1..]),
+        Some("mem") => cache_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {
@@ -200,4 +218,134 @@ fn mem(args: &Args) -> Result<(), String> {
     write_json(&path, &report.to_json())?;
     println!("results: {}", path.display());
     Ok(())
+}
+
+fn cache_main(argv: &[String]) -> Result<(), String> {
+    use ohb::cache_bench::*;
+    let test = argv.first().map(String::as_str).unwrap_or("");
+    if !matches!(test, "lat" | "thr" | "nb" | "all") {
+        return Err(format!("which cache test? lat, thr, nb or all (got '{test}'; see ohb --help)"));
+    }
+    let args = Args::parse(&argv[1..], CACHE_VALUE_FLAGS, CACHE_SWITCH_FLAGS)?;
+    if args.switch("help") {
+        print!("{}", ohb::usage());
+        return Ok(());
+    }
+    if test == "all" && args.value("json").is_some() {
+        return Err("--json names one file; 'mem all' writes one default file per test".into());
+    }
+    let quick = args.switch("quick");
+    let progress = !args.switch("no-progress");
+    let mut servers = ServerSettings::default_for_this_build();
+    servers.threads = args.number("server-threads")?.unwrap_or(servers.threads);
+    servers.memory_mib = args.number("memory-mib")?.unwrap_or(servers.memory_mib);
+    let variants = match args.value("variants") {
+        None => CacheVariant::ALL.to_vec(),
+        Some(text) => parse_list(text, "--variants", CacheVariant::parse)?,
+    };
+    let workloads = match args.value("ops") {
+        None => Workload::ALL.to_vec(),
+        Some(text) => parse_list(text, "--ops", Workload::parse)?,
+    };
+    let machine = ohb::machine::Machine::detect();
+    let root = find_repo_root();
+    let json_path = |name: &str| {
+        args.value("json").map(PathBuf::from).unwrap_or_else(|| {
+            root.clone().unwrap_or_else(|| PathBuf::from(".")).join("results").join(format!("ohb-mem-{name}.json"))
+        })
+    };
+    let small_sizes = || -> Result<Vec<usize>, String> {
+        match args.value("sizes") {
+            Some(text) => parse_sizes(text),
+            None => Ok(vec![32, 4096]),
+        }
+    };
+    if test == "lat" || test == "all" {
+        let sizes = match args.value("sizes") {
+            Some(text) => parse_sizes(text)?,
+            None if quick => vec![32, 4096, 512 << 10],
+            None => vec![1, 32, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 512 << 10],
+        };
+        let iterations: usize = args.number("iterations")?.unwrap_or(if quick { 1000 } else { 5000 });
+        if iterations == 0 {
+            return Err("--iterations must be positive".into());
+        }
+        let run = LatencyRun {
+            workloads: workloads.clone(),
+            sizes,
+            iterations,
+            warmup: (iterations / 5).max(100),
+            variants: variants.clone(),
+            servers: servers.clone(),
+            progress,
+        };
+        let points = run_latency(&run)?;
+        print!("{}", render_latency(&points, &run, &machine));
+        let path = json_path("lat");
+        write_json_file(&path, &latency_json(&points, &run, &machine))?;
+        println!("results: {}\n", path.display());
+    }
+    if test == "thr" || test == "all" {
+        let run = ThroughputRun {
+            workloads: workloads.clone(),
+            sizes: small_sizes()?,
+            client_threads: args.number("threads")?.unwrap_or(4),
+            seconds_per_trial: args.number("seconds")?.unwrap_or(if quick { 0.5 } else { 2.0 }),
+            trials: args.number("trials")?.unwrap_or(if quick { 1 } else { 3 }),
+            variants: variants.clone(),
+            servers: servers.clone(),
+            progress,
+        };
+        if run.client_threads == 0 || run.client_threads > 256 || run.trials == 0 || !(run.seconds_per_trial > 0.0) {
+            return Err("--threads must be in 1..=256, --trials and --seconds positive".into());
+        }
+        let points = run_throughput(&run)?;
+        print!("{}", render_throughput(&points, &run, &machine));
+        let path = json_path("thr");
+        write_json_file(&path, &throughput_json(&points, &run, &machine))?;
+        println!("results: {}\n", path.display());
+    }
+    if test == "nb" || test == "all" {
+        let requests = match args.value("reqtype") {
+            None => NbRequest::ALL.to_vec(),
+            Some(text) => parse_list(text, "--reqtype", NbRequest::parse)?,
+        };
+        let progress_type = match args.value("progress-type") {
+            None => NbProgress::Wait,
+            Some(text) => NbProgress::parse(text).ok_or_else(|| format!("--progress-type: '{text}' is not wait or test"))?,
+        };
+        let run = NbRun {
+            requests,
+            sizes: small_sizes()?,
+            progress_type,
+            req_thresh: args.number("req-thresh")?.unwrap_or(32),
+            ops: args.number("count")?.unwrap_or(if quick { 4000 } else { 20000 }),
+            variants,
+            servers,
+            progress,
+        };
+        if run.req_thresh == 0 || run.req_thresh > 4096 || run.ops == 0 {
+            return Err("--req-thresh must be in 1..=4096 and --count positive".into());
+        }
+        let points = run_nonblocking(&run)?;
+        print!("{}", render_nonblocking(&points, &run, &machine));
+        let path = json_path("nb");
+        write_json_file(&path, &nonblocking_json(&points, &run, &machine))?;
+        println!("results: {}\n", path.display());
+    }
+    Ok(())
+}
+
+fn parse_list<T: PartialEq>(text: &str, flag: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
+    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let item = parse(word).ok_or_else(|| format!("{flag}: unknown '{word}'"))?;
+        if !items.contains(&item) {
+            items.push(item);
+        }
+    }
+    if items.is_empty() {
+        return Err(format!("{flag} needs at least one entry"));
+    }
+    Ok(items)
 }
