@@ -5,6 +5,10 @@
 //! absolute `exptime` (and negative values, meaning "already expired") is the protocol layer's job:
 //! see `crate::clock`.
 
+/// `DeleteOptions::invalidate_exptime_unix_s` value meaning "mark stale, keep the present expiry"
+/// (meta `md <key> I` without `T`). Never a real time: exptimes fit in 32 bits.
+pub const EXPTIME_KEEP: u64 = u64::MAX;
+
 /// One item as the store holds it, lent to a visitor under the lock that protects it. The visitor
 /// copies what it needs (into a reply buffer) and returns quickly; it must not call the store.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +76,8 @@ pub struct StoreRequest<'a> {
     pub flags: u32,
     pub exptime_unix_s: u64,
     /// `cas` command, binary CAS field, meta `C`: store only if the present item's CAS equals this;
-    /// `Exists` if it differs, `NotFound` if there is no item.
+    /// `Exists` if it differs, `NotFound` if there is no item. The protocols send it with `Set`
+    /// (memcached's CAS command), `Append` and `Prepend` only.
     pub compare_cas: Option<u64>,
     /// Meta `E`: use this CAS value for the new item instead of a generated one.
     pub new_cas: Option<u64>,
@@ -118,7 +123,8 @@ pub enum StoreOutcome {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeleteOptions {
     pub compare_cas: Option<u64>,
-    /// Meta `I`: mark the item stale (and set this expiry) instead of removing it.
+    /// Meta `I`: mark the item stale (and set this expiry; `EXPTIME_KEEP` keeps the present one)
+    /// instead of removing it. Clears the win token so the next reader wins (memcached).
     pub invalidate_exptime_unix_s: Option<u64>,
     /// Meta `E`: the CAS value a stale item gets.
     pub new_cas: Option<u64>,

@@ -1,1 +1,1163 @@
-//! The cache's store (see ARCHITECTURE.md).
+//! The cache's store: memcached's semantics (`cache_proto::storage::Storage`) over segments in one
+//! bounded arena.
+//!
+//! - Memory: one anonymous mapping of `memory_limit_bytes`, cut into segments (1 MiB, or the
+//!   item size limit if larger). Items are appended to their shard's active segment; there is no
+//!   per-item allocation and no slab class. Overwritten, deleted and expired items are garbage
+//!   until their segment is recycled.
+//! - Index: one open-addressing table per shard, 8 bytes per slot (location plus hash bits), in
+//!   its own mapping. Shards are chosen by the key's hash, each under its own lock; one lock per
+//!   operation, and never two shard locks at once (the segment pool's lock is always taken last).
+//! - Eviction: when no segment is free, the oldest sealed segment (FIFO across all shards) is
+//!   recycled with a second chance: items read since they were written (or last moved) are
+//!   copied forward into their shard's active segment, the rest are unlinked. When that segment
+//!   is full, the victim itself becomes the shard's active segment, its survivors compacted to
+//!   its front. Among the 8 oldest segments, one that is at most a quarter live is compacted
+//!   instead of evicting the oldest. This approximates LRU as CLOCK does, at segment granularity.
+//! - Expiry is lazy (on access, or when a segment is recycled). flush_all now unlinks everything
+//!   at once; a delayed one is checked against each item's store time.
+//! - Accounting: resident segments + index tables + bookkeeping <= `memory_limit_bytes`. When an
+//!   index table grows, segments are released to the kernel (MADV_DONTNEED) to stay within it;
+//!   only one active segment per shard and two more always stay (this floor matters only for
+//!   stores of a few segments).
+//! - An SSD tier (issue 5) would plug in at `item::ItemPtr::value_location`: keys and headers stay
+//!   in segments, a flag marks values moved to a log.
+//!
+//! Per item: a 32-byte header (`item`), key and value padded to 8 bytes, and one index slot of
+//! 8 bytes at a load between 3/8 and 3/4 (11 to 21 bytes per item).
+
+mod arena;
+mod hash;
+mod index;
+mod item;
+mod pool;
+#[cfg(test)]
+mod tests;
+
+use arena::Mapping;
+use cache_proto::storage::{
+    ArithmeticOutcome, ArithmeticRequest, DeleteOptions, DeleteOutcome, GetOptions, GetOutcome, ItemView, Storage,
+    StoreMode, StoreOutcome, StoreRequest, EXPTIME_KEEP,
+};
+use index::{index_hash, Index};
+use item::{bits, item_bytes, time_s32, ItemHeader, ItemPtr, HEADER_BYTES};
+use pool::{Pool, Victim};
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// memcached's key length limit; longer keys are never stored.
+pub const KEY_BYTES_MAX: usize = 250;
+/// Segments are at least this large (and at least `max_item_bytes`, so every item fits in one).
+pub const SEGMENT_BYTES_MIN: usize = 1 << 20;
+/// The smallest `-I` accepted (memcached's own minimum).
+pub const MAX_ITEM_BYTES_MIN: usize = 1024;
+/// The largest `-I` accepted (memcached's own maximum); value lengths are kept in 32 bits.
+pub const MAX_ITEM_BYTES_MAX: usize = 1 << 30;
+/// The largest arena the index's 36-bit locations (8-byte units) address.
+pub const MEMORY_LIMIT_BYTES_MAX: usize = 1 << 39;
+/// A store needs segments to append to, to evict, and to take meanwhile.
+pub const SEGMENTS_MIN: usize = 3;
+pub const SHARDS_MAX: usize = 256;
+/// Shards are limited so that at most a quarter of the segments are active (partly filled).
+const SEGMENTS_PER_SHARD_MIN: usize = 4;
+/// Shards per CPU by default: enough that two workers rarely meet on one lock.
+const SHARDS_PER_CPU: usize = 4;
+/// Times an operation runs under its shard lock before giving up for want of room. Installing a
+/// taken segment always makes room, so the second attempt succeeds; more are needed only when no
+/// segment could be taken because other threads hold them in flight (a store of few segments):
+/// then the operation yields and tries again.
+const ROOM_ATTEMPTS_MAX: usize = 64;
+
+/// Where the store reads the time (Unix seconds).
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    /// CLOCK_REALTIME_COARSE (a vDSO read, no system call).
+    #[default]
+    System,
+    /// A time set by the owner of the counter (tests).
+    Manual(Arc<AtomicU64>),
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Everything the store keeps resident (segments, index, bookkeeping) fits in this (`-m`).
+    pub memory_limit_bytes: usize,
+    /// The largest item, header (32 bytes) + key + value, in bytes (`-I`).
+    pub max_item_bytes: usize,
+    /// Lock shards; `None`: 4 per CPU. Either way at most a power of two no larger than
+    /// `SHARDS_MAX` and than a quarter of the segments (the effective count is in `stats`).
+    pub shards: Option<usize>,
+    pub clock: Clock,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig { memory_limit_bytes: 64 << 20, max_item_bytes: 1 << 20, shards: None, clock: Clock::System }
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    Config(String),
+    /// The arena or an index table could not be mapped.
+    Map(std::io::Error),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Config(reason) => write!(formatter, "invalid store configuration: {reason}"),
+            StoreError::Map(error) => write!(formatter, "cannot map the store's memory: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Bytes of linked items in one segment, on its own cache line: shards update their segments'
+/// counters on every write, and neighbouring segments belong to different shards.
+#[repr(align(64))]
+struct LiveBytes(AtomicU32);
+
+/// A cache line and its neighbour (the adjacent-line prefetcher pairs them), so that shard locks
+/// do not share lines.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ShardCounters {
+    curr_items: u64,
+    /// Bytes of linked items (header, key, value, padding).
+    item_bytes: u64,
+    total_items: u64,
+    evictions: u64,
+    evicted_unfetched: u64,
+    expired_unfetched: u64,
+    /// Expired or flushed items unlinked (on access or when their segment was recycled).
+    reclaimed: u64,
+    get_expired: u64,
+    get_flushed: u64,
+    /// Live items moved to the active segment when their segment was recycled.
+    items_copied_forward: u64,
+}
+
+impl ShardCounters {
+    fn add(&mut self, other: &ShardCounters) {
+        self.curr_items += other.curr_items;
+        self.item_bytes += other.item_bytes;
+        self.total_items += other.total_items;
+        self.evictions += other.evictions;
+        self.evicted_unfetched += other.evicted_unfetched;
+        self.expired_unfetched += other.expired_unfetched;
+        self.reclaimed += other.reclaimed;
+        self.get_expired += other.get_expired;
+        self.get_flushed += other.get_flushed;
+        self.items_copied_forward += other.items_copied_forward;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ActiveSegment {
+    segment: u32,
+    used_bytes: usize,
+}
+
+struct Shard {
+    index: Index,
+    active: Option<ActiveSegment>,
+    /// CAS values are unique across the store: shard `i` hands out `i + 1 + k * shard_count`.
+    cas_next: u64,
+    counters: ShardCounters,
+}
+
+/// What an attempt under a shard lock came to.
+enum Attempt<R> {
+    Done(R),
+    /// The active segment has no room and no spare segment is at hand: take one and try again.
+    NeedRoom,
+}
+
+/// A live item found in the index.
+#[derive(Clone, Copy)]
+struct Found {
+    slot: usize,
+    location: u64,
+    item: ItemPtr,
+}
+
+/// Where a new item goes: reserved room, and the key's entry it replaces (if any).
+struct Placement {
+    hash: u64,
+    replaced: Option<Found>,
+    offset_bytes: usize,
+}
+
+/// Why a found item is not live.
+#[derive(PartialEq, Eq)]
+enum Death {
+    Expired,
+    Flushed,
+}
+
+/// The store; share it between threads (`Arc<Store>`), it does its own locking.
+pub struct Store {
+    memory_limit_bytes: usize,
+    max_item_bytes: usize,
+    segment_bytes: usize,
+    segment_count: usize,
+    arena: Mapping,
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    pool: Mutex<Pool>,
+    /// Bytes of linked items per segment; changed only under the lock of the segment's owner
+    /// shard (atomics only so that the pool may read them for victim selection).
+    segment_live_bytes: Box<[LiveBytes]>,
+    index_bytes_total: AtomicUsize,
+    /// Bookkeeping counted against the limit besides segments and index tables.
+    metadata_bytes: usize,
+    /// Segments that stay resident whatever the index takes: one active per shard and two more.
+    resident_segments_min: usize,
+    /// A flush_all for a future time: items stored before it are dead once it comes. 0 = none.
+    flush_at_unix_s: AtomicU64,
+    /// The latest delayed flush that has come and was then replaced by another flush_all: items
+    /// stored before it stay dead (memcached would let them reappear). 0 = none.
+    flushed_before_unix_s: AtomicU64,
+    /// Serialises flush_all calls, which update the two times above together.
+    flush_lock: Mutex<()>,
+    hash_seed: u64,
+    clock: Clock,
+}
+
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Store>();
+};
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic under a lock leaves the store's invariants unchecked: fail loudly everywhere.
+    mutex.lock().expect("a thread panicked while holding a store lock")
+}
+
+fn coarse_realtime_s() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec to write.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut now) };
+    debug_assert_eq!(status, 0);
+    now.tv_sec as u64
+}
+
+impl Store {
+    /// Maps the arena (address space only: memory becomes resident as items are written).
+    /// Fails on a configuration outside the limits above or when the kernel refuses the mapping.
+    pub fn new(config: StoreConfig) -> Result<Store, StoreError> {
+        let invalid = |reason: String| Err(StoreError::Config(reason));
+        if !(MAX_ITEM_BYTES_MIN..=MAX_ITEM_BYTES_MAX).contains(&config.max_item_bytes) {
+            return invalid(format!(
+                "max_item_bytes {} is outside {MAX_ITEM_BYTES_MIN}..={MAX_ITEM_BYTES_MAX}",
+                config.max_item_bytes
+            ));
+        }
+        let page_bytes = arena::page_bytes();
+        let segment_bytes = config.max_item_bytes.next_multiple_of(page_bytes).max(SEGMENT_BYTES_MIN);
+        if config.memory_limit_bytes > MEMORY_LIMIT_BYTES_MAX {
+            return invalid(format!(
+                "memory_limit_bytes {} exceeds {MEMORY_LIMIT_BYTES_MAX}",
+                config.memory_limit_bytes
+            ));
+        }
+        let segment_count = config.memory_limit_bytes / segment_bytes;
+        if segment_count < SEGMENTS_MIN {
+            return invalid(format!(
+                "memory_limit_bytes {} holds fewer than {SEGMENTS_MIN} segments of {segment_bytes} bytes \
+                 (segments are at least max_item_bytes)",
+                config.memory_limit_bytes
+            ));
+        }
+        let shards_wanted = match config.shards {
+            Some(0) => return invalid("shards must be at least 1".to_string()),
+            Some(shards) => shards,
+            None => std::thread::available_parallelism().map_or(1, |cpus| cpus.get()) * SHARDS_PER_CPU,
+        };
+        let shards_allowed = (segment_count / SEGMENTS_PER_SHARD_MIN).clamp(1, SHARDS_MAX);
+        let shard_count = prev_power_of_two(shards_wanted.min(shards_allowed));
+        assert!((1..=SHARDS_MAX).contains(&shard_count));
+
+        let arena = Mapping::new(segment_count * segment_bytes).map_err(StoreError::Map)?;
+        let mut shards = Vec::with_capacity(shard_count);
+        for shard_index in 0..shard_count {
+            shards.push(Padded(Mutex::new(Shard {
+                index: Index::new(index::SLOTS_MIN).map_err(StoreError::Map)?,
+                active: None,
+                cas_next: shard_index as u64 + 1,
+                counters: ShardCounters::default(),
+            })));
+        }
+        let index_bytes_total = shard_count * index::SLOTS_MIN * index::ENTRY_BYTES;
+        let metadata_bytes = std::mem::size_of::<Store>()
+            + shard_count * std::mem::size_of::<Padded<Mutex<Shard>>>()
+            + segment_count * std::mem::size_of::<LiveBytes>()
+            + Pool::metadata_bytes(segment_count);
+        let store = Store {
+            memory_limit_bytes: config.memory_limit_bytes,
+            max_item_bytes: config.max_item_bytes,
+            segment_bytes,
+            segment_count,
+            arena,
+            shards: shards.into_boxed_slice(),
+            pool: Mutex::new(Pool::new(segment_count)),
+            segment_live_bytes: (0..segment_count).map(|_| LiveBytes(AtomicU32::new(0))).collect(),
+            index_bytes_total: AtomicUsize::new(index_bytes_total),
+            metadata_bytes,
+            resident_segments_min: (shard_count + 2).min(segment_count),
+            flush_at_unix_s: AtomicU64::new(0),
+            flushed_before_unix_s: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+            hash_seed: hash::random_seed(),
+            clock: config.clock,
+        };
+        assert!(shard_count == 1 || shard_count * SEGMENTS_PER_SHARD_MIN <= segment_count);
+        assert!(store.resident_segments_min <= store.resident_segments_allowed());
+        Ok(store)
+    }
+
+    pub fn segment_bytes(&self) -> usize {
+        self.segment_bytes
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// What the store counts against its limit: resident segments, index tables, bookkeeping.
+    pub fn memory_used_bytes(&self) -> usize {
+        let resident_count = lock(&self.pool).resident_count;
+        resident_count * self.segment_bytes + self.index_bytes_total.load(Relaxed) + self.metadata_bytes
+    }
+
+    /// Bytes of the arena and the index tables the kernel holds in memory, measured with mincore
+    /// (slow: for tests and checks of the accounting).
+    pub fn measured_resident_bytes(&self) -> usize {
+        let index_bytes: usize = self.shards.iter().map(|shard| lock(&shard.0).index.resident_bytes()).sum();
+        self.arena.resident_bytes() + index_bytes
+    }
+
+    #[inline]
+    fn now_unix_s(&self) -> u64 {
+        match &self.clock {
+            Clock::System => coarse_realtime_s(),
+            Clock::Manual(now) => now.load(Relaxed),
+        }
+    }
+
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        hash::hash_key(self.hash_seed, key)
+    }
+
+    /// Shards come from the hash's high bits (the index uses the low ones).
+    #[inline]
+    fn shard_of(&self, hash: u64) -> usize {
+        (((hash >> 32) * self.shards.len() as u64) >> 32) as usize
+    }
+
+    fn resident_segments_allowed(&self) -> usize {
+        let others_bytes = self.index_bytes_total.load(Relaxed) + self.metadata_bytes;
+        let segments = self.memory_limit_bytes.saturating_sub(others_bytes) / self.segment_bytes;
+        segments.clamp(self.resident_segments_min, self.segment_count)
+    }
+
+    #[inline]
+    fn item_at(&self, location: u64) -> ItemPtr {
+        let offset_bytes = location as usize * item::ALIGN_BYTES;
+        debug_assert!(offset_bytes + HEADER_BYTES <= self.arena.len_bytes());
+        // SAFETY: locations in an index point at items written in the arena; callers hold the
+        // owning shard's lock.
+        unsafe { ItemPtr::new(self.arena.base().add(offset_bytes)) }
+    }
+
+    #[inline]
+    fn segment_of(&self, location: u64) -> usize {
+        location as usize * item::ALIGN_BYTES / self.segment_bytes
+    }
+
+    #[inline]
+    fn death(&self, header: &ItemHeader, now_unix_s: u64) -> Option<Death> {
+        if header.exptime_s != 0 && header.exptime_s as u64 <= now_unix_s {
+            return Some(Death::Expired);
+        }
+        let stored_unix_s = header.stored_s as u64;
+        let flush_at_unix_s = self.flush_at_unix_s.load(Relaxed);
+        if flush_at_unix_s != 0 && flush_at_unix_s <= now_unix_s && stored_unix_s < flush_at_unix_s {
+            return Some(Death::Flushed);
+        }
+        if stored_unix_s < self.flushed_before_unix_s.load(Relaxed) {
+            return Some(Death::Flushed);
+        }
+        None
+    }
+
+    /// Looks a key up; an expired or flushed item is unlinked and counted (as a read's miss too if
+    /// `is_read`), and reads as absent.
+    #[inline]
+    fn find_live(&self, shard: &mut Shard, hash: u64, key: &[u8], now_unix_s: u64, is_read: bool) -> Option<Found> {
+        let hash_bits = index_hash(hash);
+        let slot = shard.index.find(hash_bits, |location| self.item_at(location).key() == key)?;
+        let location = shard.index.location(slot);
+        let item = self.item_at(location);
+        let header = item.header();
+        match self.death(&header, now_unix_s) {
+            None => Some(Found { slot, location, item }),
+            Some(death) => {
+                if is_read && death == Death::Expired {
+                    shard.counters.get_expired += 1;
+                }
+                if is_read && death == Death::Flushed {
+                    shard.counters.get_flushed += 1;
+                }
+                self.count_reclaimed(shard, &header);
+                self.unlink(shard, slot, location, item);
+                None
+            }
+        }
+    }
+
+    fn count_reclaimed(&self, shard: &mut Shard, header: &ItemHeader) {
+        shard.counters.reclaimed += 1;
+        if header.bits & bits::FETCHED == 0 {
+            shard.counters.expired_unfetched += 1;
+        }
+    }
+
+    fn live_bytes_add(&self, location: u64, bytes: usize) {
+        let live = &self.segment_live_bytes[self.segment_of(location)].0;
+        let after = live.load(Relaxed) as usize + bytes;
+        assert!(after <= self.segment_bytes);
+        live.store(after as u32, Relaxed);
+    }
+
+    fn live_bytes_sub(&self, location: u64, bytes: usize) {
+        let live = &self.segment_live_bytes[self.segment_of(location)].0;
+        let before = live.load(Relaxed) as usize;
+        assert!(before >= bytes);
+        live.store((before - bytes) as u32, Relaxed);
+    }
+
+    fn unlink(&self, shard: &mut Shard, slot: usize, location: u64, item: ItemPtr) {
+        let bytes = item.total_bytes();
+        shard.index.remove(slot);
+        shard.counters.curr_items -= 1;
+        shard.counters.item_bytes -= bytes as u64;
+        self.live_bytes_sub(location, bytes);
+    }
+
+    /// Links a newly written item: over `replaced` (same key), or as a new entry.
+    fn link(&self, shard: &mut Shard, hash: u64, replaced: Option<Found>, location: u64, item: ItemPtr) {
+        let bytes = item.total_bytes();
+        match replaced {
+            Some(old) => {
+                let old_bytes = old.item.total_bytes();
+                shard.index.relocate(old.slot, location);
+                shard.counters.item_bytes -= old_bytes as u64;
+                self.live_bytes_sub(old.location, old_bytes);
+            }
+            None => {
+                shard.index.insert(index_hash(hash), location);
+                shard.counters.curr_items += 1;
+            }
+        }
+        shard.counters.item_bytes += bytes as u64;
+        shard.counters.total_items += 1;
+        self.live_bytes_add(location, bytes);
+    }
+
+    /// Grows a full index table before an insert. `Err` if it cannot grow (then the store is out
+    /// of memory for new keys); `Ok(true)` if it grew (segments may have to be released).
+    fn make_index_room(&self, shard: &mut Shard) -> Result<bool, ()> {
+        if !shard.index.is_full() {
+            return Ok(false);
+        }
+        let grown = match shard.index.grown() {
+            Ok(Some(grown)) => grown,
+            Ok(None) | Err(_) => return Err(()),
+        };
+        let old_bytes = shard.index.bytes();
+        let new_bytes = grown.bytes();
+        shard.index = grown;
+        self.index_bytes_total.fetch_add(new_bytes - old_bytes, Relaxed);
+        Ok(true)
+    }
+
+    fn next_cas(&self, shard: &mut Shard) -> u64 {
+        let cas = shard.cas_next;
+        shard.cas_next += self.shards.len() as u64;
+        cas
+    }
+
+    /// Room for `bytes` in the shard's active segment, installing `spare` if the active one is
+    /// full. Returns the arena offset of the room.
+    fn reserve(&self, shard: &mut Shard, shard_index: usize, spare: &mut Option<u32>, bytes: usize) -> Option<usize> {
+        assert!(bytes <= self.segment_bytes);
+        if let Some(offset_bytes) = self.reserve_in_active(shard, bytes) {
+            return Some(offset_bytes);
+        }
+        let segment = spare.take()?;
+        {
+            let mut pool = lock(&self.pool);
+            if let Some(active) = shard.active {
+                pool.seal(active.segment, active.used_bytes);
+            }
+            pool.activate(segment, shard_index);
+        }
+        debug_assert_eq!(self.segment_live_bytes[segment as usize].0.load(Relaxed), 0);
+        shard.active = Some(ActiveSegment { segment, used_bytes: 0 });
+        let offset_bytes = self.reserve_in_active(shard, bytes);
+        assert!(offset_bytes.is_some());
+        offset_bytes
+    }
+
+    fn reserve_in_active(&self, shard: &mut Shard, bytes: usize) -> Option<usize> {
+        let active = shard.active.as_mut()?;
+        if active.used_bytes + bytes > self.segment_bytes {
+            return None;
+        }
+        let offset_bytes = active.segment as usize * self.segment_bytes + active.used_bytes;
+        active.used_bytes += bytes;
+        Some(offset_bytes)
+    }
+
+    /// Writes an item at a reserved offset and links it.
+    fn write_and_link(
+        &self,
+        shard: &mut Shard,
+        placement: Placement,
+        header: ItemHeader,
+        key: &[u8],
+        value_parts: [&[u8]; 2],
+    ) -> ItemPtr {
+        let Placement { hash, replaced, offset_bytes } = placement;
+        // SAFETY: the room was reserved in this shard's active segment (under its lock) and lies
+        // past every item written there, so it overlaps no source slice.
+        let item = unsafe { ItemPtr::write(self.arena.base().add(offset_bytes), header, key, value_parts) };
+        self.link(shard, hash, replaced, (offset_bytes / item::ALIGN_BYTES) as u64, item);
+        item
+    }
+
+    /// Runs `attempt` under the shard's lock until it is done; when it needs room, takes a
+    /// segment with no lock held (recycling one may need another shard's lock) and retries.
+    fn with_room<R>(
+        &self,
+        shard_index: usize,
+        out_of_memory: R,
+        mut attempt: impl FnMut(&mut Shard, &mut Option<u32>, &mut bool) -> Attempt<R>,
+    ) -> R {
+        let mut spare: Option<u32> = None;
+        let mut index_grew = false;
+        let mut outcome = None;
+        for _ in 0..ROOM_ATTEMPTS_MAX {
+            let mut shard = lock(&self.shards[shard_index].0);
+            match attempt(&mut shard, &mut spare, &mut index_grew) {
+                Attempt::Done(result) => {
+                    outcome = Some(result);
+                    break;
+                }
+                Attempt::NeedRoom => {
+                    drop(shard);
+                    assert!(spare.is_none(), "an attempt needs room only without a spare");
+                    spare = self.take_segment();
+                    if spare.is_none() {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        if let Some(segment) = spare {
+            lock(&self.pool).give_back(segment);
+        }
+        if index_grew {
+            self.release_to_budget();
+        }
+        outcome.unwrap_or(out_of_memory)
+    }
+
+    /// A segment to install: a free one, an untouched one within the budget, or a recycled one.
+    /// A victim that keeps its survivors (see `evict`) frees nothing: then the next is tried, at
+    /// most once per segment (survivors lose their second chance, so a second round frees).
+    fn take_segment(&self) -> Option<u32> {
+        for _ in 0..2 * self.segment_count {
+            let victim = {
+                let mut pool = lock(&self.pool);
+                if let Some(segment) = pool.take_free(self.resident_segments_allowed()) {
+                    return Some(segment);
+                }
+                pool.take_victim(|segment| self.live_bytes(segment), self.segment_bytes)?
+            };
+            if self.evict(victim) {
+                lock(&self.pool).evicted(victim.segment);
+                return Some(victim.segment);
+            }
+        }
+        None
+    }
+
+    fn live_bytes(&self, segment: u32) -> usize {
+        self.segment_live_bytes[segment as usize].0.load(Relaxed) as usize
+    }
+
+    /// Releases segments to the kernel until resident segments fit beside the index tables.
+    fn release_to_budget(&self) {
+        for _ in 0..2 * self.segment_count {
+            let (segment, victim) = {
+                let mut pool = lock(&self.pool);
+                if pool.resident_count <= self.resident_segments_allowed() {
+                    return;
+                }
+                if let Some(segment) = pool.take_free_to_retire() {
+                    (segment, None)
+                } else {
+                    match pool.take_victim(|segment| self.live_bytes(segment), self.segment_bytes) {
+                        Some(victim) => (victim.segment, Some(victim)),
+                        None => return,
+                    }
+                }
+            };
+            if let Some(victim) = victim {
+                if !self.evict(victim) {
+                    continue;
+                }
+                lock(&self.pool).retire_evicted(segment);
+            }
+            // The segment is in state Retiring: no one else touches it until `retired`.
+            self.arena.release(segment as usize * self.segment_bytes, self.segment_bytes);
+            lock(&self.pool).retired(segment);
+        }
+    }
+
+    /// Recycles a sealed segment: every item still linked is copied forward (if read since it
+    /// was written, or if compacting) or unlinked. Survivors go to the owner's active segment;
+    /// once that is full, the victim itself becomes the owner's active segment and the remaining
+    /// survivors are compacted to its front. Returns whether the victim is empty (free to take).
+    fn evict(&self, victim: Victim) -> bool {
+        let mut shard = lock(&self.shards[victim.owner_shard as usize].0);
+        let shard = &mut *shard;
+        let now_unix_s = self.now_unix_s();
+        let segment_start_bytes = victim.segment as usize * self.segment_bytes;
+        let mut victim_is_active = false;
+        let mut offset_bytes = 0;
+        while offset_bytes < victim.used_bytes as usize {
+            let location = ((segment_start_bytes + offset_bytes) / item::ALIGN_BYTES) as u64;
+            let item = self.item_at(location);
+            let header = item.header();
+            let bytes = item.total_bytes();
+            offset_bytes += bytes;
+            let hash = self.hash(item.key());
+            assert_eq!(self.shard_of(hash), victim.owner_shard as usize);
+            let Some(slot) = shard.index.find_location(index_hash(hash), location) else {
+                continue; // Garbage: overwritten, deleted, or unlinked on access.
+            };
+            if self.death(&header, now_unix_s).is_some() {
+                self.count_reclaimed(shard, &header);
+                self.unlink(shard, slot, location, item);
+                continue;
+            }
+            if !victim.compact && header.bits & bits::REFERENCED == 0 {
+                shard.counters.evictions += 1;
+                if header.bits & bits::FETCHED == 0 {
+                    shard.counters.evicted_unfetched += 1;
+                }
+                self.unlink(shard, slot, location, item);
+                continue;
+            }
+            let target_bytes = match self.reserve_in_active(shard, bytes) {
+                Some(target_bytes) => target_bytes,
+                None => {
+                    assert!(!victim_is_active, "compacting in place always has room");
+                    let replaced_active = shard.active.map(|active| (active.segment, active.used_bytes));
+                    lock(&self.pool).activate_victim(victim.segment, replaced_active);
+                    shard.active = Some(ActiveSegment { segment: victim.segment, used_bytes: 0 });
+                    victim_is_active = true;
+                    self.reserve_in_active(shard, bytes).expect("an empty segment holds any item")
+                }
+            };
+            // SAFETY: reserved room in the owner's active segment: another segment, or this one
+            // at or below the item (the write cursor never passes the walk).
+            let copy = unsafe { item.copy_to(self.arena.base().add(target_bytes)) };
+            if !victim.compact {
+                copy.update_header(|header| header.bits &= !bits::REFERENCED);
+            }
+            let target = (target_bytes / item::ALIGN_BYTES) as u64;
+            shard.index.relocate(slot, target);
+            self.live_bytes_sub(location, bytes);
+            self.live_bytes_add(target, bytes);
+            shard.counters.items_copied_forward += 1;
+        }
+        assert_eq!(offset_bytes, victim.used_bytes as usize);
+        if victim_is_active {
+            let active = shard.active.expect("the victim");
+            assert_eq!(self.live_bytes(victim.segment), active.used_bytes);
+            return false;
+        }
+        assert_eq!(self.live_bytes(victim.segment), 0);
+        true
+    }
+
+    /// Calls the visitor with a live item, applying the read's options.
+    fn visit_hit(&self, found: Found, options: &GetOptions, now_unix_s: u64, visit: &mut dyn FnMut(&ItemView<'_>)) {
+        if let Some(exptime_unix_s) = options.touch_exptime_unix_s {
+            // Before the recache check, which then sees the new expiry (as memcached with `T R`).
+            found.item.update_header(|header| header.exptime_s = time_s32(exptime_unix_s));
+        }
+        let header = found.item.header();
+        let win_token_sent = header.bits & bits::WIN_SENT != 0;
+        let stale = header.bits & bits::STALE != 0;
+        let mut win = false;
+        if !win_token_sent {
+            if stale {
+                win = true;
+            } else if let Some(recache_below_ttl_s) = options.recache_below_ttl_s {
+                // Live, so a non-zero expiry lies in the future.
+                if header.exptime_s != 0 && (header.exptime_s as u64 - now_unix_s) < recache_below_ttl_s {
+                    win = true;
+                }
+            }
+        }
+        found.item.update_header(|header| {
+            if win {
+                header.bits |= bits::WIN_SENT;
+            }
+            if !options.no_bump {
+                header.bits |= bits::FETCHED | bits::REFERENCED;
+                header.last_access_s = time_s32(now_unix_s);
+            }
+        });
+        visit(&ItemView {
+            key: found.item.key(),
+            value: found.item.value(),
+            flags: header.client_flags,
+            cas: header.cas,
+            exptime_unix_s: header.exptime_s as u64,
+            last_access_unix_s: header.last_access_s as u64,
+            fetched_before: header.bits & bits::FETCHED != 0,
+            stale,
+            win,
+            win_token_sent,
+        });
+    }
+
+    fn key_is_valid(key: &[u8]) -> bool {
+        !key.is_empty() && key.len() <= KEY_BYTES_MAX
+    }
+
+    fn fits(&self, key_bytes: usize, value_bytes: usize) -> bool {
+        HEADER_BYTES + key_bytes + value_bytes <= self.max_item_bytes
+    }
+
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        let mut live_bytes = vec![0u64; self.segment_count];
+        let mut active_segments = 0;
+        for (shard_index, shard) in self.shards.iter().enumerate() {
+            let shard = lock(&shard.0);
+            shard.index.check_invariants();
+            assert_eq!(shard.index.count() as u64, shard.counters.curr_items);
+            let mut item_bytes = 0;
+            for slot in 0..shard.index.slot_count() {
+                if let Some(location) = shard.index.location_if_occupied(slot) {
+                    let item = self.item_at(location);
+                    assert_eq!(self.shard_of(self.hash(item.key())), shard_index);
+                    live_bytes[self.segment_of(location)] += item.total_bytes() as u64;
+                    item_bytes += item.total_bytes() as u64;
+                }
+            }
+            assert_eq!(item_bytes, shard.counters.item_bytes);
+            if let Some(active) = shard.active {
+                active_segments += 1;
+                let pool = lock(&self.pool);
+                let info = pool.infos[active.segment as usize];
+                assert_eq!(info.state, pool::SegmentState::Active);
+                assert_eq!(info.owner_shard as usize, shard_index);
+            }
+        }
+        let pool = lock(&self.pool);
+        pool.check_invariants();
+        assert_eq!(pool.count_in(pool::SegmentState::Active), active_segments);
+        for (segment, &bytes) in live_bytes.iter().enumerate() {
+            assert_eq!(self.segment_live_bytes[segment].0.load(Relaxed) as u64, bytes, "segment {segment}");
+        }
+    }
+}
+
+/// A header for a new item (cas and value length are filled in once room is reserved).
+fn new_header(key: &[u8], client_flags: u32, exptime_unix_s: u64, now_unix_s: u64) -> ItemHeader {
+    assert!(key.len() <= KEY_BYTES_MAX);
+    ItemHeader {
+        cas: 0,
+        value_bytes: 0,
+        client_flags,
+        exptime_s: time_s32(exptime_unix_s),
+        last_access_s: time_s32(now_unix_s),
+        stored_s: time_s32(now_unix_s),
+        key_bytes: key.len() as u8,
+        bits: 0,
+        reserved: 0,
+    }
+}
+
+/// What a store request writes given the present item: the new header and the value's parts
+/// (the request's value, or it and the present value for append/prepend), or the outcome that
+/// writes nothing.
+fn plan_store<'a>(
+    request: &StoreRequest<'a>,
+    existing: Option<Found>,
+    now_unix_s: u64,
+) -> Result<(ItemHeader, [&'a [u8]; 2]), StoreOutcome> {
+    let appending = matches!(request.mode, StoreMode::Append | StoreMode::Prepend);
+    // memcached's add ignores a CAS; an append that may vivify has nothing to compare on a miss.
+    let compare_cas = if request.mode == StoreMode::Add { None } else { request.compare_cas };
+    let mut store_stale = false;
+    if let Some(compare_cas) = compare_cas {
+        let vivifies = appending && request.vivify_exptime_unix_s.is_some();
+        let found = match existing {
+            Some(found) => found,
+            None if vivifies => return plan_vivified_append(request, now_unix_s),
+            None => return Err(StoreOutcome::NotFound),
+        };
+        let cas = found.item.header().cas;
+        if cas != compare_cas {
+            // Meta I with C: a write older than the present item is kept, marked stale.
+            let replaces = matches!(request.mode, StoreMode::Set | StoreMode::Replace);
+            if !(request.invalidate && replaces && compare_cas < cas) {
+                return Err(StoreOutcome::Exists);
+            }
+            store_stale = true;
+        }
+    }
+    let mut header = new_header(request.key, request.flags, request.exptime_unix_s, now_unix_s);
+    let value_parts: [&'a [u8]; 2] = match (request.mode, existing) {
+        (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => return Err(StoreOutcome::NotStored),
+        (StoreMode::Set | StoreMode::Add, None) | (StoreMode::Set | StoreMode::Replace, Some(_)) => {
+            [request.value, &[]]
+        }
+        (StoreMode::Append | StoreMode::Prepend, Some(found)) => {
+            let old = found.item.header();
+            header.client_flags = old.client_flags;
+            header.exptime_s = old.exptime_s;
+            header.bits = old.bits & (bits::STALE | bits::WIN_SENT);
+            let old_value: &'a [u8] = found.item.value();
+            if request.mode == StoreMode::Append {
+                [old_value, request.value]
+            } else {
+                [request.value, old_value]
+            }
+        }
+        (StoreMode::Append | StoreMode::Prepend, None) => return plan_vivified_append(request, now_unix_s),
+    };
+    if store_stale {
+        // memcached: the stale write keeps the present item's expiry and win token.
+        let old = existing.expect("compared").item.header();
+        header.exptime_s = old.exptime_s;
+        header.bits = bits::STALE | (old.bits & bits::WIN_SENT);
+    }
+    Ok((header, value_parts))
+}
+
+/// Append/prepend with meta N on a miss: the request's value becomes the item.
+fn plan_vivified_append<'a>(
+    request: &StoreRequest<'a>,
+    now_unix_s: u64,
+) -> Result<(ItemHeader, [&'a [u8]; 2]), StoreOutcome> {
+    let exptime_unix_s = request.vivify_exptime_unix_s.ok_or(StoreOutcome::NotStored)?;
+    Ok((new_header(request.key, request.flags, exptime_unix_s, now_unix_s), [request.value, &[]]))
+}
+
+/// The number an arithmetic request leaves and the header of the item holding it (cas and
+/// value length still to fill), or the outcome that writes nothing.
+fn plan_arithmetic(
+    request: &ArithmeticRequest<'_>,
+    existing: Option<Found>,
+    now_unix_s: u64,
+) -> Result<(u64, ItemHeader), ArithmeticOutcome> {
+    let Some(found) = existing else {
+        // memcached creates on a miss even when a CAS was given (there is nothing to compare).
+        let (initial, exptime_unix_s) = request.initial.ok_or(ArithmeticOutcome::NotFound)?;
+        return Ok((initial, new_header(request.key, 0, exptime_unix_s, now_unix_s)));
+    };
+    let mut header = found.item.header();
+    if request.compare_cas.is_some_and(|compare_cas| compare_cas != header.cas) {
+        return Err(ArithmeticOutcome::Exists);
+    }
+    let number = item::parse_counter(found.item.value()).ok_or(ArithmeticOutcome::NonNumeric)?;
+    let value =
+        if request.increment { number.wrapping_add(request.delta) } else { number.saturating_sub(request.delta) };
+    header.last_access_s = time_s32(now_unix_s);
+    header.stored_s = time_s32(now_unix_s);
+    if let Some(exptime_unix_s) = request.touch_exptime_unix_s {
+        header.exptime_s = time_s32(exptime_unix_s);
+    }
+    Ok((value, header))
+}
+
+fn prev_power_of_two(value: usize) -> usize {
+    assert!(value >= 1);
+    1 << (usize::BITS - 1 - value.leading_zeros())
+}
+
+impl Storage for Store {
+    fn max_item_bytes(&self) -> usize {
+        self.max_item_bytes
+    }
+
+    fn get(&self, key: &[u8], options: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+        if !Self::key_is_valid(key) {
+            return GetOutcome::Miss;
+        }
+        let hash = self.hash(key);
+        let shard_index = self.shard_of(hash);
+        self.with_room(shard_index, GetOutcome::Miss, |shard, spare, index_grew| {
+            let now_unix_s = self.now_unix_s();
+            if let Some(found) = self.find_live(shard, hash, key, now_unix_s, true) {
+                self.visit_hit(found, &options, now_unix_s, visit);
+                return Attempt::Done(GetOutcome::Hit);
+            }
+            let Some(vivify_exptime_unix_s) = options.vivify_exptime_unix_s else {
+                return Attempt::Done(GetOutcome::Miss);
+            };
+            // Vivify: an empty item whose creator holds the win token.
+            match self.make_index_room(shard) {
+                Ok(grew) => *index_grew |= grew,
+                Err(()) => return Attempt::Done(GetOutcome::Miss),
+            }
+            let Some(offset_bytes) = self.reserve(shard, shard_index, spare, item_bytes(key.len(), 0)) else {
+                return Attempt::NeedRoom;
+            };
+            let exptime_unix_s = options.touch_exptime_unix_s.unwrap_or(vivify_exptime_unix_s);
+            let mut header = new_header(key, 0, exptime_unix_s, now_unix_s);
+            header.bits = bits::WIN_SENT;
+            header.cas = self.next_cas(shard);
+            let placement = Placement { hash, replaced: None, offset_bytes };
+            let item = self.write_and_link(shard, placement, header, key, [&[], &[]]);
+            visit(&ItemView {
+                key: item.key(),
+                value: item.value(),
+                flags: 0,
+                cas: header.cas,
+                exptime_unix_s: header.exptime_s as u64,
+                last_access_unix_s: now_unix_s,
+                fetched_before: false,
+                stale: false,
+                win: true,
+                win_token_sent: false,
+            });
+            Attempt::Done(GetOutcome::Hit)
+        })
+    }
+
+    fn store(&self, request: &StoreRequest<'_>) -> StoreOutcome {
+        let key = request.key;
+        if key.len() > KEY_BYTES_MAX || !self.fits(key.len(), request.value.len()) {
+            return StoreOutcome::TooLarge;
+        }
+        if key.is_empty() {
+            return StoreOutcome::NotStored;
+        }
+        let hash = self.hash(key);
+        let shard_index = self.shard_of(hash);
+        self.with_room(shard_index, StoreOutcome::OutOfMemory, |shard, spare, index_grew| {
+            let now_unix_s = self.now_unix_s();
+            let existing = self.find_live(shard, hash, key, now_unix_s, false);
+            let (mut header, value_parts) = match plan_store(request, existing, now_unix_s) {
+                Ok(plan) => plan,
+                Err(outcome) => {
+                    if let (StoreMode::Add, Some(found)) = (request.mode, existing) {
+                        // memcached: a failed add counts as an access of the present item.
+                        found.item.update_header(|header| header.last_access_s = time_s32(now_unix_s));
+                    }
+                    return Attempt::Done(outcome);
+                }
+            };
+            let value_bytes = value_parts[0].len() + value_parts[1].len();
+            if !self.fits(key.len(), value_bytes) {
+                // Only append/prepend grow past the limit here; memcached answers NOT_STORED.
+                return Attempt::Done(StoreOutcome::NotStored);
+            }
+            if existing.is_none() {
+                match self.make_index_room(shard) {
+                    Ok(grew) => *index_grew |= grew,
+                    Err(()) => return Attempt::Done(StoreOutcome::OutOfMemory),
+                }
+            }
+            let Some(offset_bytes) = self.reserve(shard, shard_index, spare, item_bytes(key.len(), value_bytes)) else {
+                return Attempt::NeedRoom;
+            };
+            header.value_bytes = value_bytes as u32;
+            header.cas = request.new_cas.unwrap_or_else(|| self.next_cas(shard));
+            self.write_and_link(shard, Placement { hash, replaced: existing, offset_bytes }, header, key, value_parts);
+            Attempt::Done(StoreOutcome::Stored { cas: header.cas })
+        })
+    }
+
+    fn delete(&self, key: &[u8], options: DeleteOptions) -> DeleteOutcome {
+        if !Self::key_is_valid(key) {
+            return DeleteOutcome::NotFound;
+        }
+        let hash = self.hash(key);
+        let mut shard = lock(&self.shards[self.shard_of(hash)].0);
+        let shard = &mut *shard;
+        let Some(found) = self.find_live(shard, hash, key, self.now_unix_s(), false) else {
+            return DeleteOutcome::NotFound;
+        };
+        if options.compare_cas.is_some_and(|compare_cas| compare_cas != found.item.header().cas) {
+            return DeleteOutcome::Exists;
+        }
+        match options.invalidate_exptime_unix_s {
+            Some(exptime_unix_s) => {
+                // memcached: a stale item keeps its value, gets a new CAS, and the next reader wins.
+                let cas = options.new_cas.unwrap_or_else(|| self.next_cas(shard));
+                found.item.update_header(|header| {
+                    if exptime_unix_s != EXPTIME_KEEP {
+                        header.exptime_s = time_s32(exptime_unix_s);
+                    }
+                    header.bits = (header.bits | bits::STALE) & !bits::WIN_SENT;
+                    header.cas = cas;
+                });
+            }
+            None => self.unlink(shard, found.slot, found.location, found.item),
+        }
+        DeleteOutcome::Deleted
+    }
+
+    fn arithmetic(&self, request: &ArithmeticRequest<'_>) -> ArithmeticOutcome {
+        let key = request.key;
+        if !Self::key_is_valid(key) || !self.fits(key.len(), item::DECIMAL_DIGITS_MAX) {
+            return ArithmeticOutcome::NotFound;
+        }
+        let hash = self.hash(key);
+        let shard_index = self.shard_of(hash);
+        self.with_room(shard_index, ArithmeticOutcome::NotFound, |shard, spare, index_grew| {
+            let now_unix_s = self.now_unix_s();
+            let existing = self.find_live(shard, hash, key, now_unix_s, false);
+            let (value, mut header) = match plan_arithmetic(request, existing, now_unix_s) {
+                Ok(plan) => plan,
+                Err(outcome) => return Attempt::Done(outcome),
+            };
+            let mut digits_buffer = [0u8; item::DECIMAL_DIGITS_MAX];
+            let digits = item::format_decimal(value, &mut digits_buffer);
+            if let Some(found) = existing.filter(|found| found.item.header().value_bytes as usize >= digits.len()) {
+                // No longer than the present value: rewrite in place padded with spaces, as
+                // memcached does ("10" decr 1 reads back "9 "). Readers hold this lock too.
+                header.cas = request.new_cas.unwrap_or_else(|| self.next_cas(shard));
+                let stored = found.item.value_mut();
+                stored[..digits.len()].copy_from_slice(digits);
+                stored[digits.len()..].fill(b' ');
+                found.item.update_header(|stored| *stored = header);
+                return Attempt::Done(ArithmeticOutcome::Value {
+                    value,
+                    cas: header.cas,
+                    exptime_unix_s: header.exptime_s as u64,
+                });
+            }
+            if existing.is_none() {
+                match self.make_index_room(shard) {
+                    Ok(grew) => *index_grew |= grew,
+                    Err(()) => return Attempt::Done(ArithmeticOutcome::NotFound),
+                }
+            }
+            let Some(offset_bytes) = self.reserve(shard, shard_index, spare, item_bytes(key.len(), digits.len()))
+            else {
+                return Attempt::NeedRoom;
+            };
+            header.value_bytes = digits.len() as u32;
+            header.cas = request.new_cas.unwrap_or_else(|| self.next_cas(shard));
+            let placement = Placement { hash, replaced: existing, offset_bytes };
+            self.write_and_link(shard, placement, header, key, [digits, &[]]);
+            Attempt::Done(ArithmeticOutcome::Value { value, cas: header.cas, exptime_unix_s: header.exptime_s as u64 })
+        })
+    }
+
+    fn flush_all(&self, at_unix_s: u64) {
+        let _serialised = lock(&self.flush_lock);
+        let now_unix_s = self.now_unix_s();
+        let pending_unix_s = self.flush_at_unix_s.load(Relaxed);
+        if pending_unix_s != 0 && pending_unix_s <= now_unix_s {
+            // The pending flush has come: it stays in effect whatever replaces it.
+            self.flushed_before_unix_s.fetch_max(pending_unix_s, Relaxed);
+        }
+        if at_unix_s > now_unix_s {
+            self.flush_at_unix_s.store(at_unix_s, Relaxed);
+            return;
+        }
+        // Now: unlink everything, shard by shard, and free their segments at once. Items stored
+        // in a shard after its turn are newer than the flush and stay. A pending flush is
+        // cancelled (memcached keeps one flush time).
+        self.flush_at_unix_s.store(0, Relaxed);
+        for (shard_index, shard) in self.shards.iter().enumerate() {
+            let mut shard = lock(&shard.0);
+            shard.index.clear();
+            shard.counters.curr_items = 0;
+            shard.counters.item_bytes = 0;
+            if let Some(active) = shard.active.as_mut() {
+                active.used_bytes = 0;
+            }
+            let mut pool = lock(&self.pool);
+            pool.free_sealed_of(shard_index);
+            // Live bytes change only under the owner's lock, held here.
+            for (segment, info) in pool.infos.iter().enumerate() {
+                if info.owner_shard as usize == shard_index {
+                    self.segment_live_bytes[segment].0.store(0, Relaxed);
+                }
+            }
+        }
+    }
+
+    fn stats(&self) -> Vec<(String, String)> {
+        let mut counters = ShardCounters::default();
+        let mut hash_slots = 0;
+        for shard in self.shards.iter() {
+            let shard = lock(&shard.0);
+            counters.add(&shard.counters);
+            hash_slots += shard.index.slot_count();
+        }
+        let (resident_count, free, sealed, evicted, compacted, released) = {
+            let pool = lock(&self.pool);
+            (
+                pool.resident_count,
+                pool.free.len(),
+                pool.sealed.len(),
+                pool.segments_evicted,
+                pool.segments_compacted,
+                pool.segments_released,
+            )
+        };
+        let index_bytes = self.index_bytes_total.load(Relaxed);
+        let memory_used_bytes = resident_count * self.segment_bytes + index_bytes + self.metadata_bytes;
+        let entries: [(&str, u64); 24] = [
+            ("curr_items", counters.curr_items),
+            ("total_items", counters.total_items),
+            ("bytes", counters.item_bytes),
+            ("limit_maxbytes", self.memory_limit_bytes as u64),
+            ("item_size_max", self.max_item_bytes as u64),
+            ("evictions", counters.evictions),
+            ("evicted_unfetched", counters.evicted_unfetched),
+            ("expired_unfetched", counters.expired_unfetched),
+            ("reclaimed", counters.reclaimed),
+            ("get_expired", counters.get_expired),
+            ("get_flushed", counters.get_flushed),
+            ("hash_power_level", hash_slots.max(1).ilog2() as u64),
+            ("hash_bytes", index_bytes as u64),
+            ("hash_is_expanding", 0),
+            ("store_shards", self.shards.len() as u64),
+            ("segment_bytes", self.segment_bytes as u64),
+            ("total_segments", self.segment_count as u64),
+            ("curr_segments", (resident_count - free) as u64),
+            ("sealed_segments", sealed as u64),
+            ("free_segments", free as u64),
+            ("segments_evicted", evicted),
+            ("segments_compacted", compacted),
+            ("segments_released", released),
+            ("items_copied_forward", counters.items_copied_forward),
+        ];
+        let mut stats: Vec<(String, String)> =
+            entries.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+        stats.push(("memory_used_bytes".to_string(), memory_used_bytes.to_string()));
+        stats
+    }
+}

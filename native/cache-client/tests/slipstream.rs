@@ -1,0 +1,77 @@
+//! The client against slipstream-cache, over TCP and over the fabric: the same checks as against
+//! memcached. Skipped (with a message) while the server binary does not exist.
+mod common;
+
+use cache_client::{ClientConfig, Credentials, Error, ServerAddr};
+use common::{client_for, client_with, suite, Slipstream};
+
+fn transports(server: &Slipstream) -> [(ServerAddr, &'static str); 2] {
+    [(ServerAddr::Tcp(server.tcp), "tcp"), (ServerAddr::Fabric(server.fabric), "fabric")]
+}
+
+#[test]
+fn every_operation_over_tcp_and_the_fabric() {
+    let _serial = common::serial();
+    let Some(server) = Slipstream::start() else { return };
+    for (addr, name) in transports(&server) {
+        suite::every_operation(&client_for(&[addr]), &format!("ops-{name}"));
+    }
+}
+
+#[test]
+fn values_of_1_byte_4_kb_and_512_kb_over_tcp_and_the_fabric() {
+    let _serial = common::serial();
+    let Some(server) = Slipstream::start() else { return };
+    for (addr, name) in transports(&server) {
+        suite::sizes(&client_for(&[addr]), &format!("sizes-{name}"));
+    }
+}
+
+#[test]
+fn nonblocking_calls_over_tcp_and_the_fabric() {
+    let _serial = common::serial();
+    let Some(server) = Slipstream::start() else { return };
+    for (addr, name) in transports(&server) {
+        suite::nonblocking(&client_for(&[addr]), &format!("nb-{name}"));
+    }
+}
+
+#[test]
+fn get_multi_across_two_servers_one_per_transport() {
+    let _serial = common::serial();
+    let (Some(a), Some(b)) = (Slipstream::start(), Slipstream::start()) else { return };
+    let client = client_for(&[ServerAddr::Fabric(a.fabric), ServerAddr::Tcp(b.tcp)]);
+    suite::get_multi(&client, "multi", 200);
+    suite::nonblocking(&client, "multi-nb");
+    // Both transports of one server reach the same store.
+    let tcp = client_for(&[ServerAddr::Tcp(a.tcp)]);
+    let fabric = client_for(&[ServerAddr::Fabric(a.fabric)]);
+    fabric.set(b"shared", b"by fabric", 0, 0).unwrap();
+    assert_eq!(tcp.get(b"shared").unwrap().unwrap().value, b"by fabric");
+}
+
+#[test]
+fn sasl_plain_over_tcp_and_the_fabric() {
+    let _serial = common::serial();
+    let dir = std::env::temp_dir().join(format!("slipstream-client-sasl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth_file = dir.join("auth");
+    std::fs::write(&auth_file, "alice:secret\n").unwrap();
+    let server = Slipstream::start_with(&["-Y", auth_file.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let Some(server) = server else { return };
+    for (addr, name) in transports(&server) {
+        let anonymous = client_for(&[addr]);
+        assert!(matches!(anonymous.set(b"k", b"v", 0, 0), Err(Error::AuthFailed)), "{name}: no credentials");
+        let wrong = Credentials { username: "alice".into(), password: "wrong".into() };
+        let config = ClientConfig { credentials: Some(wrong), ..ClientConfig::default() };
+        assert!(
+            matches!(client_with(config, &[addr]).set(b"k", b"v", 0, 0), Err(Error::AuthFailed)),
+            "{name}: wrong password"
+        );
+        let right = Credentials { username: "alice".into(), password: "secret".into() };
+        let client = client_with(ClientConfig { credentials: Some(right), ..ClientConfig::default() }, &[addr]);
+        client.set(b"k", name.as_bytes(), 0, 0).unwrap();
+        assert_eq!(client.get(b"k").unwrap().unwrap().value, name.as_bytes());
+    }
+}

@@ -1,0 +1,954 @@
+//! memcached's binary protocol executed against the store: framing, validation and replies as in
+//! memcached 1.6.18's proto_bin.c. Quiet commands send nothing on success (GETQ/GETKQ/GATQ/GATKQ:
+//! nothing on a miss); errors are always sent.
+//!
+//! Untrusted lengths: a packet is buffered whole only when its value fits the store's item limit;
+//! larger values are refused (VALUE_TOO_LARGE) and skipped as they arrive, and parts of a body a
+//! command does not use are skipped the same way, never buffered.
+//!
+//! Deliberate differences from memcached 1.6.18: VERBOSITY is answered (memcached 1.6 answers
+//! UNKNOWN_COMMAND); after an unknown opcode, or a body part a command ignores (STAT, TOUCH), exactly
+//! the rest of the packet is skipped (memcached skips the wrong amount and loses the stream).
+
+use crate::binary::{opcode, status, Header, HEADER_BYTES, MAGIC_REQUEST, MAGIC_RESPONSE};
+use crate::session::{Reply, Session, Step};
+use crate::storage::{
+    ArithmeticOutcome, ArithmeticRequest, DeleteOptions, DeleteOutcome, GetOptions, GetOutcome, ItemView,
+    StoreMode, StoreOutcome, StoreRequest,
+};
+use crate::text::{account_store, AUTH_BLOCK_BYTES_MAX, KEY_BYTES_MAX};
+
+/// memcached's `MAX_SASL_MECH_LEN`.
+pub const SASL_MECHANISM_BYTES_MAX: usize = 32;
+
+/// The only mechanism offered.
+pub const SASL_MECHANISMS: &[u8] = b"PLAIN";
+
+/// Binary INCR/DECR expiration meaning "fail on a miss instead of creating the item".
+pub const ARITHMETIC_NO_CREATE: u32 = 0xffff_ffff;
+
+/// memcached's text for an error status (the body of an error reply).
+pub fn status_text(code: u16) -> &'static [u8] {
+    match code {
+        status::OUT_OF_MEMORY => b"Out of memory",
+        status::UNKNOWN_COMMAND => b"Unknown command",
+        status::KEY_NOT_FOUND => b"Not found",
+        status::INVALID_ARGUMENTS => b"Invalid arguments",
+        status::KEY_EXISTS => b"Data exists for key.",
+        status::VALUE_TOO_LARGE => b"Too large.",
+        status::NON_NUMERIC => b"Non-numeric server-side value for incr or decr",
+        status::ITEM_NOT_STORED => b"Not stored.",
+        status::AUTH_ERROR => b"Auth failure.",
+        _ => b"",
+    }
+}
+
+/// Where replies to one request go, with the request's opcode and opaque.
+struct Responder {
+    opcode: u8,
+    opaque: u32,
+}
+
+impl Responder {
+    fn header(&self, out: &mut dyn Reply, code: u16, extras_len: usize, key_len: usize, value_len: usize, cas: u64) {
+        let body_len = extras_len + key_len + value_len;
+        let header = Header {
+            magic: MAGIC_RESPONSE,
+            opcode: self.opcode,
+            key_len: u16::try_from(key_len).expect("keys are at most 250 bytes"),
+            extras_len: u8::try_from(extras_len).expect("extras are at most 8 bytes"),
+            data_type: 0,
+            vbucket_or_status: code,
+            body_len: u32::try_from(body_len).expect("values are below the item limit"),
+            opaque: self.opaque,
+            cas,
+        };
+        let mut bytes = [0u8; HEADER_BYTES];
+        header.encode(&mut bytes);
+        out.extend_from(&bytes);
+    }
+
+    fn success(&self, out: &mut dyn Reply, body: &[u8], cas: u64) {
+        self.header(out, status::NO_ERROR, 0, 0, body.len(), cas);
+        out.extend_from(body);
+    }
+
+    fn error(&self, out: &mut dyn Reply, code: u16) {
+        assert_ne!(code, status::NO_ERROR);
+        let text = status_text(code);
+        self.header(out, code, 0, 0, text.len(), 0);
+        out.extend_from(text);
+    }
+
+    /// Reply with a custom error text (memcached's `out_of_memory` messages).
+    fn error_text(&self, out: &mut dyn Reply, code: u16, text: &[u8]) {
+        self.header(out, code, 0, 0, text.len(), 0);
+        out.extend_from(text);
+    }
+}
+
+/// The opcode a quiet opcode is the quiet form of, and whether it was quiet.
+fn loud_form(code: u8) -> (u8, bool) {
+    let loud = match code {
+        opcode::SETQ => opcode::SET,
+        opcode::ADDQ => opcode::ADD,
+        opcode::REPLACEQ => opcode::REPLACE,
+        opcode::DELETEQ => opcode::DELETE,
+        opcode::INCREMENTQ => opcode::INCREMENT,
+        opcode::DECREMENTQ => opcode::DECREMENT,
+        opcode::QUITQ => opcode::QUIT,
+        opcode::FLUSHQ => opcode::FLUSH,
+        opcode::APPENDQ => opcode::APPEND,
+        opcode::PREPENDQ => opcode::PREPEND,
+        opcode::GETQ => opcode::GET,
+        opcode::GETKQ => opcode::GETK,
+        opcode::GATQ => opcode::GAT,
+        opcode::GATKQ => opcode::GATK,
+        other => return (other, false),
+    };
+    (loud, true)
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes(bytes[..4].try_into().expect("four bytes"))
+}
+
+fn be_u64(bytes: &[u8]) -> u64 {
+    u64::from_be_bytes(bytes[..8].try_into().expect("eight bytes"))
+}
+
+/// The parts of one request packet.
+struct Request<'a> {
+    header: Header,
+    /// The loud form of the opcode.
+    command: u8,
+    quiet: bool,
+    extras: &'a [u8],
+    key: &'a [u8],
+    /// Header, extras and key.
+    head_bytes: usize,
+    /// Body bytes after extras and key.
+    value_len: u64,
+}
+
+impl Request<'_> {
+    /// The step after a command that uses no value: the rest of the body is skipped.
+    fn finish(&self) -> Step {
+        if self.value_len == 0 {
+            Step::Done { consumed: self.head_bytes }
+        } else {
+            Step::Skip { consumed: self.head_bytes, skip_bytes: self.value_len }
+        }
+    }
+}
+
+/// Handles the packet at the start of `input` (never empty).
+pub(crate) fn process_packet(session: &mut Session, input: &[u8], out: &mut dyn Reply) -> Step {
+    assert!(!input.is_empty());
+    let Some(header) = Header::decode(input) else {
+        return Step::NeedMore { bytes_needed: HEADER_BYTES };
+    };
+    if header.magic != MAGIC_REQUEST {
+        // memcached closes without a reply: nothing after a bad magic can be trusted.
+        return Step::Close { consumed: 0 };
+    }
+    let responder = Responder { opcode: header.opcode, opaque: header.opaque };
+    let extras_len = usize::from(header.extras_len);
+    let key_len = usize::from(header.key_len);
+    let body_len = header.body_len as usize;
+    if key_len > body_len || key_len + extras_len > body_len {
+        responder.error(out, status::UNKNOWN_COMMAND);
+        return Step::Close { consumed: 0 };
+    }
+    let (command, quiet) = loud_form(header.opcode);
+    let allowed_unauthenticated =
+        matches!(command, opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP | opcode::VERSION);
+    if !session.authenticated && !allowed_unauthenticated {
+        responder.error(out, status::AUTH_ERROR);
+        return Step::Close { consumed: 0 };
+    }
+    if key_len > KEY_BYTES_MAX {
+        responder.error(out, status::INVALID_ARGUMENTS);
+        return Step::Close { consumed: 0 };
+    }
+    let head_bytes = HEADER_BYTES + extras_len + key_len;
+    if input.len() < head_bytes {
+        return Step::NeedMore { bytes_needed: head_bytes };
+    }
+    let request = Request {
+        header,
+        command,
+        quiet,
+        extras: &input[HEADER_BYTES..HEADER_BYTES + extras_len],
+        key: &input[HEADER_BYTES + extras_len..head_bytes],
+        head_bytes,
+        value_len: (body_len - extras_len - key_len) as u64,
+    };
+    if !is_well_formed(&request) {
+        responder.error(out, status::INVALID_ARGUMENTS);
+        return Step::Close { consumed: head_bytes };
+    }
+    match command {
+        opcode::GET | opcode::GETK | opcode::TOUCH | opcode::GAT | opcode::GATK => {
+            process_get(session, &request, &responder, out);
+            request.finish()
+        }
+        opcode::SET | opcode::ADD | opcode::REPLACE | opcode::APPEND | opcode::PREPEND => {
+            process_update(session, &request, &responder, input, out)
+        }
+        opcode::DELETE => {
+            process_delete(session, &request, &responder, out);
+            request.finish()
+        }
+        opcode::INCREMENT | opcode::DECREMENT => {
+            process_arithmetic(session, &request, &responder, out);
+            request.finish()
+        }
+        opcode::QUIT => {
+            if !quiet {
+                responder.success(out, b"", 0);
+            }
+            Step::Close { consumed: head_bytes }
+        }
+        opcode::FLUSH => {
+            // A positive expiration is an exptime (relative or absolute); none or 0 flushes now.
+            let delay = if request.extras.len() == 4 { be_u32(request.extras) } else { 0 };
+            let at_unix_s = if delay > 0 { session.exptime_unix_s(i64::from(delay)) } else { 0 };
+            session.store.flush_all(at_unix_s);
+            session.counts.cmd_flush += 1;
+            if !quiet {
+                responder.success(out, b"", 0);
+            }
+            request.finish()
+        }
+        opcode::NOOP | opcode::VERBOSITY => {
+            responder.success(out, b"", 0);
+            request.finish()
+        }
+        opcode::VERSION => {
+            responder.success(out, session.config.version.as_bytes(), 0);
+            request.finish()
+        }
+        opcode::STAT => {
+            process_stat(session, &request, &responder, out);
+            request.finish()
+        }
+        opcode::SASL_LIST_MECHS => {
+            if session.config.credentials.is_none() {
+                responder.error(out, status::UNKNOWN_COMMAND);
+            } else {
+                responder.success(out, SASL_MECHANISMS, 0);
+            }
+            request.finish()
+        }
+        opcode::SASL_AUTH | opcode::SASL_STEP => process_sasl(session, &request, &responder, input, out),
+        _ => {
+            responder.error(out, status::UNKNOWN_COMMAND);
+            request.finish()
+        }
+    }
+}
+
+/// memcached's per-opcode length rules; a violation is answered INVALID_ARGUMENTS and closes.
+fn is_well_formed(request: &Request<'_>) -> bool {
+    let extras_len = request.extras.len();
+    let key_len = request.key.len();
+    let body_len = request.header.body_len as usize;
+    let empty = extras_len == 0 && key_len == 0 && body_len == 0;
+    match request.command {
+        opcode::VERSION | opcode::NOOP | opcode::QUIT | opcode::SASL_LIST_MECHS => empty,
+        opcode::FLUSH => key_len == 0 && body_len == extras_len && (extras_len == 0 || extras_len == 4),
+        opcode::SET | opcode::ADD | opcode::REPLACE => extras_len == 8 && key_len != 0,
+        opcode::GET | opcode::GETK => extras_len == 0 && body_len == key_len && key_len > 0,
+        opcode::DELETE => key_len > 0 && extras_len == 0 && body_len == key_len,
+        opcode::INCREMENT | opcode::DECREMENT => key_len > 0 && extras_len == 20 && body_len == key_len + 20,
+        opcode::APPEND | opcode::PREPEND => key_len > 0 && extras_len == 0,
+        opcode::STAT => extras_len == 0,
+        opcode::SASL_AUTH | opcode::SASL_STEP => extras_len == 0 && key_len != 0,
+        opcode::TOUCH | opcode::GAT | opcode::GATK => extras_len == 4 && key_len != 0,
+        opcode::VERBOSITY => extras_len == 4 && key_len == 0 && body_len == 4,
+        // Unknown opcodes are answered UNKNOWN_COMMAND, not refused as malformed.
+        _ => true,
+    }
+}
+
+/// GET, GETK, TOUCH, GAT, GATK and their quiet forms.
+fn process_get(session: &mut Session, request: &Request<'_>, responder: &Responder, out: &mut dyn Reply) {
+    let command = request.command;
+    let touch = matches!(command, opcode::TOUCH | opcode::GAT | opcode::GATK);
+    let return_key = matches!(command, opcode::GETK | opcode::GATK);
+    let return_value = command != opcode::TOUCH;
+    let mut options = GetOptions::default();
+    if touch {
+        let exptime = be_u32(request.extras);
+        options.touch_exptime_unix_s = Some(session.exptime_unix_s(i64::from(exptime)));
+    }
+    let key = request.key;
+    let outcome = session.store.get(key, options, &mut |item: &ItemView<'_>| {
+        let key_part: &[u8] = if return_key { key } else { b"" };
+        let value_part: &[u8] = if return_value { item.value } else { b"" };
+        responder.header(out, status::NO_ERROR, 4, key_part.len(), value_part.len(), item.cas);
+        out.extend_from(&item.flags.to_be_bytes());
+        out.extend_from(key_part);
+        out.extend_from(value_part);
+    });
+    let hit = outcome == GetOutcome::Hit;
+    let counts = &mut session.counts;
+    if touch {
+        counts.cmd_touch += 1;
+        if hit {
+            counts.touch_hits += 1;
+        } else {
+            counts.touch_misses += 1;
+        }
+    } else {
+        counts.cmd_get += 1;
+        if hit {
+            counts.get_hits += 1;
+        } else {
+            counts.get_misses += 1;
+        }
+    }
+    if !hit && !request.quiet {
+        if return_key {
+            responder.header(out, status::KEY_NOT_FOUND, 0, key.len(), 0, 0);
+            out.extend_from(key);
+        } else {
+            responder.error(out, status::KEY_NOT_FOUND);
+        }
+    }
+}
+
+/// SET, ADD, REPLACE, APPEND, PREPEND and their quiet forms.
+fn process_update(session: &mut Session, request: &Request<'_>, responder: &Responder, input: &[u8], out: &mut dyn Reply) -> Step {
+    let command = request.command;
+    let key = request.key;
+    let value_len = request.value_len;
+    if key.len() as u64 + value_len > session.max_item_bytes as u64 {
+        session.counts.store_too_large += 1;
+        if command == opcode::SET {
+            // memcached drops the old value rather than leave it stale after a failed set.
+            session.store.delete(key, DeleteOptions::default());
+        }
+        responder.error(out, status::VALUE_TOO_LARGE);
+        return request.finish();
+    }
+    let value_len = value_len as usize;
+    let packet_bytes = request.head_bytes + value_len;
+    if input.len() < packet_bytes {
+        return Step::NeedMore { bytes_needed: packet_bytes };
+    }
+    let value = &input[request.head_bytes..packet_bytes];
+    let cas = request.header.cas;
+    let compare_cas = (cas != 0).then_some(cas);
+    let (mode, flags, exptime_unix_s) = match command {
+        opcode::APPEND => (StoreMode::Append, 0, 0),
+        opcode::PREPEND => (StoreMode::Prepend, 0, 0),
+        _ => {
+            let flags = be_u32(&request.extras[0..4]);
+            let exptime = be_u32(&request.extras[4..8]);
+            let exptime_unix_s = session.exptime_unix_s(i64::from(exptime));
+            // memcached turns any of set/add/replace with a CAS into its CAS command.
+            let mode = match (command, compare_cas) {
+                (_, Some(_)) => StoreMode::Set,
+                (opcode::ADD, None) => StoreMode::Add,
+                (opcode::REPLACE, None) => StoreMode::Replace,
+                _ => StoreMode::Set,
+            };
+            (mode, flags, exptime_unix_s)
+        }
+    };
+    let mut store_request = StoreRequest::new(mode, key, value, flags, exptime_unix_s);
+    store_request.compare_cas = compare_cas;
+    session.counts.cmd_set += 1;
+    let outcome = session.store.store(&store_request);
+    account_store(session, &store_request, outcome);
+    let appending = matches!(mode, StoreMode::Append | StoreMode::Prepend);
+    match outcome {
+        StoreOutcome::Stored { cas } => {
+            if !request.quiet {
+                responder.success(out, b"", cas);
+            }
+        }
+        StoreOutcome::Exists => responder.error(out, status::KEY_EXISTS),
+        StoreOutcome::NotFound if appending => responder.error(out, status::ITEM_NOT_STORED),
+        StoreOutcome::NotFound => responder.error(out, status::KEY_NOT_FOUND),
+        // memcached words a failed add as "exists" and a failed replace as "not found".
+        StoreOutcome::NotStored => match mode {
+            StoreMode::Add => responder.error(out, status::KEY_EXISTS),
+            StoreMode::Replace => responder.error(out, status::KEY_NOT_FOUND),
+            _ => responder.error(out, status::ITEM_NOT_STORED),
+        },
+        StoreOutcome::TooLarge => responder.error(out, status::VALUE_TOO_LARGE),
+        StoreOutcome::OutOfMemory => responder.error_text(out, status::OUT_OF_MEMORY, b"Out of memory allocating item"),
+    }
+    Step::Done { consumed: packet_bytes }
+}
+
+/// DELETE and DELETEQ; a non-zero CAS must match.
+fn process_delete(session: &mut Session, request: &Request<'_>, responder: &Responder, out: &mut dyn Reply) {
+    let cas = request.header.cas;
+    let options = DeleteOptions { compare_cas: (cas != 0).then_some(cas), ..DeleteOptions::default() };
+    match session.store.delete(request.key, options) {
+        DeleteOutcome::Deleted => {
+            session.counts.delete_hits += 1;
+            if !request.quiet {
+                responder.success(out, b"", 0);
+            }
+        }
+        DeleteOutcome::NotFound => {
+            session.counts.delete_misses += 1;
+            responder.error(out, status::KEY_NOT_FOUND);
+        }
+        DeleteOutcome::Exists => responder.error(out, status::KEY_EXISTS),
+    }
+}
+
+/// INCREMENT, DECREMENT and their quiet forms. Extras: delta, initial value, expiration.
+fn process_arithmetic(session: &mut Session, request: &Request<'_>, responder: &Responder, out: &mut dyn Reply) {
+    let increment = request.command == opcode::INCREMENT;
+    let delta = be_u64(&request.extras[0..8]);
+    let initial = be_u64(&request.extras[8..16]);
+    let expiration = be_u32(&request.extras[16..20]);
+    let cas = request.header.cas;
+    let arithmetic = ArithmeticRequest {
+        key: request.key,
+        increment,
+        delta,
+        compare_cas: (cas != 0).then_some(cas),
+        new_cas: None,
+        initial: (expiration != ARITHMETIC_NO_CREATE)
+            .then(|| (initial, session.exptime_unix_s(i64::from(expiration)))),
+        touch_exptime_unix_s: None,
+    };
+    match session.store.arithmetic(&arithmetic) {
+        ArithmeticOutcome::Value { value, cas, .. } => {
+            if increment {
+                session.counts.incr_hits += 1;
+            } else {
+                session.counts.decr_hits += 1;
+            }
+            if !request.quiet {
+                responder.success(out, &value.to_be_bytes(), cas);
+            }
+        }
+        ArithmeticOutcome::NotFound => {
+            if increment {
+                session.counts.incr_misses += 1;
+            } else {
+                session.counts.decr_misses += 1;
+            }
+            responder.error(out, status::KEY_NOT_FOUND);
+        }
+        ArithmeticOutcome::NonNumeric => responder.error(out, status::NON_NUMERIC),
+        ArithmeticOutcome::Exists => responder.error(out, status::KEY_EXISTS),
+    }
+}
+
+/// STAT: one packet per statistic, then an empty packet.
+fn process_stat(session: &mut Session, request: &Request<'_>, responder: &Responder, out: &mut dyn Reply) {
+    let group = request.key;
+    let stats = if group.is_empty() {
+        session.general_stats()
+    } else if group.starts_with(b"reset") {
+        session.flush_counts();
+        session.config.counters.reset();
+        Vec::new()
+    } else if group.starts_with(b"settings") {
+        session.settings_stats()
+    } else if group.starts_with(b"detail") {
+        match &group[6..] {
+            rest if rest.starts_with(b" on") || rest.starts_with(b" off") || rest.starts_with(b" dump") => Vec::new(),
+            _ => {
+                responder.error(out, status::KEY_NOT_FOUND);
+                return;
+            }
+        }
+    } else if matches!(group, b"items" | b"slabs" | b"sizes") {
+        // Slab and item tables belong to the store; none to report here.
+        Vec::new()
+    } else {
+        responder.error(out, status::KEY_NOT_FOUND);
+        return;
+    };
+    for (name, value) in &stats {
+        responder.header(out, status::NO_ERROR, 0, name.len(), value.len(), 0);
+        out.extend_from(name.as_bytes());
+        out.extend_from(value.as_bytes());
+    }
+    responder.header(out, status::NO_ERROR, 0, 0, 0, 0);
+}
+
+/// SASL_AUTH and SASL_STEP with the PLAIN mechanism: "authzid\0user\0password".
+fn process_sasl(session: &mut Session, request: &Request<'_>, responder: &Responder, input: &[u8], out: &mut dyn Reply) -> Step {
+    if session.config.credentials.is_none() {
+        responder.error(out, status::UNKNOWN_COMMAND);
+        return request.finish();
+    }
+    if request.key.len() > SASL_MECHANISM_BYTES_MAX {
+        responder.error(out, status::INVALID_ARGUMENTS);
+        return request.finish();
+    }
+    if request.value_len > AUTH_BLOCK_BYTES_MAX as u64 {
+        session.counts.auth_cmds += 1;
+        session.counts.auth_errors += 1;
+        responder.error(out, status::AUTH_ERROR);
+        return request.finish();
+    }
+    let packet_bytes = request.head_bytes + request.value_len as usize;
+    if input.len() < packet_bytes {
+        return Step::NeedMore { bytes_needed: packet_bytes };
+    }
+    let data = &input[request.head_bytes..packet_bytes];
+    session.counts.auth_cmds += 1;
+    // PLAIN completes in one step; a SASL_STEP has no exchange to continue.
+    let accepted = request.command == opcode::SASL_AUTH && request.key == SASL_MECHANISMS && check_plain(session, data);
+    if accepted {
+        session.authenticated = true;
+        responder.success(out, b"Authenticated", 0);
+    } else {
+        session.counts.auth_errors += 1;
+        responder.error(out, status::AUTH_ERROR);
+    }
+    Step::Done { consumed: packet_bytes }
+}
+
+fn check_plain(session: &Session, data: &[u8]) -> bool {
+    let mut parts = data.splitn(3, |&byte| byte == 0);
+    let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let credentials = session.config.credentials.as_ref().expect("checked by the caller");
+    credentials.check(user, password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{request, responses, Harness, Response};
+
+    fn set_extras(flags: u32, exptime: u32) -> Vec<u8> {
+        [flags.to_be_bytes(), exptime.to_be_bytes()].concat()
+    }
+
+    fn arithmetic_extras(delta: u64, initial: u64, expiration: u32) -> Vec<u8> {
+        [&delta.to_be_bytes()[..], &initial.to_be_bytes()[..], &expiration.to_be_bytes()[..]].concat()
+    }
+
+    fn send(h: &mut Harness, packets: &[Vec<u8>]) -> Vec<Response> {
+        responses(&h.send(&packets.concat()))
+    }
+
+    fn ok(opcode: u8, opaque: u32, cas: u64, extras: &[u8], key: &[u8], value: &[u8]) -> Response {
+        Response { opcode, status: 0, opaque, cas, extras: extras.to_vec(), key: key.to_vec(), value: value.to_vec() }
+    }
+
+    fn err(opcode: u8, opaque: u32, status: u16) -> Response {
+        Response { opcode, status, opaque, cas: 0, extras: vec![], key: vec![], value: status_text(status).to_vec() }
+    }
+
+    #[test]
+    fn set_get_getk_byte_exact() {
+        let mut h = Harness::new();
+        let reply = h.send(&request(opcode::SET, b"a", &set_extras(7, 0), b"hello", 0x0102_0304, 0));
+        assert_eq!(
+            reply,
+            [0x81, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 1],
+            "a SET reply is a bare header with the new CAS"
+        );
+        let reply = h.send(&request(opcode::GETK, b"a", &[], &[], 9, 0));
+        let mut expected = vec![0x81, 0x0c, 0, 1, 4, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1];
+        expected.extend_from_slice(&[0, 0, 0, 7]);
+        expected.extend_from_slice(b"ahello");
+        assert_eq!(reply, expected);
+        assert_eq!(send(&mut h, &[request(opcode::GET, b"a", &[], &[], 2, 0)]), [ok(opcode::GET, 2, 1, &[0, 0, 0, 7], b"", b"hello")]);
+    }
+
+    #[test]
+    fn misses_and_quiet_gets() {
+        let mut h = Harness::new();
+        h.send(&request(opcode::SET, b"a", &set_extras(0, 0), b"v", 1, 0));
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::GET, b"nope", &[], &[], 1, 0),
+                request(opcode::GETK, b"nope", &[], &[], 2, 0),
+                request(opcode::GETQ, b"nope", &[], &[], 3, 0),
+                request(opcode::GETKQ, b"nope", &[], &[], 4, 0),
+                request(opcode::GETQ, b"a", &[], &[], 5, 0),
+                request(opcode::GETKQ, b"a", &[], &[], 6, 0),
+                request(opcode::NOOP, &[], &[], &[], 7, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                err(opcode::GET, 1, status::KEY_NOT_FOUND),
+                Response { key: b"nope".to_vec(), value: vec![], ..err(opcode::GETK, 2, status::KEY_NOT_FOUND) },
+                ok(opcode::GETQ, 5, 1, &[0; 4], b"", b"v"),
+                ok(opcode::GETKQ, 6, 1, &[0; 4], b"a", b"v"),
+                ok(opcode::NOOP, 7, 0, &[], &[], &[]),
+            ]
+        );
+        assert_eq!((h.config.counters.get("get_hits"), h.config.counters.get("get_misses")), (Some(2), Some(4)));
+    }
+
+    #[test]
+    fn storage_modes_and_cas() {
+        let mut h = Harness::new();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::ADD, b"a", &set_extras(1, 0), b"1", 1, 0),
+                request(opcode::ADD, b"a", &set_extras(1, 0), b"2", 2, 0),
+                request(opcode::REPLACE, b"a", &set_extras(2, 0), b"3", 3, 0),
+                request(opcode::REPLACE, b"zz", &set_extras(2, 0), b"3", 4, 0),
+                request(opcode::APPEND, b"a", &[], b"45", 5, 0),
+                request(opcode::PREPEND, b"a", &[], b"01", 6, 0),
+                request(opcode::APPEND, b"zz", &[], b"45", 7, 0),
+                request(opcode::SET, b"a", &set_extras(0, 0), b"x", 8, 99),
+                request(opcode::ADD, b"zz", &set_extras(0, 0), b"x", 9, 99),
+                request(opcode::APPEND, b"a", &[], b"!", 10, 99),
+                request(opcode::GET, b"a", &[], &[], 11, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                ok(opcode::ADD, 1, 1, &[], &[], &[]),
+                err(opcode::ADD, 2, status::KEY_EXISTS),
+                ok(opcode::REPLACE, 3, 2, &[], &[], &[]),
+                err(opcode::REPLACE, 4, status::KEY_NOT_FOUND),
+                ok(opcode::APPEND, 5, 3, &[], &[], &[]),
+                ok(opcode::PREPEND, 6, 4, &[], &[], &[]),
+                err(opcode::APPEND, 7, status::ITEM_NOT_STORED),
+                err(opcode::SET, 8, status::KEY_EXISTS),
+                // With a CAS, add is memcached's CAS command: no item, not found.
+                err(opcode::ADD, 9, status::KEY_NOT_FOUND),
+                err(opcode::APPEND, 10, status::KEY_EXISTS),
+                ok(opcode::GET, 11, 4, &2u32.to_be_bytes(), b"", b"01345"),
+            ]
+        );
+        let replies = send(&mut h, &[request(opcode::SET, b"a", &set_extras(0, 0), b"y", 1, 4)]);
+        assert_eq!(replies, [ok(opcode::SET, 1, 5, &[], &[], &[])]);
+    }
+
+    #[test]
+    fn quiet_commands_answer_only_errors() {
+        let mut h = Harness::new();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::SETQ, b"a", &set_extras(0, 0), b"q", 1, 0),
+                request(opcode::ADDQ, b"a", &set_extras(0, 0), b"q", 2, 0),
+                request(opcode::REPLACEQ, b"zz", &set_extras(0, 0), b"q", 3, 0),
+                request(opcode::APPENDQ, b"a", &[], b"q", 4, 0),
+                request(opcode::PREPENDQ, b"a", &[], b"q", 5, 0),
+                request(opcode::INCREMENTQ, b"n", &arithmetic_extras(1, 5, 0), &[], 6, 0),
+                request(opcode::DECREMENTQ, b"n", &arithmetic_extras(1, 5, 0), &[], 7, 0),
+                request(opcode::DELETEQ, b"a", &[], &[], 8, 0),
+                request(opcode::DELETEQ, b"a", &[], &[], 9, 0),
+                request(opcode::FLUSHQ, &[], &[], &[], 10, 0),
+                request(opcode::NOOP, &[], &[], &[], 11, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                err(opcode::ADDQ, 2, status::KEY_EXISTS),
+                err(opcode::REPLACEQ, 3, status::KEY_NOT_FOUND),
+                err(opcode::DELETEQ, 9, status::KEY_NOT_FOUND),
+                ok(opcode::NOOP, 11, 0, &[], &[], &[]),
+            ]
+        );
+    }
+
+    #[test]
+    fn delete_with_cas() {
+        let mut h = Harness::new();
+        h.send(&request(opcode::SET, b"a", &set_extras(0, 0), b"v", 1, 0));
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::DELETE, b"a", &[], &[], 1, 5),
+                request(opcode::DELETE, b"a", &[], &[], 2, 1),
+                request(opcode::DELETE, b"a", &[], &[], 3, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [err(opcode::DELETE, 1, status::KEY_EXISTS), ok(opcode::DELETE, 2, 0, &[], &[], &[]), err(opcode::DELETE, 3, status::KEY_NOT_FOUND)]
+        );
+    }
+
+    #[test]
+    fn incr_decr_with_initial_values() {
+        let mut h = Harness::new();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::INCREMENT, b"n", &arithmetic_extras(1, 10, ARITHMETIC_NO_CREATE), &[], 1, 0),
+                request(opcode::INCREMENT, b"n", &arithmetic_extras(1, 10, 0), &[], 2, 0),
+                request(opcode::INCREMENT, b"n", &arithmetic_extras(5, 10, 0), &[], 3, 0),
+                request(opcode::DECREMENT, b"n", &arithmetic_extras(100, 10, 0), &[], 4, 0),
+                request(opcode::INCREMENT, b"n", &arithmetic_extras(1, 0, 0), &[], 5, 77),
+                request(opcode::GET, b"n", &[], &[], 6, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                err(opcode::INCREMENT, 1, status::KEY_NOT_FOUND),
+                ok(opcode::INCREMENT, 2, 1, &[], &[], &10u64.to_be_bytes()),
+                ok(opcode::INCREMENT, 3, 2, &[], &[], &15u64.to_be_bytes()),
+                ok(opcode::DECREMENT, 4, 3, &[], &[], &0u64.to_be_bytes()),
+                err(opcode::INCREMENT, 5, status::KEY_EXISTS),
+                ok(opcode::GET, 6, 3, &[0; 4], b"", b"0 "),
+            ]
+        );
+        h.send(&request(opcode::SET, b"s", &set_extras(0, 0), b"x", 1, 0));
+        let replies = send(&mut h, &[request(opcode::DECREMENT, b"s", &arithmetic_extras(1, 0, 0), &[], 1, 0)]);
+        assert_eq!(replies, [err(opcode::DECREMENT, 1, status::NON_NUMERIC)]);
+    }
+
+    #[test]
+    fn touch_and_gat() {
+        let mut h = Harness::new();
+        h.send(&request(opcode::SET, b"a", &set_extras(3, 0), b"v", 1, 0));
+        let ten = 10u32.to_be_bytes();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::TOUCH, b"a", &ten, &[], 1, 0),
+                request(opcode::GAT, b"a", &ten, &[], 2, 0),
+                request(opcode::GATK, b"a", &ten, &[], 3, 0),
+                request(opcode::GATQ, b"a", &ten, &[], 4, 0),
+                request(opcode::GATKQ, b"nope", &ten, &[], 5, 0),
+                request(opcode::GATK, b"nope", &ten, &[], 6, 0),
+                request(opcode::TOUCH, b"nope", &ten, &[], 7, 0),
+            ],
+        );
+        let flags = 3u32.to_be_bytes();
+        assert_eq!(
+            replies,
+            [
+                ok(opcode::TOUCH, 1, 1, &flags, b"", b""),
+                ok(opcode::GAT, 2, 1, &flags, b"", b"v"),
+                ok(opcode::GATK, 3, 1, &flags, b"a", b"v"),
+                ok(opcode::GATQ, 4, 1, &flags, b"", b"v"),
+                Response { key: b"nope".to_vec(), value: vec![], ..err(opcode::GATK, 6, status::KEY_NOT_FOUND) },
+                err(opcode::TOUCH, 7, status::KEY_NOT_FOUND),
+            ]
+        );
+        h.clock.advance(10);
+        assert_eq!(send(&mut h, &[request(opcode::GET, b"a", &[], &[], 1, 0)]), [err(opcode::GET, 1, status::KEY_NOT_FOUND)]);
+        assert_eq!((h.config.counters.get("touch_hits"), h.config.counters.get("touch_misses")), (Some(4), Some(3)));
+    }
+
+    #[test]
+    fn flush_with_and_without_delay() {
+        let mut h = Harness::new();
+        h.send(&request(opcode::SET, b"a", &set_extras(0, 0), b"v", 1, 0));
+        let replies = send(&mut h, &[request(opcode::FLUSH, &[], &5u32.to_be_bytes(), &[], 1, 0), request(opcode::GET, b"a", &[], &[], 2, 0)]);
+        assert_eq!(replies[0], ok(opcode::FLUSH, 1, 0, &[], &[], &[]));
+        assert_eq!(replies[1].status, status::NO_ERROR);
+        h.clock.advance(5);
+        assert_eq!(send(&mut h, &[request(opcode::GET, b"a", &[], &[], 3, 0)]), [err(opcode::GET, 3, status::KEY_NOT_FOUND)]);
+        h.send(&request(opcode::SET, b"a", &set_extras(0, 0), b"v", 1, 0));
+        let replies = send(&mut h, &[request(opcode::FLUSH, &[], &[], &[], 4, 0), request(opcode::GET, b"a", &[], &[], 5, 0)]);
+        assert_eq!(replies, [ok(opcode::FLUSH, 4, 0, &[], &[], &[]), err(opcode::GET, 5, status::KEY_NOT_FOUND)]);
+    }
+
+    #[test]
+    fn noop_version_verbosity_quit() {
+        let mut h = Harness::new();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::NOOP, &[], &[], &[], 1, 0),
+                request(opcode::VERSION, &[], &[], &[], 2, 0),
+                request(opcode::VERBOSITY, &[], &1u32.to_be_bytes(), &[], 3, 0),
+                request(opcode::QUIT, &[], &[], &[], 4, 0),
+                request(opcode::NOOP, &[], &[], &[], 5, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                ok(opcode::NOOP, 1, 0, &[], &[], &[]),
+                ok(opcode::VERSION, 2, 0, &[], &[], b"1.6.18"),
+                ok(opcode::VERBOSITY, 3, 0, &[], &[], &[]),
+                ok(opcode::QUIT, 4, 0, &[], &[], &[]),
+            ]
+        );
+        assert!(h.closed);
+        let mut h = Harness::new();
+        assert_eq!(h.send(&request(opcode::QUITQ, &[], &[], &[], 1, 0)), b"");
+        assert!(h.closed);
+    }
+
+    #[test]
+    fn stat_packets() {
+        let mut h = Harness::new();
+        let replies = send(&mut h, &[request(opcode::STAT, &[], &[], &[], 9, 0)]);
+        let terminator = replies.last().unwrap();
+        assert_eq!(*terminator, ok(opcode::STAT, 9, 0, &[], &[], &[]));
+        let find = |name: &str| replies.iter().find(|r| r.key == name.as_bytes()).map(|r| r.value.clone());
+        assert_eq!(find("version"), Some(b"1.6.18".to_vec()));
+        assert_eq!(find("cmd_get"), Some(b"0".to_vec()));
+        assert_eq!(find("curr_items"), Some(b"0".to_vec()));
+        assert!(replies.iter().all(|r| r.opaque == 9 && r.status == 0));
+        assert_eq!(send(&mut h, &[request(opcode::STAT, b"reset", &[], &[], 1, 0)]), [ok(opcode::STAT, 1, 0, &[], &[], &[])]);
+        assert_eq!(send(&mut h, &[request(opcode::STAT, b"nosuch", &[], &[], 2, 0)]), [err(opcode::STAT, 2, status::KEY_NOT_FOUND)]);
+        let settings = send(&mut h, &[request(opcode::STAT, b"settings", &[], &[], 3, 0)]);
+        assert!(settings.iter().any(|r| r.key == b"item_size_max"));
+        // A body part STAT does not use is skipped, not read as the next packet.
+        let replies = send(&mut h, &[request(opcode::STAT, b"items", &[], b"junk", 4, 0), request(opcode::NOOP, &[], &[], &[], 5, 0)]);
+        assert_eq!(replies, [ok(opcode::STAT, 4, 0, &[], &[], &[]), ok(opcode::NOOP, 5, 0, &[], &[], &[])]);
+    }
+
+    #[test]
+    fn unknown_opcodes_and_sasl_without_credentials() {
+        let mut h = Harness::new();
+        let replies = send(
+            &mut h,
+            &[
+                request(0x50, b"key", &[], b"value", 1, 0),
+                request(opcode::SASL_LIST_MECHS, &[], &[], &[], 2, 0),
+                request(opcode::SASL_AUTH, b"PLAIN", &[], b"\0user\0secret", 3, 0),
+                request(opcode::NOOP, &[], &[], &[], 4, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                err(0x50, 1, status::UNKNOWN_COMMAND),
+                err(opcode::SASL_LIST_MECHS, 2, status::UNKNOWN_COMMAND),
+                err(opcode::SASL_AUTH, 3, status::UNKNOWN_COMMAND),
+                ok(opcode::NOOP, 4, 0, &[], &[], &[]),
+            ]
+        );
+    }
+
+    #[test]
+    fn sasl_plain() {
+        let mut h = Harness::with_credentials();
+        let replies = send(
+            &mut h,
+            &[
+                request(opcode::VERSION, &[], &[], &[], 1, 0),
+                request(opcode::SASL_LIST_MECHS, &[], &[], &[], 2, 0),
+                request(opcode::SASL_AUTH, b"PLAIN", &[], b"\0user\0wrong", 3, 0),
+                request(opcode::SASL_AUTH, b"CRAM-MD5", &[], b"\0user\0secret", 4, 0),
+                request(opcode::SASL_STEP, b"PLAIN", &[], b"\0user\0secret", 5, 0),
+                request(opcode::SASL_AUTH, b"PLAIN", &[], b"user", 6, 0),
+                request(opcode::SASL_AUTH, b"PLAIN", &[], b"\0user\0secret", 7, 0),
+                request(opcode::GET, b"a", &[], &[], 8, 0),
+            ],
+        );
+        assert_eq!(
+            replies,
+            [
+                ok(opcode::VERSION, 1, 0, &[], &[], b"1.6.18"),
+                ok(opcode::SASL_LIST_MECHS, 2, 0, &[], &[], b"PLAIN"),
+                err(opcode::SASL_AUTH, 3, status::AUTH_ERROR),
+                err(opcode::SASL_AUTH, 4, status::AUTH_ERROR),
+                err(opcode::SASL_STEP, 5, status::AUTH_ERROR),
+                err(opcode::SASL_AUTH, 6, status::AUTH_ERROR),
+                ok(opcode::SASL_AUTH, 7, 0, &[], &[], b"Authenticated"),
+                err(opcode::GET, 8, status::KEY_NOT_FOUND),
+            ]
+        );
+        assert_eq!((h.config.counters.get("auth_cmds"), h.config.counters.get("auth_errors")), (Some(5), Some(4)));
+        // The password may hold NUL-free bytes of any kind, the authzid is ignored.
+        let mut h = Harness::with_credentials();
+        let replies = send(&mut h, &[request(opcode::SASL_AUTH, b"PLAIN", &[], b"admin\0other\0pass:word", 1, 0)]);
+        assert_eq!(replies[0].status, status::NO_ERROR);
+    }
+
+    #[test]
+    fn unauthenticated_commands_are_refused_and_closed() {
+        let mut h = Harness::with_credentials();
+        let replies = send(&mut h, &[request(opcode::GET, b"a", &[], &[], 1, 0), request(opcode::NOOP, &[], &[], &[], 2, 0)]);
+        assert_eq!(replies, [err(opcode::GET, 1, status::AUTH_ERROR)]);
+        assert!(h.closed);
+    }
+
+    #[test]
+    fn malformed_packets_close() {
+        let cases: Vec<(Vec<u8>, u16)> = vec![
+            (request(opcode::GET, b"a", &[1, 2, 3, 4], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::SET, b"a", &[], b"v", 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::NOOP, b"a", &[], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::INCREMENT, b"n", &[0; 8], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::GET, &[b'k'; 251], &[], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::FLUSH, &[], &[0; 8], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (request(opcode::VERBOSITY, &[], &[], &[], 1, 0), status::INVALID_ARGUMENTS),
+            (
+                {
+                    let mut bad = request(opcode::GET, b"abc", &[], &[], 1, 0);
+                    bad[8..12].copy_from_slice(&2u32.to_be_bytes());
+                    bad
+                },
+                status::UNKNOWN_COMMAND,
+            ),
+        ];
+        for (packet, code) in cases {
+            let mut h = Harness::new();
+            let noop = request(opcode::NOOP, &[], &[], &[], 2, 0);
+            let replies = responses(&h.send(&[packet.clone(), noop].concat()));
+            assert_eq!(replies, [err(packet[1], 1, code)], "{packet:?}");
+            assert!(h.closed);
+        }
+        // A bad magic closes without a reply.
+        let mut h = Harness::new();
+        let mut bad = request(opcode::NOOP, &[], &[], &[], 1, 0);
+        bad[0] = 0x81;
+        assert_eq!(h.send(&[request(opcode::NOOP, &[], &[], &[], 1, 0), bad].concat()).len(), HEADER_BYTES);
+        assert!(h.closed);
+    }
+
+    #[test]
+    fn too_large_values_are_refused_and_skipped_as_they_arrive() {
+        let mut h = Harness::with_max_item_bytes(100);
+        h.send(&request(opcode::SET, b"a", &set_extras(0, 0), b"v", 1, 0));
+        let packet = request(opcode::SET, b"a", &set_extras(0, 0), &[b'x'; 1000], 2, 0);
+        // The refusal comes as soon as the header, extras and key are in; the value is not buffered.
+        let replies = responses(&h.send(&packet[..40]));
+        assert_eq!(replies, [err(opcode::SET, 2, status::VALUE_TOO_LARGE)]);
+        assert_eq!(h.pending(), 0);
+        assert_eq!(h.send(&packet[40..500]), b"");
+        assert_eq!(h.pending(), 0);
+        let rest = [&packet[500..], &request(opcode::GET, b"a", &[], &[], 3, 0)[..]].concat();
+        assert_eq!(responses(&h.send(&rest)), [err(opcode::GET, 3, status::KEY_NOT_FOUND)]);
+        // At the limit: key and value of 100 bytes.
+        let packet = request(opcode::APPEND, b"a", &[], &[b'x'; 99], 4, 0);
+        assert_eq!(responses(&h.send(&packet)), [err(opcode::APPEND, 4, status::ITEM_NOT_STORED)]);
+        assert_eq!(h.config.counters.get("store_too_large"), Some(1));
+    }
+
+    #[test]
+    fn packets_arrive_byte_by_byte() {
+        let mut h = Harness::new();
+        let packets = [
+            request(opcode::SET, b"key", &set_extras(1, 0), b"value", 1, 0),
+            request(opcode::GETK, b"key", &[], &[], 2, 0),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        for (index, byte) in packets.iter().enumerate() {
+            out.extend(h.send(&[*byte]));
+            if index == 10 {
+                assert_eq!(h.session.bytes_needed(), Some(HEADER_BYTES));
+            }
+            if index == 30 {
+                assert_eq!(h.session.bytes_needed(), Some(HEADER_BYTES + 8 + 3));
+            }
+            if index == 36 {
+                assert_eq!(h.session.bytes_needed(), Some(HEADER_BYTES + 8 + 3 + 5));
+            }
+        }
+        let replies = responses(&out);
+        assert_eq!(replies, [ok(opcode::SET, 1, 1, &[], &[], &[]), ok(opcode::GETK, 2, 1, &1u32.to_be_bytes(), b"key", b"value")]);
+    }
+}
