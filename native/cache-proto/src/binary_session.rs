@@ -284,7 +284,9 @@ fn process_get(session: &mut Session, request: &Request<'_>, responder: &Respond
         options.touch_exptime_unix_s = Some(session.exptime_unix_s(i64::from(exptime)));
     }
     let key = request.key;
+    let mut reply_bytes = 0;
     let outcome = session.store.get(key, options, &mut |item: &ItemView<'_>| {
+        reply_bytes = if return_value { item.value.len() } else { 0 };
         let key_part: &[u8] = if return_key { key } else { b"" };
         let value_part: &[u8] = if return_value { item.value } else { b"" };
         responder.header(out, status::NO_ERROR, 4, key_part.len(), value_part.len(), item.cas);
@@ -292,6 +294,7 @@ fn process_get(session: &mut Session, request: &Request<'_>, responder: &Respond
         out.extend_from(key_part);
         out.extend_from(value_part);
     });
+    session.reply_bytes += reply_bytes;
     let hit = outcome == GetOutcome::Hit;
     let counts = &mut session.counts;
     if touch {

@@ -275,9 +275,11 @@ fn process_get(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply) 
         // memcached wins when the item expires before now + R (a negative R never wins).
         recache_below_ttl_s: flags.recache_exptime.map(|exptime| exptime.max(0) as u64),
     };
+    let mut reply_bytes = 0;
     let outcome = session.store.get(key_bytes, options, &mut |item: &ItemView<'_>| {
-        write_get_hit(out, tokens, &flags, key_bytes, item, now_unix_s);
+        reply_bytes = write_get_hit(out, tokens, &flags, key_bytes, item, now_unix_s);
     });
+    session.reply_bytes += reply_bytes;
     let touched = flags.touch_exptime.is_some();
     let counts = &mut session.counts;
     match (outcome, touched) {
@@ -305,7 +307,8 @@ fn process_get(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply) 
     }
 }
 
-fn write_get_hit(out: &mut dyn Reply, tokens: &Tokens<'_>, flags: &Flags, key: &[u8], item: &ItemView<'_>, now_unix_s: u64) {
+/// Writes the reply to a hit; returns the value bytes written.
+fn write_get_hit(out: &mut dyn Reply, tokens: &Tokens<'_>, flags: &Flags, key: &[u8], item: &ItemView<'_>, now_unix_s: u64) -> usize {
     // With C and v, the value is sent only if the client's copy is out of date.
     let send_value = flags.value && flags.compare_cas != Some(item.cas);
     if send_value {
@@ -357,10 +360,12 @@ fn write_get_hit(out: &mut dyn Reply, tokens: &Tokens<'_>, flags: &Flags, key: &
         out.extend_from(b" W");
     }
     out.extend_from(b"\r\n");
-    if send_value {
-        out.extend_from(item.value);
-        out.extend_from(b"\r\n");
+    if !send_value {
+        return 0;
     }
+    out.extend_from(item.value);
+    out.extend_from(b"\r\n");
+    item.value.len()
 }
 
 /// ms <key> <datalen> <flags>*\r\n<data>\r\n

@@ -138,7 +138,15 @@ pub struct Processed {
     /// Close the connection after writing the output (`quit`, or an error that desynchronises the
     /// stream, such as a line longer than `max_line_bytes` or a bad binary magic).
     pub close: bool,
+    /// Stopped between two commands because this call's replies reached
+    /// `REPLY_BYTES_PER_PROCESS_MAX`: write the output, then call again with the unconsumed input
+    /// at once, without waiting for more bytes (complete commands may be waiting in it).
+    pub output_full: bool,
 }
+
+/// Reply bytes (values mostly) after which `process` stops between commands: a small pipelined
+/// input of gets for large items must not build gigabytes of output in one call.
+pub const REPLY_BYTES_PER_PROCESS_MAX: usize = 4 << 20;
 
 /// The protocol a session speaks, fixed by its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +191,9 @@ pub struct Session {
     now_unix_s: Option<u64>,
     /// The store's item limit, read once: the trait call is not free and the limit is fixed.
     pub(crate) max_item_bytes: usize,
+    /// Value bytes written by this `process` call (replies are mostly values; headers are not
+    /// counted, which keeps the accounting to the few places that copy values).
+    pub(crate) reply_bytes: usize,
 }
 
 impl Session {
@@ -201,19 +212,28 @@ impl Session {
             bytes_needed: None,
             counts: CounterBatch::default(),
             max_item_bytes,
+            reply_bytes: 0,
         }
     }
 
-    /// Handles every complete command at the start of `input`, appending replies to `out`.
+    /// Handles every complete command at the start of `input`, appending replies to `out`, and
+    /// leaves an incomplete last command unconsumed (see `bytes_needed`). Stops early, between
+    /// commands, when the replies reach `REPLY_BYTES_PER_PROCESS_MAX` (`output_full`).
     pub fn process(&mut self, input: &[u8], out: &mut dyn Reply) -> Processed {
         if self.closed {
-            return Processed { consumed: 0, close: true };
+            return Processed { consumed: 0, close: true, output_full: false };
         }
         self.now_unix_s = None;
         self.bytes_needed = None;
+        self.reply_bytes = 0;
         let mut consumed = 0;
         let mut close = false;
+        let mut output_full = false;
         loop {
+            if self.reply_bytes >= REPLY_BYTES_PER_PROCESS_MAX && consumed < input.len() {
+                output_full = true;
+                break;
+            }
             assert!(consumed <= input.len());
             let rest = &input[consumed..];
             if self.skip_bytes > 0 {
@@ -262,7 +282,8 @@ impl Session {
         }
         self.flush_counts();
         assert!(consumed <= input.len());
-        Processed { consumed, close }
+        assert!(!(close && output_full));
+        Processed { consumed, close, output_full }
     }
 
     /// Handles one fabric request payload: complete binary request packets, nothing else. A payload
@@ -270,22 +291,30 @@ impl Session {
     /// the answer is to close, after the replies to the packets before.
     pub fn process_message(&mut self, payload: &[u8], out: &mut dyn Reply) -> Processed {
         if self.closed {
-            return Processed { consumed: 0, close: true };
+            return Processed { consumed: 0, close: true, output_full: false };
         }
         if payload.first().is_some_and(|&byte| byte != crate::binary::MAGIC_REQUEST) {
             self.closed = true;
-            return Processed { consumed: 0, close: true };
+            return Processed { consumed: 0, close: true, output_full: false };
         }
-        let processed = self.process(payload, out);
-        if processed.close {
-            return processed;
+        // One request, one reply message: the reply budget of `process` does not split it.
+        let mut consumed = 0;
+        loop {
+            let processed = self.process(&payload[consumed..], out);
+            consumed += processed.consumed;
+            if processed.close {
+                return Processed { consumed, close: true, output_full: false };
+            }
+            if !processed.output_full {
+                break;
+            }
         }
-        if processed.consumed < payload.len() || self.skip_bytes > 0 {
+        if consumed < payload.len() || self.skip_bytes > 0 {
             self.closed = true;
             self.skip_bytes = 0;
-            return Processed { consumed: payload.len(), close: true };
+            return Processed { consumed: payload.len(), close: true, output_full: false };
         }
-        processed
+        Processed { consumed, close: false, output_full: false }
     }
 
     /// After `process` left a command incomplete: the bytes, counted from the first unconsumed
@@ -395,7 +424,7 @@ mod tests {
         h.text("quit\r\n");
         assert!(h.session.is_closed());
         let mut out = Vec::new();
-        assert_eq!(h.session.process(b"version\r\n", &mut out), Processed { consumed: 0, close: true });
+        assert_eq!(h.session.process(b"version\r\n", &mut out), Processed { consumed: 0, close: true, ..Processed::default() });
         assert!(h.session.process_message(&request(opcode::NOOP, &[], &[], &[], 1, 0), &mut out).close);
         assert!(out.is_empty());
     }
@@ -412,7 +441,7 @@ mod tests {
         ]
         .concat();
         let processed = session.process_message(&payload, &mut out);
-        assert_eq!(processed, Processed { consumed: payload.len(), close: false });
+        assert_eq!(processed, Processed { consumed: payload.len(), close: false, ..Processed::default() });
         let replies = responses(&out);
         assert_eq!(replies.len(), 1);
         assert_eq!((replies[0].opaque, replies[0].key.as_slice(), replies[0].value.as_slice()), (2, &b"a"[..], &b"v"[..]));
@@ -420,7 +449,7 @@ mod tests {
         out.clear();
         let packet = request(opcode::NOOP, &[], &[], &[], 4, 0);
         let cut = [&packet[..], &request(opcode::GET, b"a", &[], &[], 5, 0)[..20]].concat();
-        assert_eq!(session.process_message(&cut, &mut out), Processed { consumed: cut.len(), close: true });
+        assert_eq!(session.process_message(&cut, &mut out), Processed { consumed: cut.len(), close: true, ..Processed::default() });
         assert_eq!(responses(&out).len(), 1);
     }
 
@@ -429,18 +458,49 @@ mod tests {
         let h = Harness::with_max_item_bytes(10);
         let mut out = Vec::new();
         let mut session = h.connection();
-        assert_eq!(session.process_message(b"get a\r\n", &mut out), Processed { consumed: 0, close: true });
+        assert_eq!(session.process_message(b"get a\r\n", &mut out), Processed { consumed: 0, close: true, ..Processed::default() });
         // A too-large value inside one message is refused and skipped within it.
         let mut session = h.connection();
         let payload = [request(opcode::SET, b"a", &[0; 8], &[b'x'; 50], 1, 0), request(opcode::NOOP, &[], &[], &[], 2, 0)].concat();
-        assert_eq!(session.process_message(&payload, &mut out), Processed { consumed: payload.len(), close: false });
+        assert_eq!(session.process_message(&payload, &mut out), Processed { consumed: payload.len(), close: false, ..Processed::default() });
         let replies = responses(&out);
         assert_eq!(replies.iter().map(|r| r.status).collect::<Vec<_>>(), [crate::binary::status::VALUE_TOO_LARGE, 0]);
         // A refused value running past the message's end is a broken client.
         let mut session = h.connection();
         out.clear();
         let packet = request(opcode::SET, b"a", &[0; 8], &[b'x'; 50], 1, 0);
-        assert_eq!(session.process_message(&packet[..60], &mut out), Processed { consumed: 60, close: true });
+        assert_eq!(session.process_message(&packet[..60], &mut out), Processed { consumed: 60, close: true, ..Processed::default() });
+    }
+
+    #[test]
+    fn a_pipeline_of_large_replies_yields_between_commands() {
+        let mut h = Harness::new();
+        let value = "v".repeat((1 << 20) - 100);
+        h.text(&format!("set big 0 0 {}\r\n{value}\r\n", value.len()));
+        let reply_bytes = format!("VALUE big 0 {}\r\n\r\nEND\r\n", value.len()).len() + value.len();
+        let commands = 10;
+        let input = "get big\r\n".repeat(commands);
+        let mut out = Vec::new();
+        let processed = h.session.process(input.as_bytes(), &mut out);
+        // Commands run until their values reach the budget, then the call returns.
+        let within_budget = REPLY_BYTES_PER_PROCESS_MAX.div_ceil(value.len());
+        assert_eq!(processed, Processed { consumed: within_budget * 9, close: false, output_full: true });
+        assert_eq!(out.len(), within_budget * reply_bytes);
+        // The rest comes with the next calls, no new input needed.
+        let replies = h.send(&input.as_bytes()[processed.consumed..]);
+        assert_eq!(replies.len() + out.len(), commands * reply_bytes);
+    }
+
+    #[test]
+    fn a_fabric_reply_is_not_cut_by_the_budget() {
+        let mut h = Harness::new();
+        let value = vec![b'v'; (1 << 20) - 100];
+        assert_eq!(responses(&h.send(&request(opcode::SET, b"big", &[0; 8], &value, 1, 0)))[0].status, 0);
+        let payload = request(opcode::GET, b"big", &[], &[], 2, 0).repeat(6);
+        let mut out = Vec::new();
+        let processed = h.connection().process_message(&payload, &mut out);
+        assert_eq!(processed, Processed { consumed: payload.len(), ..Processed::default() });
+        assert_eq!(responses(&out).len(), 6);
     }
 
     #[test]

@@ -61,11 +61,15 @@ impl Harness {
         assert!(!self.closed, "the session was closed");
         self.pending.extend_from_slice(input);
         let mut out = Vec::new();
-        let processed = self.session.process(&self.pending, &mut out);
-        assert!(processed.consumed <= self.pending.len());
-        self.pending.drain(..processed.consumed);
-        self.closed = processed.close;
-        out
+        loop {
+            let processed = self.session.process(&self.pending, &mut out);
+            assert!(processed.consumed <= self.pending.len());
+            self.pending.drain(..processed.consumed);
+            self.closed = processed.close;
+            if !processed.output_full {
+                return out;
+            }
+        }
     }
 
     /// Like `send`, as text, for readable assertions.

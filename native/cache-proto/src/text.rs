@@ -21,6 +21,10 @@ pub const KEY_BYTES_MAX: usize = 250;
 /// multi-get line grow without bound; ours holds a few thousand maximal keys.
 pub const RETRIEVAL_LINE_BYTES_MAX: usize = 1 << 20;
 
+/// Most value bytes one retrieval command may return; past it the reply ends with memcached's
+/// "SERVER_ERROR out of memory writing get response" instead of END.
+pub const RETRIEVAL_REPLY_BYTES_MAX: usize = 64 << 20;
+
 /// Longest "user password" block of text authentication (memcached's `MAX_AUTH_REQ_LEN`).
 pub const AUTH_BLOCK_BYTES_MAX: usize = 16384;
 
@@ -250,8 +254,21 @@ fn process_retrieval(session: &mut Session, tokens: &Tokens<'_>, return_cas: boo
     }
     let store = &*session.store;
     let counts = &mut session.counts;
+    let mut reply_bytes = 0usize;
+    let mut reply_full = false;
     for key in tokens.from(first_key) {
-        let outcome = store.get(key, options, &mut |item: &ItemView<'_>| write_value(out, key, item, return_cas));
+        let outcome = store.get(key, options, &mut |item: &ItemView<'_>| {
+            // Nothing bounds how often a line may name one large item: bound the reply instead.
+            if reply_bytes + item.value.len() > RETRIEVAL_REPLY_BYTES_MAX {
+                reply_full = true;
+                return;
+            }
+            reply_bytes += item.value.len();
+            write_value(out, key, item, return_cas);
+        });
+        if reply_full {
+            break;
+        }
         let hit = outcome == GetOutcome::Hit;
         if touch {
             counts.cmd_touch += 1;
@@ -268,6 +285,12 @@ fn process_retrieval(session: &mut Session, tokens: &Tokens<'_>, return_cas: boo
                 counts.get_misses += 1;
             }
         }
+    }
+    session.reply_bytes += reply_bytes;
+    if reply_full {
+        // memcached's answer when it cannot build a get reply; it ends the reply in place of END.
+        reply_line(out, false, b"SERVER_ERROR out of memory writing get response");
+        return;
     }
     out.extend_from(b"END\r\n");
 }
@@ -756,6 +779,20 @@ mod tests {
         let reply = h.text(&format!("get {}\r\n", keys.join(" ")));
         let expected: String = (0..40).map(|i| format!("VALUE k{i} {i} 1\r\n{}\r\n", i % 10)).collect();
         assert_eq!(reply, expected + "END\r\n");
+    }
+
+    #[test]
+    fn a_retrieval_reply_is_bounded() {
+        let mut h = Harness::new();
+        let value = "v".repeat((1 << 20) - 100);
+        h.text(&format!("set big 0 0 {}\r\n{value}\r\n", value.len()));
+        let names = super::RETRIEVAL_REPLY_BYTES_MAX / value.len() + 1;
+        let reply = h.send(format!("get {}\r\n", "big ".repeat(names)).as_bytes());
+        let value_reply_bytes = format!("VALUE big 0 {}\r\n\r\n", value.len()).len() + value.len();
+        let error = "SERVER_ERROR out of memory writing get response\r\n";
+        assert_eq!(reply.len(), (names - 1) * value_reply_bytes + error.len());
+        assert!(reply.ends_with(format!("\r\n{error}").as_bytes()));
+        assert_eq!(h.text("mn\r\n"), "MN\r\n");
     }
 
     #[test]

@@ -52,8 +52,12 @@ fn our_reply(input: &[u8], seed: u64) -> Vec<u8> {
         let end = (offset + piece).min(input.len());
         pending.extend_from_slice(&input[offset..end]);
         offset = end;
-        let processed = session.process(&pending, &mut out);
+        let mut processed = session.process(&pending, &mut out);
         pending.drain(..processed.consumed);
+        while processed.output_full {
+            processed = session.process(&pending, &mut out);
+            pending.drain(..processed.consumed);
+        }
         if processed.close {
             break;
         }
@@ -199,6 +203,15 @@ fn text_cases() -> Vec<Vec<u8>> {
         // Meta debug and no-op.
         "set s 0 0 1\r\nx\r\nme s\r\nme nope\r\nme\r\nme Zm9v b\r\nms Zm9v 1 b\r\nx\r\nme Zm9v b\r\n".into(),
         "mn\r\nmn extra\r\nmx a\r\nm\r\n".into(),
+        // More noreply, CAS ranks, edge values.
+        "set a 0 0 1 noreply\r\nx\r\nincr a 1 noreply\r\ntouch a x noreply\r\ndelete a 0 noreply\r\nget a\r\n".into(),
+        "set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\nset c 0 0 1\r\nz\r\ngets c a b nope\r\n".into(),
+        "mg a k b\r\nms a 0\r\n\r\nmg a v s\r\nma n N0 J18446744073709551615 v\r\nma n v\r\n".into(),
+        "set a 0 0 1\r\nx\r\nmg a k O1 q\r\nmg a c f s t v k\r\nmd a q\r\nmg a v\r\nmn\r\n".into(),
+        "ms a 3 I C1\r\nabc\r\nms a 3 MS\r\nabc\r\nms a 3 MS\r\nabc\r\nms a 3 MR C1 I\r\nxyz\r\nmg a v\r\n".into(),
+        "ms a 2 k b\r\nhi\r\nma Zm9v b\r\nmd Zm9v b q\r\nmd Zm9v b\r\n".into(),
+        "set a 0 0 1\r\nx\r\nflush_all 100\r\nget a\r\nflush_all 0\r\nget a\r\n".into(),
+        "verbosity noreply\r\nflush_all noreply 5\r\nversion extra tokens\r\n".into(),
     ];
     cases.into_iter().map(String::into_bytes).collect()
 }
@@ -301,6 +314,25 @@ fn binary_cases() -> Vec<Vec<u8>> {
             packet(opcode::NOOP, &[], &[], &[], 6, 0),
         ],
         vec![packet(opcode::STAT, b"nosuch", &[], &[], 1, 0), packet(opcode::STAT, b"reset", &[], &[], 2, 0)],
+        vec![packet(opcode::STAT, b"detail on", &[], &[], 1, 0), packet(opcode::STAT, b"detail x", &[], &[], 2, 0)],
+        vec![
+            set(b"a", b"v", 1),
+            packet(opcode::GATQ, b"nope", &10u32.to_be_bytes(), &[], 2, 0),
+            packet(opcode::GATKQ, b"a", &10u32.to_be_bytes(), &[], 3, 0),
+            packet(opcode::ADDQ, b"b", &set_extras(0, 0), b"q", 4, 0),
+            packet(opcode::APPENDQ, b"zz", &[], b"q", 5, 0),
+            packet(opcode::PREPENDQ, b"b", &[], b"<", 6, 0),
+            packet(opcode::REPLACEQ, b"b", &set_extras(9, 0), b"r", 7, 0),
+            packet(opcode::INCREMENTQ, b"zz", &arithmetic_extras(1, 0, 0xffff_ffff), &[], 8, 0),
+            packet(opcode::GETK, b"b", &[], &[], 9, 0),
+            packet(opcode::FLUSH, &[], &100u32.to_be_bytes(), &[], 10, 0),
+            packet(opcode::GET, b"a", &[], &[], 11, 0),
+        ],
+        vec![packet(opcode::SASL_AUTH, b"PLAIN", &[], b"\0user\0secret", 1, 0), packet(opcode::NOOP, &[], &[], &[], 2, 0)],
+        vec![packet(opcode::SASL_STEP, b"PLAIN", &[], b"x", 1, 0), packet(opcode::SASL_LIST_MECHS, b"", &[], &[], 2, 0)],
+        vec![packet(opcode::VERSION, b"k", &[], &[], 1, 0)],
+        vec![packet(opcode::DELETE, b"a", &[], b"v", 1, 0)],
+        vec![packet(opcode::TOUCH, b"a", &[0; 8], &[], 1, 0)],
         vec![packet(opcode::SASL_LIST_MECHS, &[], &[], &[], 1, 0), packet(opcode::NOOP, &[], &[], &[], 2, 0)],
         vec![packet(0x50, &[], &[], &[], 1, 0), packet(opcode::NOOP, &[], &[], &[], 2, 0)],
         vec![set(b"a", b"v", 1), packet(opcode::QUIT, &[], &[], &[], 2, 0), packet(opcode::NOOP, &[], &[], &[], 3, 0)],

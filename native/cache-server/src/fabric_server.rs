@@ -34,6 +34,7 @@ pub struct FabricSettings {
     pub devices: String,
     pub pool_cap_bytes: usize,
     pub max_message_bytes: usize,
+    pub spin_us: u64,
 }
 
 /// Per-connection sessions, bounded by the fabric's connection limit plus a slack.
@@ -72,6 +73,7 @@ pub fn start(
         net_devices: settings.devices.clone(),
         pool_cap_bytes: settings.pool_cap_bytes,
         max_message_bytes: settings.max_message_bytes,
+        spin_us: settings.spin_us,
         ..Config::default()
     };
     let handler_server = server.clone();

@@ -130,6 +130,7 @@ fn serve(flags: &Flags) -> Result<(), String> {
                 devices: flags.fabric_devices.clone(),
                 pool_cap_bytes,
                 max_message_bytes,
+                spin_us: flags.fabric_spin_us,
             };
             let started = fabric_server::start(&settings, store.clone(), session_config.clone(), counters.clone(), fabric_cell);
             Some(started.map_err(|e| {

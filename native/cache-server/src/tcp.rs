@@ -378,7 +378,9 @@ fn process_input(conn: &mut Conn, recycler: &mut Recycler, scratch: &mut Vec<u8>
                 _ => pending.len().min(cut.saturating_mul(2).max(cut + 4096)),
             };
         };
-        let Processed { consumed, close } = processed;
+        // `output_full` (the session's own per-call reply budget) needs nothing here: the loop
+        // goes on with the rest while the output is below `OUTPUT_HIGH_BYTES`.
+        let Processed { consumed, close, .. } = processed;
         assert!(consumed <= cut, "session consumed {consumed} of {cut} bytes");
         conn.input.consume(consumed);
         if close {

@@ -41,9 +41,13 @@ fn feed(session: &mut Session, input: &[u8], mut seed: u64) -> (Vec<u8>, bool) {
         let end = (offset + piece).min(input.len());
         pending.extend_from_slice(&input[offset..end]);
         offset = end;
-        let processed = session.process(&pending, &mut out);
+        let mut processed = session.process(&pending, &mut out);
         assert!(processed.consumed <= pending.len(), "consumed more than given");
         pending.drain(..processed.consumed);
+        while processed.output_full {
+            processed = session.process(&pending, &mut out);
+            pending.drain(..processed.consumed);
+        }
         if processed.close {
             assert!(session.is_closed());
             let mut after = Vec::new();

@@ -343,6 +343,7 @@ pub fn run(scenario: &Scenario, store: Arc<dyn Storage>, now_unix_s: Arc<AtomicU
                 let input = substitute(input, &captures);
                 let mut out = Vec::new();
                 let processed = text_session.process(input.as_bytes(), &mut out);
+                assert!(!processed.output_full, "scenarios stay within the reply budget");
                 let actual = String::from_utf8_lossy(&out).into_owned();
                 if processed.consumed != input.len() || !matches(expected, &actual, &mut captures) {
                     let shown = |text: &str| format!("{:?}", &text[..text.len().min(300)]);
