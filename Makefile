@@ -17,7 +17,7 @@ APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essenti
 CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps build native jvm test test-native test-jvm smoke demo bench bench-mem clean
+.PHONY: all deps build native jvm test test-native test-jvm test-fuzz smoke demo bench bench-mem clean
 
 all: build
 
@@ -45,7 +45,7 @@ jvm: native
 	$(MVN) -f jvm/pom.xml install -DskipTests
 
 # The closing line counts both runners: cargo's summaries and Surefire's reports.
-test: test-native test-jvm smoke
+test: test-native test-jvm test-fuzz smoke
 	@rust_passed=$$(awk '/^test result:/ {p+=$$4} END {print p+0}' build/test-native.log)
 	rust_failed=$$(awk '/^test result:/ {f+=$$6} END {print f+0}' build/test-native.log)
 	jvm_tests=$$(cat jvm/*/target/surefire-reports/TEST-*.xml | grep -o 'tests="[0-9]*"' | head -n 1000 | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
@@ -59,21 +59,30 @@ test-native: deps
 test-jvm: native
 	$(MVN) -f jvm/pom.xml install
 
+# The cache's protocol parsers under libFuzzer, a bounded time each (a crash fails the build and
+# leaves its input in native/cache-proto/fuzz/artifacts/).
+FUZZ_SECONDS ?= 30
+test-fuzz: deps
+	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS)
+
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
 smoke: build
 	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
 	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
-	@echo "smoke: ohb ran (Rust and JVM)"
+	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >/dev/null
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric)"
 
 demo: build
 	$(OHB) fabric all
 	$(OHB) fabric all --jvm
+	$(OHB) mem all
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
 bench: build
 	$(OHB) fabric all
 	$(OHB) fabric all --jvm
 	$(OHB) fabric mem --seconds 60
+	$(OHB) mem all
 
 clean:
 	cd native && $(CARGO) clean

@@ -254,6 +254,7 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
             root.clone().unwrap_or_else(|| PathBuf::from(".")).join("results").join(format!("ohb-mem-{name}.json"))
         })
     };
+    let mut failed_points = 0usize;
     let small_sizes = || -> Result<Vec<usize>, String> {
         match args.value("sizes") {
             Some(text) => parse_sizes(text),
@@ -284,6 +285,7 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
         let path = json_path("lat");
         write_json_file(&path, &latency_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
+        failed_points += points.iter().filter(|p| p.error.is_some()).count();
     }
     if test == "thr" || test == "all" {
         let run = ThroughputRun {
@@ -304,6 +306,7 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
         let path = json_path("thr");
         write_json_file(&path, &throughput_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
+        failed_points += points.iter().filter(|p| p.error.is_some()).count();
     }
     if test == "nb" || test == "all" {
         let requests = match args.value("reqtype") {
@@ -332,6 +335,10 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
         let path = json_path("nb");
         write_json_file(&path, &nonblocking_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
+        failed_points += points.iter().filter(|p| p.error.is_some()).count();
+    }
+    if failed_points > 0 {
+        return Err(format!("{failed_points} point(s) failed (see the errors above)"));
     }
     Ok(())
 }
