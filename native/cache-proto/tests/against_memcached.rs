@@ -3,9 +3,8 @@
 //! CAS values aside (each is replaced by its rank among the case's CAS values, since memcached's
 //! counter is global). Our side is fed in uneven pieces, to exercise partial input too.
 //!
-//! Runs only when `MEMCACHED_ADDR` names a memcached to compare with (it is flushed):
-//! `memcached -u nobody -l 127.0.0.1 -p 21000 -U 0 -d` then
-//! `MEMCACHED_ADDR=127.0.0.1:21000 cargo test --release -p cache-proto --test against_memcached`.
+//! Starts Debian's memcached 1.6 on a free loopback port (`make deps` installs it) and compares
+//! with it; `MEMCACHED_ADDR=host:port` names another one instead (it is flushed).
 //!
 //! The corpus avoids what differs by design (see the crate's docs): `stats` contents, newer meta
 //! flags, lines longer than 2048 bytes, binary VERBOSITY and unknown opcodes with bodies.
@@ -19,6 +18,47 @@ use cache_proto::binary::{opcode, Header, HEADER_BYTES, MAGIC_REQUEST};
 use cache_proto::clock::Clock;
 use cache_proto::reference::ReferenceStore;
 use cache_proto::{Session, SessionConfig};
+
+/// A memcached of this test's own, killed when the test ends.
+struct StartedMemcached {
+    child: std::process::Child,
+    address: String,
+}
+
+impl StartedMemcached {
+    fn start() -> StartedMemcached {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut command = std::process::Command::new("memcached");
+        command.args(["-l", "127.0.0.1", "-U", "0", "-t", "1", "-p", &port.to_string()]);
+        // memcached refuses to run as root without -u.
+        if runs_as_root() {
+            command.args(["-u", "nobody"]);
+        }
+        let child = command.spawn().expect("memcached 1.6 (Debian package memcached; `make deps` installs it)");
+        let address = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(&address).is_err() {
+            assert!(std::time::Instant::now() < deadline, "memcached did not listen on {address}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        StartedMemcached { child, address }
+    }
+}
+
+impl Drop for StartedMemcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether this process runs as root (memcached then needs `-u`).
+fn runs_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
 
 fn memcached_reply(address: &str, input: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect(address).expect("connect to memcached");
@@ -363,9 +403,13 @@ fn binary_cases() -> Vec<Vec<u8>> {
 
 #[test]
 fn replies_match_memcached() {
-    let Ok(address) = std::env::var("MEMCACHED_ADDR") else {
-        eprintln!("MEMCACHED_ADDR not set: skipping the comparison with a real memcached");
-        return;
+    let started;
+    let address = match std::env::var("MEMCACHED_ADDR") {
+        Ok(address) => address,
+        Err(_) => {
+            started = StartedMemcached::start();
+            started.address.clone()
+        }
     };
     let mut failures = Vec::new();
     for (index, case) in text_cases().iter().enumerate() {
