@@ -296,22 +296,7 @@ fn process_get(session: &mut Session, request: &Request<'_>, responder: &Respond
     });
     session.reply_bytes += reply_bytes;
     let hit = outcome == GetOutcome::Hit;
-    let counts = &mut session.counts;
-    if touch {
-        counts.cmd_touch += 1;
-        if hit {
-            counts.touch_hits += 1;
-        } else {
-            counts.touch_misses += 1;
-        }
-    } else {
-        counts.cmd_get += 1;
-        if hit {
-            counts.get_hits += 1;
-        } else {
-            counts.get_misses += 1;
-        }
-    }
+    session.counts.count_retrieval(touch, hit);
     if !hit && !request.quiet {
         if return_key {
             responder.header(out, status::KEY_NOT_FOUND, 0, key.len(), 0, 0);

@@ -81,6 +81,22 @@ impl CounterBatch {
     pub(crate) fn is_empty(&self) -> bool {
         *self == CounterBatch::default()
     }
+
+    /// One retrieval: a read (`cmd_get`, `get_hits`/`get_misses`) or, when it set a new expiry,
+    /// a touch (`cmd_touch`, `touch_hits`/`touch_misses`), as memcached counts gat and mg T.
+    pub(crate) fn count_retrieval(&mut self, touch: bool, hit: bool) {
+        match (touch, hit) {
+            (true, true) => self.touch_hits += 1,
+            (true, false) => self.touch_misses += 1,
+            (false, true) => self.get_hits += 1,
+            (false, false) => self.get_misses += 1,
+        }
+        if touch {
+            self.cmd_touch += 1;
+        } else {
+            self.cmd_get += 1;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -281,25 +281,7 @@ fn process_get(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply) 
     });
     session.reply_bytes += reply_bytes;
     let touched = flags.touch_exptime.is_some();
-    let counts = &mut session.counts;
-    match (outcome, touched) {
-        (GetOutcome::Hit, true) => {
-            counts.cmd_touch += 1;
-            counts.touch_hits += 1;
-        }
-        (GetOutcome::Hit, false) => {
-            counts.cmd_get += 1;
-            counts.get_hits += 1;
-        }
-        (GetOutcome::Miss, true) => {
-            counts.cmd_touch += 1;
-            counts.touch_misses += 1;
-        }
-        (GetOutcome::Miss, false) => {
-            counts.cmd_get += 1;
-            counts.get_misses += 1;
-        }
-    }
+    session.counts.count_retrieval(touched, outcome == GetOutcome::Hit);
     if outcome == GetOutcome::Miss && !flags.quiet {
         out.extend_from(b"EN");
         put_opaque_and_key(out, tokens, 2, key_bytes, flags.base64_key);

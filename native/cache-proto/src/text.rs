@@ -269,22 +269,7 @@ fn process_retrieval(session: &mut Session, tokens: &Tokens<'_>, return_cas: boo
         if reply_full {
             break;
         }
-        let hit = outcome == GetOutcome::Hit;
-        if touch {
-            counts.cmd_touch += 1;
-            if hit {
-                counts.touch_hits += 1;
-            } else {
-                counts.touch_misses += 1;
-            }
-        } else {
-            counts.cmd_get += 1;
-            if hit {
-                counts.get_hits += 1;
-            } else {
-                counts.get_misses += 1;
-            }
-        }
+        counts.count_retrieval(touch, outcome == GetOutcome::Hit);
     }
     session.reply_bytes += reply_bytes;
     if reply_full {
