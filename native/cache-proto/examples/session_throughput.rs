@@ -21,7 +21,7 @@ impl Storage for ConstantStore {
     fn max_item_bytes(&self) -> usize {
         1 << 20
     }
-    fn get(&self, key: &[u8], _: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+    fn get(&self, key: &[u8], _: GetOptions, _: &std::task::Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
         visit(&ItemView {
             key,
             value: &VALUE,
@@ -36,13 +36,13 @@ impl Storage for ConstantStore {
         });
         GetOutcome::Hit
     }
-    fn store(&self, _: &StoreRequest<'_>) -> StoreOutcome {
+    fn store(&self, _: &StoreRequest<'_>, _: &std::task::Waker) -> StoreOutcome {
         StoreOutcome::Stored { cas: 1 }
     }
     fn delete(&self, _: &[u8], _: DeleteOptions) -> DeleteOutcome {
         DeleteOutcome::Deleted
     }
-    fn arithmetic(&self, _: &ArithmeticRequest<'_>) -> ArithmeticOutcome {
+    fn arithmetic(&self, _: &ArithmeticRequest<'_>, _: &std::task::Waker) -> ArithmeticOutcome {
         ArithmeticOutcome::Value { value: 1, cas: 1, exptime_unix_s: 0 }
     }
     fn flush_all(&self, _: u64) {}

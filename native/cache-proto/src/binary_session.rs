@@ -285,7 +285,7 @@ fn process_get(session: &mut Session, request: &Request<'_>, responder: &Respond
     }
     let key = request.key;
     let mut reply_bytes = 0;
-    let outcome = session.store.get(key, options, &mut |item: &ItemView<'_>| {
+    let outcome = session.store.get(key, options, &session.waker, &mut |item: &ItemView<'_>| {
         reply_bytes = if return_value { item.value.len() } else { 0 };
         let key_part: &[u8] = if return_key { key } else { b"" };
         let value_part: &[u8] = if return_value { item.value } else { b"" };
@@ -294,6 +294,10 @@ fn process_get(session: &mut Session, request: &Request<'_>, responder: &Respond
         out.extend_from(key_part);
         out.extend_from(value_part);
     });
+    if outcome == GetOutcome::Pending {
+        session.waiting = true;
+        return;
+    }
     session.reply_bytes += reply_bytes;
     let hit = outcome == GetOutcome::Hit;
     session.counts.count_retrieval(touch, hit);
@@ -349,7 +353,11 @@ fn process_update(session: &mut Session, request: &Request<'_>, responder: &Resp
     let mut store_request = StoreRequest::new(mode, key, value, flags, exptime_unix_s);
     store_request.compare_cas = compare_cas;
     session.counts.cmd_set += 1;
-    let outcome = session.store.store(&store_request);
+    let outcome = session.store.store(&store_request, &session.waker);
+    if outcome == StoreOutcome::Pending {
+        session.waiting = true;
+        return Step::Done { consumed: packet_bytes };
+    }
     account_store(session, &store_request, outcome);
     let appending = matches!(mode, StoreMode::Append | StoreMode::Prepend);
     match outcome {
@@ -369,6 +377,7 @@ fn process_update(session: &mut Session, request: &Request<'_>, responder: &Resp
         },
         StoreOutcome::TooLarge => responder.error(out, status::VALUE_TOO_LARGE),
         StoreOutcome::OutOfMemory => responder.error_text(out, status::OUT_OF_MEMORY, b"Out of memory allocating item"),
+        StoreOutcome::Pending => unreachable!("answered above"),
     }
     Step::Done { consumed: packet_bytes }
 }
@@ -409,7 +418,8 @@ fn process_arithmetic(session: &mut Session, request: &Request<'_>, responder: &
             .then(|| (initial, session.exptime_unix_s(i64::from(expiration)))),
         touch_exptime_unix_s: None,
     };
-    match session.store.arithmetic(&arithmetic) {
+    match session.store.arithmetic(&arithmetic, &session.waker) {
+        ArithmeticOutcome::Pending => session.waiting = true,
         ArithmeticOutcome::Value { value, cas, .. } => {
             if increment {
                 session.counts.incr_hits += 1;

@@ -276,9 +276,13 @@ fn process_get(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply) 
         recache_below_ttl_s: flags.recache_exptime.map(|exptime| exptime.max(0) as u64),
     };
     let mut reply_bytes = 0;
-    let outcome = session.store.get(key_bytes, options, &mut |item: &ItemView<'_>| {
+    let outcome = session.store.get(key_bytes, options, &session.waker, &mut |item: &ItemView<'_>| {
         reply_bytes = write_get_hit(out, tokens, &flags, key_bytes, item, now_unix_s);
     });
+    if outcome == GetOutcome::Pending {
+        session.waiting = true;
+        return;
+    }
     session.reply_bytes += reply_bytes;
     let touched = flags.touch_exptime.is_some();
     session.counts.count_retrieval(touched, outcome == GetOutcome::Hit);
@@ -436,7 +440,11 @@ fn process_set(session: &mut Session, tokens: &Tokens<'_>, line_consumed: usize,
         invalidate: flags.invalidate && mode == StoreMode::Set && compare_cas.is_some(),
         vivify_exptime_unix_s,
     };
-    let outcome = session.store.store(&request);
+    let outcome = session.store.store(&request, &session.waker);
+    if outcome == StoreOutcome::Pending {
+        session.waiting = true;
+        return consumed;
+    }
     account_store(session, &request, outcome);
     let (code, cas): (&[u8], u64) = match outcome {
         StoreOutcome::Stored { cas } => {
@@ -457,6 +465,7 @@ fn process_set(session: &mut Session, tokens: &Tokens<'_>, line_consumed: usize,
             reply_line(out, false, b"SERVER_ERROR out of memory storing object");
             return consumed;
         }
+        StoreOutcome::Pending => unreachable!("answered above"),
     };
     out.extend_from(code);
     for index in 3..tokens.len() {
@@ -565,7 +574,11 @@ fn process_arithmetic(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn 
         initial: vivify_exptime_unix_s.map(|exptime_unix_s| (flags.initial.unwrap_or(0), exptime_unix_s)),
         touch_exptime_unix_s,
     };
-    let code: &[u8] = match session.store.arithmetic(&request) {
+    let code: &[u8] = match session.store.arithmetic(&request, &session.waker) {
+        ArithmeticOutcome::Pending => {
+            session.waiting = true;
+            return;
+        }
         ArithmeticOutcome::Value { value, cas, exptime_unix_s } => {
             if increment {
                 session.counts.incr_hits += 1;
@@ -668,7 +681,7 @@ fn process_debug(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply
     };
     let now_unix_s = session.now_unix_s();
     let options = GetOptions { no_bump: true, ..GetOptions::default() };
-    let outcome = session.store.get(key, options, &mut |item: &ItemView<'_>| {
+    let outcome = session.store.get(key, options, &session.waker, &mut |item: &ItemView<'_>| {
         out.extend_from(b"ME ");
         if base64_key {
             let mut encoded = [0u8; ENCODED_KEY_BYTES_MAX];
@@ -689,8 +702,10 @@ fn process_debug(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply
         put_u64(out, memcached_item_bytes(key.len(), item.value.len(), item.flags) as u64);
         out.extend_from(b"\r\n");
     });
-    if outcome == GetOutcome::Miss {
-        out.extend_from(b"EN\r\n");
+    match outcome {
+        GetOutcome::Miss => out.extend_from(b"EN\r\n"),
+        GetOutcome::Pending => session.waiting = true,
+        GetOutcome::Hit => {}
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::task::Waker;
 
 use crate::clock::Clock;
 use crate::number::parse_u64;
@@ -129,7 +130,7 @@ impl Storage for ReferenceStore {
         self.max_item_bytes
     }
 
-    fn get(&self, key: &[u8], options: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+    fn get(&self, key: &[u8], options: GetOptions, _waker: &Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
         let now_unix_s = self.clock.now_unix_s();
         let mut state = self.state.lock().unwrap();
         if state.live(key, now_unix_s).is_none() {
@@ -189,7 +190,7 @@ impl Storage for ReferenceStore {
         GetOutcome::Hit
     }
 
-    fn store(&self, request: &StoreRequest<'_>) -> StoreOutcome {
+    fn store(&self, request: &StoreRequest<'_>, _waker: &Waker) -> StoreOutcome {
         if request.key.len() + request.value.len() > self.max_item_bytes {
             return StoreOutcome::TooLarge;
         }
@@ -295,7 +296,7 @@ impl Storage for ReferenceStore {
         DeleteOutcome::Deleted
     }
 
-    fn arithmetic(&self, request: &ArithmeticRequest<'_>) -> ArithmeticOutcome {
+    fn arithmetic(&self, request: &ArithmeticRequest<'_>, _waker: &Waker) -> ArithmeticOutcome {
         let now_unix_s = self.clock.now_unix_s();
         let mut state = self.state.lock().unwrap();
         let Some(item) = state.live(request.key, now_unix_s) else {

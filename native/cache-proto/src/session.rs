@@ -10,6 +10,7 @@
 //! refused and its bytes skipped as they arrive).
 
 use std::sync::Arc;
+use std::task::Waker;
 
 use crate::clock::{exptime_to_unix_s, Clock};
 use crate::counters::{CounterBatch, ProtocolCounters};
@@ -25,9 +26,25 @@ pub trait Reply {
     fn extend_from(&mut self, data: &[u8]) {
         self.append(data.len()).copy_from_slice(data);
     }
+
+    /// A mark for `truncate`: where the next byte goes.
+    fn mark(&self) -> usize;
+
+    /// Takes back everything appended since `mark` returned `mark` (the replies of a command
+    /// that must wait for the store and will run again).
+    fn truncate(&mut self, mark: usize);
 }
 
 impl Reply for Vec<u8> {
+    fn mark(&self) -> usize {
+        self.len()
+    }
+
+    fn truncate(&mut self, mark: usize) {
+        assert!(mark <= self.len());
+        Vec::truncate(self, mark);
+    }
+
     fn append(&mut self, len: usize) -> &mut [u8] {
         let start = self.len();
         self.resize(start + len, 0);
@@ -142,6 +159,10 @@ pub struct Processed {
     /// `REPLY_BYTES_PER_PROCESS_MAX`: write the output, then call again with the unconsumed input
     /// at once, without waiting for more bytes (complete commands may be waiting in it).
     pub output_full: bool,
+    /// Stopped before a command that needs a value the store is reading from its slower tier
+    /// (nothing of that command was done or written): call again with the unconsumed input once
+    /// the session's waker (`Session::set_waker`) is woken.
+    pub waiting: bool,
 }
 
 /// Reply bytes (values mostly) after which `process` stops between commands: a small pipelined
@@ -194,6 +215,13 @@ pub struct Session {
     /// Value bytes written by this `process` call (replies are mostly values; headers are not
     /// counted, which keeps the accounting to the few places that copy values).
     pub(crate) reply_bytes: usize,
+    /// Woken by the store when a `Pending` operation may be retried.
+    pub(crate) waker: Waker,
+    /// Read once from the store: whether commands need a mark to be taken back (`Pending`).
+    may_wait: bool,
+    /// Set by a command handler that got `Pending` from the store; `process` then takes the
+    /// command back.
+    pub(crate) waiting: bool,
 }
 
 impl Session {
@@ -201,7 +229,6 @@ impl Session {
         assert!(config.max_line_bytes >= MIN_LINE_BYTES, "a command line must fit a 250-byte key");
         let max_item_bytes = store.max_item_bytes();
         Session {
-            store,
             authenticated: config.credentials.is_none(),
             now_unix_s: None,
             config,
@@ -213,7 +240,17 @@ impl Session {
             counts: CounterBatch::default(),
             max_item_bytes,
             reply_bytes: 0,
+            waker: Waker::noop().clone(),
+            may_wait: store.may_wait(),
+            waiting: false,
+            store,
         }
+    }
+
+    /// The waker the store wakes when a command this session stopped at (`Processed::waiting`)
+    /// may run again. Without one, a waiting command is retried only when `process` is called.
+    pub fn set_waker(&mut self, waker: Waker) {
+        self.waker = waker;
     }
 
     /// Handles every complete command at the start of `input`, appending replies to `out`, and
@@ -221,7 +258,7 @@ impl Session {
     /// commands, when the replies reach `REPLY_BYTES_PER_PROCESS_MAX` (`output_full`).
     pub fn process(&mut self, input: &[u8], out: &mut dyn Reply) -> Processed {
         if self.closed {
-            return Processed { consumed: 0, close: true, output_full: false };
+            return Processed { consumed: 0, close: true, ..Processed::default() };
         }
         self.now_unix_s = None;
         self.bytes_needed = None;
@@ -229,6 +266,7 @@ impl Session {
         let mut consumed = 0;
         let mut close = false;
         let mut output_full = false;
+        let mut waiting = false;
         loop {
             if self.reply_bytes >= REPLY_BYTES_PER_PROCESS_MAX && consumed < input.len() {
                 output_full = true;
@@ -251,11 +289,22 @@ impl Session {
             if self.protocol == Protocol::Undetected {
                 self.protocol = if rest[0] == crate::binary::MAGIC_REQUEST { Protocol::Binary } else { Protocol::Text };
             }
+            // Only a store that may answer Pending needs the command's start kept.
+            let mark = self.may_wait.then(|| (out.mark(), self.counts, self.reply_bytes));
             let step = match self.protocol {
                 Protocol::Text => text::process_command(self, rest, out),
                 Protocol::Binary => binary_session::process_packet(self, rest, out),
                 Protocol::Undetected => unreachable!("detected above"),
             };
+            if self.waiting {
+                let (reply_mark, counts, reply_bytes) = mark.expect("only a store that may wait answers Pending");
+                out.truncate(reply_mark);
+                self.counts = counts;
+                self.reply_bytes = reply_bytes;
+                self.waiting = false;
+                waiting = true;
+                break;
+            }
             match step {
                 Step::Done { consumed: step_consumed } => {
                     assert!(step_consumed > 0 && step_consumed <= rest.len());
@@ -283,7 +332,7 @@ impl Session {
         self.flush_counts();
         assert!(consumed <= input.len());
         assert!(!(close && output_full));
-        Processed { consumed, close, output_full }
+        Processed { consumed, close, output_full, waiting }
     }
 
     /// Handles one fabric request payload: complete binary request packets, nothing else. A payload
@@ -291,11 +340,11 @@ impl Session {
     /// the answer is to close, after the replies to the packets before.
     pub fn process_message(&mut self, payload: &[u8], out: &mut dyn Reply) -> Processed {
         if self.closed {
-            return Processed { consumed: 0, close: true, output_full: false };
+            return Processed { consumed: 0, close: true, ..Processed::default() };
         }
         if payload.first().is_some_and(|&byte| byte != crate::binary::MAGIC_REQUEST) {
             self.closed = true;
-            return Processed { consumed: 0, close: true, output_full: false };
+            return Processed { consumed: 0, close: true, ..Processed::default() };
         }
         // One request, one reply message: the reply budget of `process` does not split it.
         let mut consumed = 0;
@@ -303,7 +352,11 @@ impl Session {
             let processed = self.process(&payload[consumed..], out);
             consumed += processed.consumed;
             if processed.close {
-                return Processed { consumed, close: true, output_full: false };
+                return Processed { consumed, close: true, ..Processed::default() };
+            }
+            if processed.waiting {
+                // The caller keeps the payload and the reply and calls again from `consumed`.
+                return Processed { consumed, waiting: true, ..Processed::default() };
             }
             if !processed.output_full {
                 break;
@@ -312,9 +365,9 @@ impl Session {
         if consumed < payload.len() || self.skip_bytes > 0 {
             self.closed = true;
             self.skip_bytes = 0;
-            return Processed { consumed: payload.len(), close: true, output_full: false };
+            return Processed { consumed: payload.len(), close: true, ..Processed::default() };
         }
-        Processed { consumed, close: false, output_full: false }
+        Processed { consumed, ..Processed::default() }
     }
 
     /// After `process` left a command incomplete: the bytes, counted from the first unconsumed
@@ -484,7 +537,7 @@ mod tests {
         let processed = h.session.process(input.as_bytes(), &mut out);
         // Commands run until their values reach the budget, then the call returns.
         let within_budget = REPLY_BYTES_PER_PROCESS_MAX.div_ceil(value.len());
-        assert_eq!(processed, Processed { consumed: within_budget * 9, close: false, output_full: true });
+        assert_eq!(processed, Processed { consumed: within_budget * 9, close: false, output_full: true, waiting: false });
         assert_eq!(out.len(), within_budget * reply_bytes);
         // The rest comes with the next calls, no new input needed.
         let replies = h.send(&input.as_bytes()[processed.consumed..]);

@@ -4,6 +4,13 @@
 //! Times are absolute Unix seconds; `0` means "never expires". Converting memcached's relative or
 //! absolute `exptime` (and negative values, meaning "already expired") is the protocol layer's job:
 //! see `crate::clock`.
+//!
+//! A store with a slower tier (the SSD of the hybrid mode) never blocks the caller on it: an
+//! operation that needs a value held there answers `Pending`, having queued the read, and wakes
+//! the `waker` it was given once the value is back in memory; the caller retries the operation
+//! then. Stores without such a tier never answer `Pending` (`may_wait` is false).
+
+use std::task::Waker;
 
 /// `DeleteOptions::invalidate_exptime_unix_s` value meaning "mark stale, keep the present expiry"
 /// (meta `md <key> I` without `T`). Never a real time: exptimes fit in 32 bits.
@@ -51,6 +58,8 @@ pub enum GetOutcome {
     /// The visitor was called.
     Hit,
     Miss,
+    /// The value is being read from the slower tier: retry when the waker is woken.
+    Pending,
 }
 
 /// How a write combines with what is stored.
@@ -118,6 +127,9 @@ pub enum StoreOutcome {
     TooLarge,
     /// No memory could be freed for the item (every candidate is in use).
     OutOfMemory,
+    /// The present value (append/prepend) is being read from the slower tier: retry when the
+    /// waker is woken. Nothing was written.
+    Pending,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -161,6 +173,9 @@ pub enum ArithmeticOutcome {
     NonNumeric,
     /// `compare_cas` did not match.
     Exists,
+    /// The present value is being read from the slower tier: retry when the waker is woken.
+    /// Nothing was written.
+    Pending,
 }
 
 /// A key-value store with memcached's semantics. Implementations are shared by all worker threads.
@@ -168,14 +183,20 @@ pub trait Storage: Send + Sync + 'static {
     /// The largest item (key plus value) the store accepts, in bytes (`-I`).
     fn max_item_bytes(&self) -> usize;
 
-    /// Reads `key`. On a hit, applies `options` and calls `visit` once with the item.
-    fn get(&self, key: &[u8], options: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome;
+    /// Whether this store may answer `Pending` (it has a slower tier). Read once per session.
+    fn may_wait(&self) -> bool {
+        false
+    }
 
-    fn store(&self, request: &StoreRequest<'_>) -> StoreOutcome;
+    /// Reads `key`. On a hit, applies `options` and calls `visit` once with the item. `Pending`
+    /// (see the module doc): nothing was applied and `visit` was not called.
+    fn get(&self, key: &[u8], options: GetOptions, waker: &Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome;
+
+    fn store(&self, request: &StoreRequest<'_>, waker: &Waker) -> StoreOutcome;
 
     fn delete(&self, key: &[u8], options: DeleteOptions) -> DeleteOutcome;
 
-    fn arithmetic(&self, request: &ArithmeticRequest<'_>) -> ArithmeticOutcome;
+    fn arithmetic(&self, request: &ArithmeticRequest<'_>, waker: &Waker) -> ArithmeticOutcome;
 
     /// Invalidates every item stored at or before `at_unix_s` (0 = now), once that time comes.
     fn flush_all(&self, at_unix_s: u64);

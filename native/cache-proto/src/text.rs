@@ -253,11 +253,12 @@ fn process_retrieval(session: &mut Session, tokens: &Tokens<'_>, return_cas: boo
         return;
     }
     let store = &*session.store;
+    let waker = &session.waker;
     let counts = &mut session.counts;
     let mut reply_bytes = 0usize;
     let mut reply_full = false;
     for key in tokens.from(first_key) {
-        let outcome = store.get(key, options, &mut |item: &ItemView<'_>| {
+        let outcome = store.get(key, options, waker, &mut |item: &ItemView<'_>| {
             // Nothing bounds how often a line may name one large item: bound the reply instead.
             if reply_bytes + item.value.len() > RETRIEVAL_REPLY_BYTES_MAX {
                 reply_full = true;
@@ -268,6 +269,11 @@ fn process_retrieval(session: &mut Session, tokens: &Tokens<'_>, return_cas: boo
         });
         if reply_full {
             break;
+        }
+        if outcome == GetOutcome::Pending {
+            // The whole command runs again (its replies so far are taken back).
+            session.waiting = true;
+            return;
         }
         counts.count_retrieval(touch, outcome == GetOutcome::Hit);
     }
@@ -358,7 +364,11 @@ fn process_update(
     let exptime_unix_s = session.exptime_unix_s(i64::from(exptime));
     let mut request = StoreRequest::new(mode, key, &data[..value_bytes], flags, exptime_unix_s);
     request.compare_cas = compare_cas;
-    let outcome = session.store.store(&request);
+    let outcome = session.store.store(&request, &session.waker);
+    if outcome == StoreOutcome::Pending {
+        session.waiting = true;
+        return done(consumed);
+    }
     account_store(session, &request, outcome);
     let reply: &[u8] = match outcome {
         StoreOutcome::Stored { .. } => b"STORED",
@@ -369,6 +379,7 @@ fn process_update(
         StoreOutcome::NotFound => b"NOT_FOUND",
         StoreOutcome::TooLarge => b"SERVER_ERROR object too large for cache",
         StoreOutcome::OutOfMemory => b"SERVER_ERROR out of memory storing object",
+        StoreOutcome::Pending => unreachable!("answered above"),
     };
     reply_line(out, noreply, reply);
     done(consumed)
@@ -447,7 +458,8 @@ fn process_arithmetic(session: &mut Session, tokens: &Tokens<'_>, increment: boo
         initial: None,
         touch_exptime_unix_s: None,
     };
-    match session.store.arithmetic(&request) {
+    match session.store.arithmetic(&request, &session.waker) {
+        ArithmeticOutcome::Pending => session.waiting = true,
         ArithmeticOutcome::Value { value, .. } => {
             if increment {
                 session.counts.incr_hits += 1;
@@ -490,7 +502,8 @@ fn process_touch(session: &mut Session, tokens: &Tokens<'_>, out: &mut dyn Reply
         ..GetOptions::default()
     };
     session.counts.cmd_touch += 1;
-    match session.store.get(key, options, &mut |_| {}) {
+    match session.store.get(key, options, &session.waker, &mut |_| {}) {
+        GetOutcome::Pending => session.waiting = true,
         GetOutcome::Hit => {
             session.counts.touch_hits += 1;
             reply_line(out, noreply, b"TOUCHED");

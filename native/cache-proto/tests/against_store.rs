@@ -40,6 +40,7 @@ fn scenarios_against_cache_store() {
             max_item_bytes: 1 << 20,
             shards: Some(4),
             clock: cache_store::Clock::Manual(now_unix_s),
+            ssd: None,
         };
         Arc::new(cache_store::Store::new(config).expect("a store of 64 MiB"))
     });

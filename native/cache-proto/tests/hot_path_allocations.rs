@@ -52,7 +52,7 @@ impl Storage for ConstantStore {
         1024 * 1024
     }
 
-    fn get(&self, key: &[u8], _options: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+    fn get(&self, key: &[u8], _options: GetOptions, _waker: &std::task::Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
         visit(&ItemView {
             key,
             value: &VALUE,
@@ -68,7 +68,7 @@ impl Storage for ConstantStore {
         GetOutcome::Hit
     }
 
-    fn store(&self, _request: &StoreRequest<'_>) -> StoreOutcome {
+    fn store(&self, _request: &StoreRequest<'_>, _waker: &std::task::Waker) -> StoreOutcome {
         StoreOutcome::Stored { cas: 1 }
     }
 
@@ -76,7 +76,7 @@ impl Storage for ConstantStore {
         DeleteOutcome::Deleted
     }
 
-    fn arithmetic(&self, _request: &ArithmeticRequest<'_>) -> ArithmeticOutcome {
+    fn arithmetic(&self, _request: &ArithmeticRequest<'_>, _waker: &std::task::Waker) -> ArithmeticOutcome {
         ArithmeticOutcome::Value { value: 1, cas: 1, exptime_unix_s: 0 }
     }
 

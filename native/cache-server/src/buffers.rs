@@ -284,7 +284,7 @@ impl Output {
     /// back everything appended through it.
     pub fn reply<'a>(&'a mut self, recycler: &'a mut Recycler, scratch: &'a mut Vec<u8>, cap_bytes: usize) -> OutputReply<'a> {
         let used_before = self.used;
-        OutputReply { output: self, recycler, scratch, cap_bytes, used_before, overflowed: false }
+        OutputReply { output: self, recycler, scratch, cap_bytes, used_before, overflowed_at: None, overflow_bytes: 0 }
     }
 }
 
@@ -295,13 +295,17 @@ pub struct OutputReply<'a> {
     cap_bytes: usize,
     /// Where this reply started in the output (unsent bytes before it stay).
     used_before: usize,
-    overflowed: bool,
+    /// The reply's length (its mark) when it overflowed, if it did.
+    overflowed_at: Option<usize>,
+    /// Bytes appended to `scratch` since.
+    overflow_bytes: usize,
 }
 
 impl OutputReply<'_> {
     /// Whether the reply overflowed; if so, what it appended is removed from the output.
     pub fn finish(self) -> bool {
-        if self.overflowed {
+        let overflowed = self.overflowed_at.is_some();
+        if overflowed {
             let out = self.output;
             out.used = self.used_before.min(out.used);
             if out.used <= out.sent {
@@ -309,19 +313,43 @@ impl OutputReply<'_> {
                 out.sent = 0;
             }
         }
-        self.overflowed
+        overflowed
     }
 
     fn overflow(&mut self, len: usize) -> &mut [u8] {
-        self.overflowed = true;
+        if self.overflowed_at.is_none() {
+            self.overflowed_at = Some(self.output.used - self.used_before);
+        }
+        self.overflow_bytes += len;
         self.scratch.resize(len, 0);
         &mut self.scratch[..len]
     }
 }
 
 impl Reply for OutputReply<'_> {
+    fn mark(&self) -> usize {
+        match self.overflowed_at {
+            Some(at) => at + self.overflow_bytes,
+            None => self.output.used - self.used_before,
+        }
+    }
+
+    fn truncate(&mut self, mark: usize) {
+        assert!(mark <= self.mark());
+        if let Some(at) = self.overflowed_at {
+            if mark > at {
+                // Still past the overflow: the reply stays refused.
+                self.overflow_bytes = mark - at;
+                return;
+            }
+            self.overflowed_at = None;
+            self.overflow_bytes = 0;
+        }
+        self.output.used = self.used_before + mark;
+    }
+
     fn append(&mut self, len: usize) -> &mut [u8] {
-        if self.overflowed {
+        if self.overflowed_at.is_some() {
             return self.overflow(len);
         }
         let need = self.output.used.checked_add(len).expect("reply length overflows");

@@ -216,6 +216,16 @@ impl<'a> BufferReply<'a> {
 }
 
 impl Reply for BufferReply<'_> {
+    fn mark(&self) -> usize {
+        self.used
+    }
+
+    fn truncate(&mut self, mark: usize) {
+        assert!(mark <= self.used);
+        // After an error the reply fails as a whole; bytes go nowhere either way.
+        self.used = mark;
+    }
+
     fn append(&mut self, len: usize) -> &mut [u8] {
         if self.error.is_some() {
             return self.discard(len);

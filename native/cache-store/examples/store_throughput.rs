@@ -16,7 +16,7 @@ fn main() {
     let store = Store::new(StoreConfig { memory_limit_bytes: 1 << 30, ..StoreConfig::default() }).unwrap();
     let value = vec![b'v'; value_bytes];
     for key in 0..keys {
-        store.store(&StoreRequest::new(StoreMode::Set, format!("key:{key}").as_bytes(), &value, 0, 0));
+        store.store(&StoreRequest::new(StoreMode::Set, format!("key:{key}").as_bytes(), &value, 0, 0), std::task::Waker::noop());
     }
     for (name, set_per_mille) in [("GET", 0), ("SET", 1000), ("MIX 90:10", 100)] {
         let started = Instant::now();
@@ -34,9 +34,9 @@ fn main() {
                         key_text.clear();
                         write!(key_text, "key:{}", random % keys).unwrap();
                         if random % 1000 < set_per_mille {
-                            store.store(&StoreRequest::new(StoreMode::Set, &key_text, value, 0, 0));
+                            store.store(&StoreRequest::new(StoreMode::Set, &key_text, value, 0, 0), std::task::Waker::noop());
                         } else {
-                            store.get(&key_text, GetOptions::default(), &mut |view| copied += view.value.len());
+                            store.get(&key_text, GetOptions::default(), std::task::Waker::noop(), &mut |view| copied += view.value.len());
                         }
                     }
                     std::hint::black_box(copied);

@@ -45,6 +45,7 @@ use pool::{Pool, Victim};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 
 /// memcached's key length limit; longer keys are never stored.
 pub const KEY_BYTES_MAX: usize = 250;
@@ -89,11 +90,26 @@ pub struct StoreConfig {
     /// `SHARDS_MAX` and than a quarter of the segments (the effective count is in `stats`).
     pub shards: Option<usize>,
     pub clock: Clock,
+    /// The SSD tier (hybrid mode): when memory is full, cold values move to a log on the SSD
+    /// instead of being evicted. `None`: memory only.
+    pub ssd: Option<SsdConfig>,
+}
+
+/// Where and how large the SSD tier's log is (`--ssd-path`, `--ssd-size`).
+#[derive(Clone, Debug)]
+pub struct SsdConfig {
+    /// A directory; the log is one file in it, created afresh at start (nothing survives a
+    /// restart, as with memcached's extstore).
+    pub dir: std::path::PathBuf,
+    /// The log file's size.
+    pub size_bytes: u64,
+    /// Threads that read spilled values (and write the log): workers never wait on the SSD.
+    pub io_threads: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> StoreConfig {
-        StoreConfig { memory_limit_bytes: 64 << 20, max_item_bytes: 1 << 20, shards: None, clock: Clock::System }
+        StoreConfig { memory_limit_bytes: 64 << 20, max_item_bytes: 1 << 20, shards: None, clock: Clock::System, ssd: None }
     }
 }
 
@@ -906,7 +922,7 @@ impl Storage for Store {
         self.max_item_bytes
     }
 
-    fn get(&self, key: &[u8], options: GetOptions, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+    fn get(&self, key: &[u8], options: GetOptions, waker: &Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
         if !Self::key_is_valid(key) {
             return GetOutcome::Miss;
         }
@@ -951,7 +967,7 @@ impl Storage for Store {
         })
     }
 
-    fn store(&self, request: &StoreRequest<'_>) -> StoreOutcome {
+    fn store(&self, request: &StoreRequest<'_>, waker: &Waker) -> StoreOutcome {
         let key = request.key;
         if key.len() > KEY_BYTES_MAX || !self.fits(key.len(), request.value.len()) {
             return StoreOutcome::TooLarge;
@@ -1025,7 +1041,7 @@ impl Storage for Store {
         DeleteOutcome::Deleted
     }
 
-    fn arithmetic(&self, request: &ArithmeticRequest<'_>) -> ArithmeticOutcome {
+    fn arithmetic(&self, request: &ArithmeticRequest<'_>, waker: &Waker) -> ArithmeticOutcome {
         let key = request.key;
         if !Self::key_is_valid(key) || !self.fits(key.len(), item::DECIMAL_DIGITS_MAX) {
             return ArithmeticOutcome::NotFound;

@@ -18,7 +18,7 @@ impl Fixture {
 
     fn with_max_item(memory_limit_bytes: usize, max_item_bytes: usize, shards: Option<usize>) -> Fixture {
         let now = Arc::new(AtomicU64::new(START_UNIX_S));
-        let config = StoreConfig { memory_limit_bytes, max_item_bytes, shards, clock: Clock::Manual(now.clone()) };
+        let config = StoreConfig { memory_limit_bytes, max_item_bytes, shards, clock: Clock::Manual(now.clone()), ssd: None };
         Fixture { store: Store::new(config).unwrap(), now }
     }
 
@@ -31,7 +31,7 @@ impl Fixture {
     }
 
     fn store(&self, mode: StoreMode, key: &str, value: &[u8]) -> StoreOutcome {
-        self.store.store(&StoreRequest::new(mode, key.as_bytes(), value, 0, 0))
+        self.store.store(&StoreRequest::new(mode, key.as_bytes(), value, 0, 0), std::task::Waker::noop())
     }
 
     fn set(&self, key: &str, value: &[u8]) -> u64 {
@@ -47,7 +47,7 @@ impl Fixture {
 
     fn view(&self, key: &str, options: GetOptions) -> Option<OwnedView> {
         let mut seen = None;
-        let outcome = self.store.get(key.as_bytes(), options, &mut |view| {
+        let outcome = self.store.get(key.as_bytes(), options, std::task::Waker::noop(), &mut |view| {
             assert!(seen.is_none(), "the visitor is called once");
             assert_eq!(view.key, key.as_bytes());
             seen = Some(OwnedView::from(view));
@@ -65,7 +65,7 @@ impl Fixture {
             new_cas: None,
             initial: None,
             touch_exptime_unix_s: None,
-        })
+        }, std::task::Waker::noop())
     }
 
     fn stat(&self, name: &str) -> u64 {
@@ -158,7 +158,7 @@ fn set_get_keeps_flags_expiry_and_a_fresh_cas() {
     let fixture = Fixture::new(8 * MIB, None);
     let store = &fixture.store;
     let exptime = fixture.now() + 100;
-    let outcome = store.store(&StoreRequest::new(StoreMode::Set, b"key", b"value", 0xdead_beef, exptime));
+    let outcome = store.store(&StoreRequest::new(StoreMode::Set, b"key", b"value", 0xdead_beef, exptime), std::task::Waker::noop());
     let StoreOutcome::Stored { cas } = outcome else { panic!("{outcome:?}") };
     let view = fixture.view("key", GetOptions::default()).unwrap();
     assert_eq!(view.value, b"value");
@@ -208,7 +208,7 @@ fn add_and_replace_depend_on_presence() {
     assert_eq!(fixture.get("key"), Some(b"4".to_vec()));
     // An expired item is absent for add.
     let store = &fixture.store;
-    store.store(&StoreRequest::new(StoreMode::Set, b"short", b"1", 0, fixture.now() + 1));
+    store.store(&StoreRequest::new(StoreMode::Set, b"short", b"1", 0, fixture.now() + 1), std::task::Waker::noop());
     fixture.advance(1);
     assert!(matches!(fixture.store(StoreMode::Add, "short", b"2"), StoreOutcome::Stored { .. }));
     assert_eq!(fixture.get("short"), Some(b"2".to_vec()));
@@ -216,9 +216,9 @@ fn add_and_replace_depend_on_presence() {
     // Add ignores a CAS (memcached), and a failed add counts as an access.
     let mut request = StoreRequest::new(StoreMode::Add, b"fresh", b"1", 0, 0);
     request.compare_cas = Some(12345);
-    assert!(matches!(store.store(&request), StoreOutcome::Stored { .. }));
+    assert!(matches!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { .. }));
     fixture.advance(5);
-    assert_eq!(store.store(&request), StoreOutcome::NotStored);
+    assert_eq!(store.store(&request, std::task::Waker::noop()), StoreOutcome::NotStored);
     let no_bump = GetOptions { no_bump: true, ..GetOptions::default() };
     assert_eq!(fixture.view("fresh", no_bump).unwrap().last_access_unix_s, fixture.now());
     store.check_invariants();
@@ -232,27 +232,27 @@ fn append_and_prepend_keep_flags_and_expiry() {
     assert_eq!(fixture.store(StoreMode::Prepend, "key", b"x"), StoreOutcome::NotStored);
     assert_eq!(fixture.get("key"), None);
     let exptime = fixture.now() + 50;
-    store.store(&StoreRequest::new(StoreMode::Set, b"key", b"middle", 7, exptime));
+    store.store(&StoreRequest::new(StoreMode::Set, b"key", b"middle", 7, exptime), std::task::Waker::noop());
     let before = fixture.view("key", GetOptions::default()).unwrap();
     let request = StoreRequest::new(StoreMode::Append, b"key", b">>", 99, 0);
-    let StoreOutcome::Stored { cas } = store.store(&request) else { panic!() };
+    let StoreOutcome::Stored { cas } = store.store(&request, std::task::Waker::noop()) else { panic!() };
     assert!(cas > before.cas);
     let request = StoreRequest::new(StoreMode::Prepend, b"key", b"<<", 98, 1);
-    store.store(&request);
+    store.store(&request, std::task::Waker::noop());
     let after = fixture.view("key", GetOptions::default()).unwrap();
     assert_eq!(after.value, b"<<middle>>");
     assert_eq!((after.flags, after.exptime_unix_s), (7, exptime));
     // Meta N: append vivifies a missing item with the request's value and the given expiry.
     let mut request = StoreRequest::new(StoreMode::Append, b"new", b"first", 3, 0);
     request.vivify_exptime_unix_s = Some(exptime + 1);
-    assert!(matches!(store.store(&request), StoreOutcome::Stored { .. }));
+    assert!(matches!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { .. }));
     let view = fixture.view("new", GetOptions::default()).unwrap();
     assert_eq!((view.value.as_slice(), view.flags, view.exptime_unix_s), (&b"first"[..], 3, exptime + 1));
     // ... even with a CAS to compare (there is nothing to compare it with).
     let mut request = StoreRequest::new(StoreMode::Prepend, b"newer", b"v", 0, 0);
     request.vivify_exptime_unix_s = Some(0);
     request.compare_cas = Some(99);
-    assert!(matches!(store.store(&request), StoreOutcome::Stored { .. }));
+    assert!(matches!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { .. }));
     assert_eq!(fixture.get("newer"), Some(b"v".to_vec()));
     // Appending to a stale item keeps it stale, with its win token state.
     let invalidate = DeleteOptions { invalidate_exptime_unix_s: Some(EXPTIME_KEEP), ..DeleteOptions::default() };
@@ -277,7 +277,7 @@ fn compare_and_swap() {
     let cas_request = |value: &'static [u8], compare_cas: u64| {
         let mut request = StoreRequest::new(StoreMode::Set, b"key", value, 0, 0);
         request.compare_cas = Some(compare_cas);
-        store.store(&request)
+        store.store(&request, std::task::Waker::noop())
     };
     assert_eq!(cas_request(b"1", 1), StoreOutcome::NotFound);
     let cas = fixture.set("key", b"0");
@@ -291,14 +291,14 @@ fn compare_and_swap() {
     // Append with a CAS; add with a matching CAS on a present item is still not stored.
     let mut request = StoreRequest::new(StoreMode::Append, b"key", b"+", 0, 0);
     request.compare_cas = Some(cas);
-    assert_eq!(store.store(&request), StoreOutcome::Exists);
+    assert_eq!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Exists);
     request.compare_cas = Some(swapped);
-    assert!(matches!(store.store(&request), StoreOutcome::Stored { .. }));
+    assert!(matches!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { .. }));
     assert_eq!(fixture.get("key"), Some(b"2+".to_vec()));
     // Meta E: the client picks the new CAS.
     let mut request = StoreRequest::new(StoreMode::Set, b"key", b"e", 0, 0);
     request.new_cas = Some(12345);
-    assert_eq!(store.store(&request), StoreOutcome::Stored { cas: 12345 });
+    assert_eq!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { cas: 12345 });
     assert_eq!(fixture.view("key", GetOptions::default()).unwrap().cas, 12345);
 }
 
@@ -321,9 +321,9 @@ fn invalidation_marks_stale_and_hands_out_one_win_token() {
     // and the token; a current CAS replaces the stale item with a fresh one.
     let mut request = StoreRequest::new(StoreMode::Set, b"key", b"late", 0, 0);
     request.compare_cas = Some(cas);
-    assert_eq!(store.store(&request), StoreOutcome::Exists, "without invalidate");
+    assert_eq!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Exists, "without invalidate");
     request.invalidate = true;
-    let StoreOutcome::Stored { cas: late_cas } = store.store(&request) else { panic!() };
+    let StoreOutcome::Stored { cas: late_cas } = store.store(&request, std::task::Waker::noop()) else { panic!() };
     let view = fixture.view("key", GetOptions::default()).unwrap();
     assert_eq!(view.value, b"late");
     assert!(view.stale && view.win_token_sent && !view.win);
@@ -331,7 +331,7 @@ fn invalidation_marks_stale_and_hands_out_one_win_token() {
     let mut request = StoreRequest::new(StoreMode::Set, b"key", b"fresh", 0, 0);
     request.compare_cas = Some(late_cas);
     request.invalidate = true;
-    assert!(matches!(store.store(&request), StoreOutcome::Stored { .. }));
+    assert!(matches!(store.store(&request, std::task::Waker::noop()), StoreOutcome::Stored { .. }));
     let view = fixture.view("key", GetOptions::default()).unwrap();
     assert!(!view.stale && !view.win && !view.win_token_sent);
     // Invalidation with a chosen CAS, keeping the expiry.
@@ -366,10 +366,10 @@ fn items_expire_lazily_and_are_counted() {
     let fixture = Fixture::new(8 * MIB, None);
     let store = &fixture.store;
     let now = fixture.now();
-    store.store(&StoreRequest::new(StoreMode::Set, b"read", b"v", 0, now + 10));
-    store.store(&StoreRequest::new(StoreMode::Set, b"unread", b"v", 0, now + 10));
-    store.store(&StoreRequest::new(StoreMode::Set, b"forever", b"v", 0, 0));
-    store.store(&StoreRequest::new(StoreMode::Set, b"past", b"v", 0, now - 1));
+    store.store(&StoreRequest::new(StoreMode::Set, b"read", b"v", 0, now + 10), std::task::Waker::noop());
+    store.store(&StoreRequest::new(StoreMode::Set, b"unread", b"v", 0, now + 10), std::task::Waker::noop());
+    store.store(&StoreRequest::new(StoreMode::Set, b"forever", b"v", 0, 0), std::task::Waker::noop());
+    store.store(&StoreRequest::new(StoreMode::Set, b"past", b"v", 0, now - 1), std::task::Waker::noop());
     assert_eq!(fixture.get("past"), None, "stored already expired");
     assert!(fixture.get("read").is_some());
     fixture.advance(9);
@@ -384,7 +384,7 @@ fn items_expire_lazily_and_are_counted() {
     assert_eq!(fixture.stat("expired_unfetched"), 2, "past and unread");
     assert_eq!(fixture.stat("get_expired"), 3);
     // Touch extends, and arithmetic and delete see expiry too.
-    store.store(&StoreRequest::new(StoreMode::Set, b"touched", b"5", 0, fixture.now() + 5));
+    store.store(&StoreRequest::new(StoreMode::Set, b"touched", b"5", 0, fixture.now() + 5), std::task::Waker::noop());
     let touch = GetOptions { touch_exptime_unix_s: Some(fixture.now() + 100), ..GetOptions::default() };
     assert_eq!(fixture.view("touched", touch).unwrap().exptime_unix_s, fixture.now() + 100);
     fixture.advance(50);
@@ -448,7 +448,7 @@ fn incr_and_decr_on_decimal_values() {
     let fixture = Fixture::new(8 * MIB, None);
     let store = &fixture.store;
     assert_eq!(fixture.arithmetic("n", true, 1), ArithmeticOutcome::NotFound);
-    store.store(&StoreRequest::new(StoreMode::Set, b"n", b"99", 5, fixture.now() + 60));
+    store.store(&StoreRequest::new(StoreMode::Set, b"n", b"99", 5, fixture.now() + 60), std::task::Waker::noop());
     let ArithmeticOutcome::Value { value, cas, exptime_unix_s } = fixture.arithmetic("n", true, 1) else { panic!() };
     assert_eq!((value, exptime_unix_s), (100, fixture.now() + 60));
     let view = fixture.view("n", GetOptions::default()).unwrap();
@@ -483,11 +483,11 @@ fn incr_and_decr_on_decimal_values() {
         initial: None,
         touch_exptime_unix_s: None,
     };
-    assert_eq!(store.arithmetic(&request), ArithmeticOutcome::Exists);
+    assert_eq!(store.arithmetic(&request, std::task::Waker::noop()), ArithmeticOutcome::Exists);
     request.compare_cas = Some(cas);
     request.new_cas = Some(5000);
     request.touch_exptime_unix_s = Some(fixture.now() + 7);
-    let outcome = store.arithmetic(&request);
+    let outcome = store.arithmetic(&request, std::task::Waker::noop());
     assert_eq!(outcome, ArithmeticOutcome::Value { value: 11, cas: 5000, exptime_unix_s: fixture.now() + 7 });
     let request = ArithmeticRequest {
         key: b"fresh",
@@ -498,8 +498,8 @@ fn incr_and_decr_on_decimal_values() {
         initial: Some((42, 0)),
         touch_exptime_unix_s: None,
     };
-    assert_eq!(value_of(store.arithmetic(&request)), 42, "created with the initial value");
-    assert_eq!(value_of(store.arithmetic(&request)), 37);
+    assert_eq!(value_of(store.arithmetic(&request, std::task::Waker::noop())), 42, "created with the initial value");
+    assert_eq!(value_of(store.arithmetic(&request, std::task::Waker::noop())), 37);
     assert_eq!(fixture.get("fresh"), Some(b"37".to_vec()));
     store.check_invariants();
 }
@@ -520,7 +520,7 @@ fn meta_vivify_recache_and_no_bump() {
     let vivify_and_touch = GetOptions { touch_exptime_unix_s: Some(exptime + 5), ..vivify };
     assert_eq!(fixture.view("other", vivify_and_touch).unwrap().exptime_unix_s, exptime + 5);
     // The winner stores the real value: the token is spent with the old item.
-    fixture.store.store(&StoreRequest::new(StoreMode::Set, b"key", b"real", 0, exptime));
+    fixture.store.store(&StoreRequest::new(StoreMode::Set, b"key", b"real", 0, exptime), std::task::Waker::noop());
     // Recache: below the remaining TTL the first reader wins, later ones see Z.
     let recache = GetOptions { recache_below_ttl_s: Some(10), ..GetOptions::default() };
     let view = fixture.view("key", recache).unwrap();
@@ -532,7 +532,7 @@ fn meta_vivify_recache_and_no_bump() {
     assert!(!view.win && view.win_token_sent);
     // A touch comes first: extending the TTL in the same read wins nothing.
     fixture.set("touched", b"v");
-    fixture.store.store(&StoreRequest::new(StoreMode::Set, b"touched", b"v", 0, fixture.now() + 5));
+    fixture.store.store(&StoreRequest::new(StoreMode::Set, b"touched", b"v", 0, fixture.now() + 5), std::task::Waker::noop());
     let touch_and_recache = GetOptions { touch_exptime_unix_s: Some(fixture.now() + 100), ..recache };
     let view = fixture.view("touched", touch_and_recache).unwrap();
     assert!(!view.win && view.exptime_unix_s == fixture.now() + 100);
@@ -720,7 +720,7 @@ fn threads_hammering_overlapping_keys_see_only_written_values() {
                     let key_text = format!("key{key}");
                     match random.below(10) {
                         0..=4 => {
-                            let found = store.get(key_text.as_bytes(), GetOptions::default(), &mut |view| {
+                            let found = store.get(key_text.as_bytes(), GetOptions::default(), std::task::Waker::noop(), &mut |view| {
                                 check_versioned(key, view.value);
                             });
                             let _ = found;
@@ -729,7 +729,7 @@ fn threads_hammering_overlapping_keys_see_only_written_values() {
                             let length = [10, 100, 3000, 20_000][random.below(4) as usize];
                             let value = versioned_value(key, thread << 32 | step, length);
                             let outcome =
-                                store.store(&StoreRequest::new(StoreMode::Set, key_text.as_bytes(), &value, 0, 0));
+                                store.store(&StoreRequest::new(StoreMode::Set, key_text.as_bytes(), &value, 0, 0), std::task::Waker::noop());
                             assert!(matches!(outcome, StoreOutcome::Stored { .. }), "{outcome:?}");
                         }
                         8 => {
@@ -739,12 +739,12 @@ fn threads_hammering_overlapping_keys_see_only_written_values() {
                             // Compare-and-swap with what was just read.
                             let mut seen_cas = None;
                             store
-                                .get(key_text.as_bytes(), GetOptions::default(), &mut |view| seen_cas = Some(view.cas));
+                                .get(key_text.as_bytes(), GetOptions::default(), std::task::Waker::noop(), &mut |view| seen_cas = Some(view.cas));
                             if let Some(cas) = seen_cas {
                                 let value = versioned_value(key, thread << 32 | step, 50);
                                 let mut request = StoreRequest::new(StoreMode::Set, key_text.as_bytes(), &value, 0, 0);
                                 request.compare_cas = Some(cas);
-                                let outcome = store.store(&request);
+                                let outcome = store.store(&request, std::task::Waker::noop());
                                 assert!(matches!(
                                     outcome,
                                     StoreOutcome::Stored { .. } | StoreOutcome::Exists | StoreOutcome::NotFound
@@ -783,14 +783,14 @@ fn concurrent_incr_and_cas_loops_lose_no_update() {
                     // A read-modify-write loop on CAS.
                     loop {
                         let mut seen = None;
-                        store.get(b"cas-counter", GetOptions::default(), &mut |view| {
+                        store.get(b"cas-counter", GetOptions::default(), std::task::Waker::noop(), &mut |view| {
                             seen = Some((item::parse_counter(view.value).unwrap(), view.cas));
                         });
                         let (number, cas) = seen.unwrap();
                         let next = (number + 1).to_string();
                         let mut request = StoreRequest::new(StoreMode::Set, b"cas-counter", next.as_bytes(), 0, 0);
                         request.compare_cas = Some(cas);
-                        match store.store(&request) {
+                        match store.store(&request, std::task::Waker::noop()) {
                             StoreOutcome::Stored { .. } => break,
                             StoreOutcome::Exists => continue,
                             other => panic!("{other:?}"),
@@ -857,7 +857,7 @@ fn random_operations_match_a_hash_map_model() {
         match random.below(12) {
             0 | 1 => {
                 let mut seen = None;
-                let outcome = store.get(&key, GetOptions::default(), &mut |view| seen = Some(OwnedView::from(view)));
+                let outcome = store.get(&key, GetOptions::default(), std::task::Waker::noop(), &mut |view| seen = Some(OwnedView::from(view)));
                 match (&present, seen) {
                     (None, None) => assert_eq!(outcome, GetOutcome::Miss),
                     (Some(item), Some(view)) => {
@@ -880,7 +880,7 @@ fn random_operations_match_a_hash_map_model() {
                 } else if compare == 1 {
                     request.compare_cas = Some(present.as_ref().map_or(1, |item| item.cas + 1));
                 }
-                let outcome = store.store(&request);
+                let outcome = store.store(&request, std::task::Waker::noop());
                 let compare_cas = if mode == StoreMode::Add { None } else { request.compare_cas };
                 let expected = match (&present, compare_cas) {
                     (None, Some(_)) => Err(StoreOutcome::NotFound),

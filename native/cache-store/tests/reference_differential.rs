@@ -79,7 +79,7 @@ impl History {
 
 fn read(store: &dyn Storage, key: &[u8], options: GetOptions) -> Option<(Seen, u64)> {
     let mut seen = None;
-    let outcome = store.get(key, options, &mut |view: &ItemView<'_>| {
+    let outcome = store.get(key, options, std::task::Waker::noop(), &mut |view: &ItemView<'_>| {
         seen = Some((
             Seen {
                 value: view.value.to_vec(),
@@ -209,7 +209,7 @@ fn the_store_behaves_as_the_reference_store() {
                     request.invalidate = invalidate && mode == StoreMode::Set && request.compare_cas.is_some();
                     request.new_cas = new_cas;
                     request.vivify_exptime_unix_s = vivify_exptime_unix_s;
-                    side.store(&request)
+                    side.store(&request, std::task::Waker::noop())
                 });
                 let line = format!(
                     "{step} @{now_unix_s}: {mode:?} {} B exp {exptime_unix_s} cas {chosen:?} inv {invalidate} viv {:?} -> {ours:?}",
@@ -262,7 +262,7 @@ fn the_store_behaves_as_the_reference_store() {
                         initial,
                         touch_exptime_unix_s,
                     };
-                    arithmetic_without_cas(side.arithmetic(&request), new_cas)
+                    arithmetic_without_cas(side.arithmetic(&request, std::task::Waker::noop()), new_cas)
                 });
                 let line = format!(
                     "{step} @{now_unix_s}: incr {increment} {delta} init {initial:?} cas {chosen:?} -> {ours:?}"

@@ -30,7 +30,7 @@ fn a_full_store_stays_within_its_memory_limit() {
             use std::fmt::Write;
             key.clear();
             write!(key, "key:{count}").unwrap();
-            let outcome = store.store(&StoreRequest::new(StoreMode::Set, key.as_bytes(), &value, 0, 0));
+            let outcome = store.store(&StoreRequest::new(StoreMode::Set, key.as_bytes(), &value, 0, 0), std::task::Waker::noop());
             assert!(matches!(outcome, StoreOutcome::Stored { .. }), "{outcome:?}");
             written_bytes += value_bytes + 48;
             count += 1;
