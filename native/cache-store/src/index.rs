@@ -183,7 +183,6 @@ impl Index {
         self.count = 0;
     }
 
-    #[cfg(test)]
     pub(crate) fn location_if_occupied(&self, slot: usize) -> Option<u64> {
         let entry = self.entry(slot);
         (entry != 0).then(|| Self::entry_location(entry))

@@ -7,9 +7,16 @@
 //! ```
 //!
 //! Times are Unix seconds in 32 bits (enough until 2106; later times are clamped to the last
-//! second). The value is reached only through `value_location`, the place where a later SSD tier
-//! plugs in: with `bits::VALUE_EXTERNAL` set, the arena would hold a fixed-size descriptor (log
-//! offset, length, checksum) instead of the value while the key and header stay in memory.
+//! second).
+//!
+//! With the SSD tier, two bits change the layout after the key:
+//! - `bits::LOGGED`: a 16-byte `Descriptor` (where the value's record is in the SSD log) follows
+//!   the key. An item read back from the SSD keeps it: while the record stays valid, the item
+//!   goes back to the SSD without being written again.
+//! - `bits::VALUE_EXTERNAL` (only with `LOGGED`): the value is not in the arena at all; the item is
+//!   header, key and descriptor (the per-item metadata the hybrid mode keeps in memory).
+//!
+//! `value_bytes` is the value's length wherever the value is.
 
 use std::mem::size_of;
 
@@ -42,15 +49,38 @@ pub(crate) mod bits {
     pub(crate) const STALE: u8 = 1 << 2;
     /// The win token (meta `W`) was handed out; later readers see `Z`.
     pub(crate) const WIN_SENT: u8 = 1 << 3;
-    /// Reserved for the SSD tier: the value lives outside the arena.
-    #[allow(dead_code)]
+    /// The value is not in the arena, only in the SSD log (requires `LOGGED`).
     pub(crate) const VALUE_EXTERNAL: u8 = 1 << 4;
+    /// A descriptor of the value's record in the SSD log follows the key.
+    pub(crate) const LOGGED: u8 = 1 << 5;
 }
 
-/// Bytes an item occupies in a segment.
+/// Where an item's value is in the SSD log: the record's byte offset in the log file, its length,
+/// and the generation of its log segment when written (a segment dropped or compacted since has
+/// a newer generation, and the descriptor is then stale).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    pub(crate) offset_bytes: u64,
+    pub(crate) record_bytes: u32,
+    pub(crate) generation: u32,
+}
+
+pub(crate) const DESCRIPTOR_BYTES: usize = 16;
+const _: () = assert!(size_of::<Descriptor>() == DESCRIPTOR_BYTES);
+
+/// Bytes an item occupies in a segment (value in the arena, no descriptor).
 #[inline]
 pub(crate) fn item_bytes(key_bytes: usize, value_bytes: usize) -> usize {
     (HEADER_BYTES + key_bytes + value_bytes).next_multiple_of(ALIGN_BYTES)
+}
+
+/// Bytes an item with these bits occupies in a segment.
+#[inline]
+pub(crate) fn item_bytes_with(key_bytes: usize, value_bytes: usize, item_bits: u8) -> usize {
+    let descriptor_bytes = if item_bits & bits::LOGGED != 0 { DESCRIPTOR_BYTES } else { 0 };
+    let arena_value_bytes = if item_bits & bits::VALUE_EXTERNAL != 0 { 0 } else { value_bytes };
+    (HEADER_BYTES + key_bytes + descriptor_bytes + arena_value_bytes).next_multiple_of(ALIGN_BYTES)
 }
 
 /// A time for the header: Unix seconds clamped to 32 bits.
@@ -59,11 +89,6 @@ pub(crate) fn time_s32(unix_s: u64) -> u32 {
     unix_s.min(u32::MAX as u64) as u32
 }
 
-/// Where an item's value is (see the module doc).
-pub(crate) enum ValueLocation {
-    /// In the arena, right after the key.
-    Inline { offset_bytes: usize },
-}
 
 /// An item in the arena. Valid while the caller holds the lock of the shard that owns the item's
 /// segment (or owns the segment outright); the accessors rely on that.
@@ -97,7 +122,34 @@ impl ItemPtr {
     #[inline]
     pub(crate) fn total_bytes(&self) -> usize {
         let header = self.header();
-        item_bytes(header.key_bytes as usize, header.value_bytes as usize)
+        item_bytes_with(header.key_bytes as usize, header.value_bytes as usize, header.bits)
+    }
+
+    #[inline]
+    pub(crate) fn is_external(&self) -> bool {
+        self.header().bits & bits::VALUE_EXTERNAL != 0
+    }
+
+    /// The SSD record of the value, if the item has one (it may be stale: see `Descriptor`).
+    #[inline]
+    pub(crate) fn descriptor(&self) -> Option<Descriptor> {
+        let header = self.header();
+        if header.bits & bits::LOGGED == 0 {
+            return None;
+        }
+        // SAFETY: see `new`; a LOGGED item has a descriptor after the key (8-byte aligned: not
+        // necessarily, so read unaligned).
+        Some(unsafe { std::ptr::read_unaligned(self.start.add(HEADER_BYTES + header.key_bytes as usize) as *const Descriptor) })
+    }
+
+    /// Points the item at its record's new place (SSD log compaction).
+    pub(crate) fn set_descriptor(&self, descriptor: Descriptor) {
+        let header = self.header();
+        assert!(header.bits & bits::LOGGED != 0);
+        // SAFETY: as in `descriptor`; the caller holds the shard lock (only accessor).
+        unsafe {
+            std::ptr::write_unaligned(self.start.add(HEADER_BYTES + header.key_bytes as usize) as *mut Descriptor, descriptor)
+        }
     }
 
     #[inline]
@@ -107,33 +159,30 @@ impl ItemPtr {
         unsafe { std::slice::from_raw_parts(self.start.add(HEADER_BYTES), key_bytes) }
     }
 
+    /// Where the value starts in the item (after the key, and the descriptor if any).
     #[inline]
-    pub(crate) fn value_location(&self) -> ValueLocation {
-        let header = self.header();
-        debug_assert_eq!(header.bits & bits::VALUE_EXTERNAL, 0);
-        ValueLocation::Inline { offset_bytes: HEADER_BYTES + header.key_bytes as usize }
+    fn value_offset_bytes(header: &ItemHeader) -> usize {
+        let descriptor_bytes = if header.bits & bits::LOGGED != 0 { DESCRIPTOR_BYTES } else { 0 };
+        HEADER_BYTES + header.key_bytes as usize + descriptor_bytes
     }
 
+    /// The value, which must be in the arena (not `is_external`).
     #[inline]
     pub(crate) fn value<'a>(&self) -> &'a [u8] {
-        let value_bytes = self.header().value_bytes as usize;
-        match self.value_location() {
-            // SAFETY: see `new`; the value follows the key.
-            ValueLocation::Inline { offset_bytes } => unsafe {
-                std::slice::from_raw_parts(self.start.add(offset_bytes), value_bytes)
-            },
-        }
+        let header = self.header();
+        assert_eq!(header.bits & bits::VALUE_EXTERNAL, 0, "the value is on the SSD");
+        // SAFETY: see `new`; the value follows the key (and descriptor).
+        unsafe { std::slice::from_raw_parts(self.start.add(Self::value_offset_bytes(&header)), header.value_bytes as usize) }
     }
 
     /// The value's bytes for an in-place rewrite of the same length (incr/decr).
     #[inline]
     pub(crate) fn value_mut<'a>(&self) -> &'a mut [u8] {
-        let value_bytes = self.header().value_bytes as usize;
-        match self.value_location() {
-            // SAFETY: see `new`; the shard lock makes this the only access to the item.
-            ValueLocation::Inline { offset_bytes } => unsafe {
-                std::slice::from_raw_parts_mut(self.start.add(offset_bytes), value_bytes)
-            },
+        let header = self.header();
+        assert_eq!(header.bits & (bits::VALUE_EXTERNAL | bits::LOGGED), 0, "rewrite in place only unlogged values");
+        // SAFETY: see `new`; the shard lock makes this the only access to the item.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.start.add(Self::value_offset_bytes(&header)), header.value_bytes as usize)
         }
     }
 
@@ -143,16 +192,44 @@ impl ItemPtr {
     /// `start` is 8-byte aligned, owned by the caller, with `item_bytes(..)` bytes of room that
     /// do not overlap the source slices (which may lie elsewhere in the arena).
     pub(crate) unsafe fn write(start: *mut u8, header: ItemHeader, key: &[u8], value_parts: [&[u8]; 2]) -> ItemPtr {
+        assert_eq!(header.bits & (bits::VALUE_EXTERNAL | bits::LOGGED), 0);
+        Self::write_with(start, header, key, None, value_parts)
+    }
+
+    /// Writes a whole item with a descriptor when `header.bits` has `LOGGED`, and the value
+    /// unless it has `VALUE_EXTERNAL` (then `value_parts` are empty and `value_bytes` is the
+    /// value's length on the SSD).
+    ///
+    /// # Safety
+    /// As `write`, with `item_bytes_with(..)` bytes of room.
+    pub(crate) unsafe fn write_with(
+        start: *mut u8,
+        header: ItemHeader,
+        key: &[u8],
+        descriptor: Option<Descriptor>,
+        value_parts: [&[u8]; 2],
+    ) -> ItemPtr {
         debug_assert_eq!(start as usize % ALIGN_BYTES, 0);
         assert_eq!(header.key_bytes as usize, key.len());
-        assert_eq!(header.value_bytes as usize, value_parts[0].len() + value_parts[1].len());
+        assert_eq!(header.bits & bits::LOGGED != 0, descriptor.is_some());
+        let external = header.bits & bits::VALUE_EXTERNAL != 0;
+        assert!(!external || descriptor.is_some());
+        let parts_bytes = value_parts[0].len() + value_parts[1].len();
+        assert_eq!(if external { 0 } else { header.value_bytes as usize }, parts_bytes);
         *(start as *mut ItemHeader) = header;
         let mut cursor = start.add(HEADER_BYTES);
-        for part in [key, value_parts[0], value_parts[1]] {
+        // memmove: moving an item out to the SSD rewrites it at or below its old place.
+        std::ptr::copy(key.as_ptr(), cursor, key.len());
+        cursor = cursor.add(key.len());
+        if let Some(descriptor) = descriptor {
+            std::ptr::write_unaligned(cursor as *mut Descriptor, descriptor);
+            cursor = cursor.add(DESCRIPTOR_BYTES);
+        }
+        for part in value_parts {
             std::ptr::copy_nonoverlapping(part.as_ptr(), cursor, part.len());
             cursor = cursor.add(part.len());
         }
-        let end = start.add(item_bytes(key.len(), header.value_bytes as usize));
+        let end = start.add(item_bytes_with(key.len(), header.value_bytes as usize, header.bits));
         while cursor < end {
             *cursor = 0;
             cursor = cursor.add(1);

@@ -27,10 +27,15 @@
 //! 8 bytes at a load between 3/8 and 3/4 (11 to 21 bytes per item).
 
 mod arena;
+mod crc32c;
 mod hash;
 mod index;
 mod item;
 mod pool;
+mod ssd;
+#[cfg(test)]
+mod ssd_tests;
+mod tier;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +46,7 @@ use cache_proto::storage::{
 };
 use index::{index_hash, Index};
 use item::{bits, item_bytes, time_s32, ItemHeader, ItemPtr, HEADER_BYTES};
+pub use ssd::LOG_FILE_NAME;
 use pool::{Pool, Victim};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -118,6 +124,8 @@ pub enum StoreError {
     Config(String),
     /// The arena or an index table could not be mapped.
     Map(std::io::Error),
+    /// The SSD log could not be created, reserved or locked, or its threads started.
+    Ssd(std::io::Error),
 }
 
 impl fmt::Display for StoreError {
@@ -125,6 +133,7 @@ impl fmt::Display for StoreError {
         match self {
             StoreError::Config(reason) => write!(formatter, "invalid store configuration: {reason}"),
             StoreError::Map(error) => write!(formatter, "cannot map the store's memory: {error}"),
+            StoreError::Ssd(error) => write!(formatter, "cannot set up the SSD tier: {error}"),
         }
     }
 }
@@ -156,6 +165,18 @@ struct ShardCounters {
     get_flushed: u64,
     /// Live items moved to the active segment when their segment was recycled.
     items_copied_forward: u64,
+    /// Items whose value is only on the SSD (linked now).
+    ssd_items: u64,
+    /// Cold items whose value was written to the SSD log instead of being evicted.
+    ssd_spills: u64,
+    /// Cold items moved out of memory without a write (their record was still valid).
+    ssd_demotions: u64,
+    /// Items read back from the SSD into memory.
+    ssd_promotions: u64,
+    /// Items whose record was dropped with its log segment (or failed its check): now misses.
+    ssd_items_lost: u64,
+    /// Items with only a header in memory evicted for want of memory for headers.
+    ssd_header_evictions: u64,
 }
 
 impl ShardCounters {
@@ -170,6 +191,12 @@ impl ShardCounters {
         self.get_expired += other.get_expired;
         self.get_flushed += other.get_flushed;
         self.items_copied_forward += other.items_copied_forward;
+        self.ssd_items += other.ssd_items;
+        self.ssd_spills += other.ssd_spills;
+        self.ssd_demotions += other.ssd_demotions;
+        self.ssd_promotions += other.ssd_promotions;
+        self.ssd_items_lost += other.ssd_items_lost;
+        self.ssd_header_evictions += other.ssd_header_evictions;
     }
 }
 
@@ -216,8 +243,15 @@ enum Death {
     Flushed,
 }
 
-/// The store; share it between threads (`Arc<Store>`), it does its own locking.
+/// The store; share it between threads (`Arc<Store>`), it does its own locking. With an SSD tier
+/// it owns the tier's I/O threads (stopped when it is dropped).
 pub struct Store {
+    core: Arc<StoreCore>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The store's state, shared by its users and its SSD tier's I/O threads (reached through `Store`).
+pub struct StoreCore {
     memory_limit_bytes: usize,
     max_item_bytes: usize,
     segment_bytes: usize,
@@ -242,12 +276,27 @@ pub struct Store {
     flush_lock: Mutex<()>,
     hash_seed: u64,
     clock: Clock,
+    /// The SSD tier's log (hybrid mode).
+    ssd: Option<ssd::Log>,
+    /// Threads reading spilled values.
+    io_threads: usize,
 }
 
 const _: () = {
     const fn send_and_sync<T: Send + Sync>() {}
     send_and_sync::<Store>();
+    send_and_sync::<StoreCore>();
 };
+
+/// Warnings on stderr, at most `WARNINGS_MAX` per process (a failing disk must not flood the log;
+/// the `stats` counters keep counting).
+fn warn_limited(message: &str) {
+    const WARNINGS_MAX: u32 = 20;
+    static WARNINGS: AtomicU32 = AtomicU32::new(0);
+    if WARNINGS.fetch_add(1, Relaxed) < WARNINGS_MAX {
+        eprintln!("[slipstream-cache WARN] {message}");
+    }
+}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic under a lock leaves the store's invariants unchecked: fail loudly everywhere.
@@ -263,9 +312,71 @@ fn coarse_realtime_s() -> u64 {
 }
 
 impl Store {
-    /// Maps the arena (address space only: memory becomes resident as items are written).
-    /// Fails on a configuration outside the limits above or when the kernel refuses the mapping.
+    /// Maps the arena (address space only: memory becomes resident as items are written), and
+    /// with an SSD tier creates its log and starts its threads. Fails on a configuration outside
+    /// the limits above, or when the kernel refuses the mapping or the log.
     pub fn new(config: StoreConfig) -> Result<Store, StoreError> {
+        let core = Arc::new(StoreCore::new(config)?);
+        let threads = tier::start_threads(&core).map_err(StoreError::Ssd)?;
+        Ok(Store { core, threads })
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(log) = &self.core.ssd {
+            log.shut_down();
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = StoreCore;
+
+    fn deref(&self) -> &StoreCore {
+        &self.core
+    }
+}
+
+impl Storage for Store {
+    fn max_item_bytes(&self) -> usize {
+        self.core.max_item_bytes()
+    }
+
+    fn may_wait(&self) -> bool {
+        self.core.may_wait()
+    }
+
+    fn get(&self, key: &[u8], options: GetOptions, waker: &Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
+        self.core.get(key, options, waker, visit)
+    }
+
+    fn store(&self, request: &StoreRequest<'_>, waker: &Waker) -> StoreOutcome {
+        self.core.store(request, waker)
+    }
+
+    fn delete(&self, key: &[u8], options: DeleteOptions) -> DeleteOutcome {
+        self.core.delete(key, options)
+    }
+
+    fn arithmetic(&self, request: &ArithmeticRequest<'_>, waker: &Waker) -> ArithmeticOutcome {
+        self.core.arithmetic(request, waker)
+    }
+
+    fn flush_all(&self, at_unix_s: u64) {
+        self.core.flush_all(at_unix_s)
+    }
+
+    fn stats(&self) -> Vec<(String, String)> {
+        self.core.stats()
+    }
+}
+
+impl StoreCore {
+    fn new(config: StoreConfig) -> Result<StoreCore, StoreError> {
         let invalid = |reason: String| Err(StoreError::Config(reason));
         if !(MAX_ITEM_BYTES_MIN..=MAX_ITEM_BYTES_MAX).contains(&config.max_item_bytes) {
             return invalid(format!(
@@ -298,6 +409,18 @@ impl Store {
         let shard_count = prev_power_of_two(shards_wanted.min(shards_allowed));
         assert!((1..=SHARDS_MAX).contains(&shard_count));
 
+        let (ssd, io_threads) = match &config.ssd {
+            None => (None, 0),
+            Some(ssd_config) => {
+                if !(1..=tier::IO_THREADS_MAX).contains(&ssd_config.io_threads) {
+                    return invalid(format!("ssd io_threads {} is outside 1..={}", ssd_config.io_threads, tier::IO_THREADS_MAX));
+                }
+                ssd::Log::geometry(ssd_config.size_bytes, config.max_item_bytes).map_err(StoreError::Config)?;
+                let log = ssd::Log::create(&ssd_config.dir, ssd_config.size_bytes, config.max_item_bytes)
+                    .map_err(StoreError::Ssd)?;
+                (Some(log), ssd_config.io_threads)
+            }
+        };
         let arena = Mapping::new(segment_count * segment_bytes).map_err(StoreError::Map)?;
         let mut shards = Vec::with_capacity(shard_count);
         for shard_index in 0..shard_count {
@@ -312,8 +435,9 @@ impl Store {
         let metadata_bytes = std::mem::size_of::<Store>()
             + shard_count * std::mem::size_of::<Padded<Mutex<Shard>>>()
             + segment_count * std::mem::size_of::<LiveBytes>()
-            + Pool::metadata_bytes(segment_count);
-        let store = Store {
+            + Pool::metadata_bytes(segment_count)
+            + ssd.as_ref().map_or(0, |log| tier::memory_bytes(log, io_threads));
+        let store = StoreCore {
             memory_limit_bytes: config.memory_limit_bytes,
             max_item_bytes: config.max_item_bytes,
             segment_bytes,
@@ -330,6 +454,8 @@ impl Store {
             flush_lock: Mutex::new(()),
             hash_seed: hash::random_seed(),
             clock: config.clock,
+            ssd,
+            io_threads,
         };
         assert!(shard_count == 1 || shard_count * SEGMENTS_PER_SHARD_MIN <= segment_count);
         assert!(store.resident_segments_min <= store.resident_segments_allowed());
@@ -422,6 +548,12 @@ impl Store {
         let item = self.item_at(location);
         let header = item.header();
         match self.death(&header, now_unix_s) {
+            None if header.bits & bits::VALUE_EXTERNAL != 0 && !self.record_is_valid(item) => {
+                // Its record was dropped with its log segment: the item is gone.
+                shard.counters.ssd_items_lost += 1;
+                self.unlink(shard, slot, location, item);
+                None
+            }
             None => Some(Found { slot, location, item }),
             Some(death) => {
                 if is_read && death == Death::Expired {
@@ -460,6 +592,7 @@ impl Store {
 
     fn unlink(&self, shard: &mut Shard, slot: usize, location: u64, item: ItemPtr) {
         let bytes = item.total_bytes();
+        self.release_record(shard, item);
         shard.index.remove(slot);
         shard.counters.curr_items -= 1;
         shard.counters.item_bytes -= bytes as u64;
@@ -472,6 +605,11 @@ impl Store {
         match replaced {
             Some(old) => {
                 let old_bytes = old.item.total_bytes();
+                if old.item.descriptor() != item.descriptor() {
+                    self.release_record(shard, old.item);
+                } else if old.item.is_external() {
+                    shard.counters.ssd_items -= 1; // Read back: the same record, now in memory too.
+                }
                 shard.index.relocate(old.slot, location);
                 shard.counters.item_bytes -= old_bytes as u64;
                 self.live_bytes_sub(old.location, old_bytes);
@@ -484,6 +622,7 @@ impl Store {
         shard.counters.item_bytes += bytes as u64;
         shard.counters.total_items += 1;
         self.live_bytes_add(location, bytes);
+        assert!(!item.is_external(), "items go out to the SSD only by eviction");
     }
 
     /// Grows a full index table before an insert. `Err` if it cannot grow (then the store is out
@@ -554,6 +693,23 @@ impl Store {
         // SAFETY: the room was reserved in this shard's active segment (under its lock) and lies
         // past every item written there, so it overlaps no source slice.
         let item = unsafe { ItemPtr::write(self.arena.base().add(offset_bytes), header, key, value_parts) };
+        self.link(shard, hash, replaced, (offset_bytes / item::ALIGN_BYTES) as u64, item);
+        item
+    }
+
+    /// Writes an item with an optional SSD descriptor (read back from the SSD) and links it.
+    fn write_and_link_with(
+        &self,
+        shard: &mut Shard,
+        placement: Placement,
+        header: ItemHeader,
+        key: &[u8],
+        descriptor: Option<item::Descriptor>,
+        value: &[u8],
+    ) -> ItemPtr {
+        let Placement { hash, replaced, offset_bytes } = placement;
+        // SAFETY: as in `write_and_link`; the value is the caller's buffer.
+        let item = unsafe { ItemPtr::write_with(self.arena.base().add(offset_bytes), header, key, descriptor, [value, &[]]) };
         self.link(shard, hash, replaced, (offset_bytes / item::ALIGN_BYTES) as u64, item);
         item
     }
@@ -652,11 +808,17 @@ impl Store {
     /// was written, or if compacting) or unlinked. Survivors go to the owner's active segment;
     /// once that is full, the victim itself becomes the owner's active segment and the remaining
     /// survivors are compacted to its front. Returns whether the victim is empty (free to take).
+    ///
+    /// With the SSD tier, a cold item is not unlinked but goes out to the SSD (`tier::cold_fate`):
+    /// only its header, key and descriptor are copied forward. Headers of items already out are
+    /// copied forward too, unless the victim is nearly all such headers (memory is full of
+    /// metadata): then the cold ones are evicted.
     fn evict(&self, victim: Victim) -> bool {
         let mut shard = lock(&self.shards[victim.owner_shard as usize].0);
         let shard = &mut *shard;
         let now_unix_s = self.now_unix_s();
         let segment_start_bytes = victim.segment as usize * self.segment_bytes;
+        let evict_headers = self.ssd.is_some() && !victim.compact && self.victim_is_mostly_headers(shard, victim, now_unix_s);
         let mut victim_is_active = false;
         let mut offset_bytes = 0;
         while offset_bytes < victim.used_bytes as usize {
@@ -675,15 +837,34 @@ impl Store {
                 self.unlink(shard, slot, location, item);
                 continue;
             }
-            if !victim.compact && header.bits & bits::REFERENCED == 0 {
-                shard.counters.evictions += 1;
-                if header.bits & bits::FETCHED == 0 {
-                    shard.counters.evicted_unfetched += 1;
-                }
+            if header.bits & bits::VALUE_EXTERNAL != 0 && !self.record_is_valid(item) {
+                shard.counters.ssd_items_lost += 1;
                 self.unlink(shard, slot, location, item);
                 continue;
             }
-            let target_bytes = match self.reserve_in_active(shard, bytes) {
+            let mut going_out = None;
+            if !victim.compact && header.bits & bits::REFERENCED == 0 {
+                going_out = match self.cold_fate(item, evict_headers) {
+                    tier::ColdFate::Evict => {
+                        if header.bits & bits::VALUE_EXTERNAL != 0 {
+                            shard.counters.ssd_header_evictions += 1;
+                        }
+                        shard.counters.evictions += 1;
+                        if header.bits & bits::FETCHED == 0 {
+                            shard.counters.evicted_unfetched += 1;
+                        }
+                        self.unlink(shard, slot, location, item);
+                        continue;
+                    }
+                    tier::ColdFate::Keep => None,
+                    tier::ColdFate::Out { descriptor, written } => Some((descriptor, written)),
+                };
+            }
+            let moved_bytes = match going_out {
+                Some(_) => item::item_bytes_with(header.key_bytes as usize, header.value_bytes as usize, bits::LOGGED | bits::VALUE_EXTERNAL),
+                None => bytes,
+            };
+            let target_bytes = match self.reserve_in_active(shard, moved_bytes) {
                 Some(target_bytes) => target_bytes,
                 None => {
                     assert!(!victim_is_active, "compacting in place always has room");
@@ -691,16 +872,36 @@ impl Store {
                     lock(&self.pool).activate_victim(victim.segment, replaced_active);
                     shard.active = Some(ActiveSegment { segment: victim.segment, used_bytes: 0 });
                     victim_is_active = true;
-                    self.reserve_in_active(shard, bytes).expect("an empty segment holds any item")
+                    self.reserve_in_active(shard, moved_bytes).expect("an empty segment holds any item")
                 }
             };
+            let target = (target_bytes / item::ALIGN_BYTES) as u64;
+            if let Some((descriptor, written)) = going_out {
+                // The item's old record (if it had one) is stale or the same one: nothing to release.
+                let mut external = header;
+                external.bits = (header.bits | bits::LOGGED | bits::VALUE_EXTERNAL) & !bits::REFERENCED;
+                // SAFETY: as for `copy_to` below; the header and key were read before, and the
+                // writer moves the key with memmove.
+                let key = item.key();
+                unsafe { ItemPtr::write_with(self.arena.base().add(target_bytes), external, key, Some(descriptor), [&[], &[]]) };
+                shard.index.relocate(slot, target);
+                self.live_bytes_sub(location, bytes);
+                self.live_bytes_add(target, moved_bytes);
+                shard.counters.item_bytes = shard.counters.item_bytes - bytes as u64 + moved_bytes as u64;
+                shard.counters.ssd_items += 1;
+                if written {
+                    shard.counters.ssd_spills += 1;
+                } else {
+                    shard.counters.ssd_demotions += 1;
+                }
+                continue;
+            }
             // SAFETY: reserved room in the owner's active segment: another segment, or this one
             // at or below the item (the write cursor never passes the walk).
             let copy = unsafe { item.copy_to(self.arena.base().add(target_bytes)) };
             if !victim.compact {
                 copy.update_header(|header| header.bits &= !bits::REFERENCED);
             }
-            let target = (target_bytes / item::ALIGN_BYTES) as u64;
             shard.index.relocate(slot, target);
             self.live_bytes_sub(location, bytes);
             self.live_bytes_add(target, bytes);
@@ -717,7 +918,14 @@ impl Store {
     }
 
     /// Calls the visitor with a live item, applying the read's options.
-    fn visit_hit(&self, found: Found, options: &GetOptions, now_unix_s: u64, visit: &mut dyn FnMut(&ItemView<'_>)) {
+    fn visit_hit(
+        &self,
+        found: Found,
+        value: &[u8],
+        options: &GetOptions,
+        now_unix_s: u64,
+        visit: &mut dyn FnMut(&ItemView<'_>),
+    ) {
         if let Some(exptime_unix_s) = options.touch_exptime_unix_s {
             // Before the recache check, which then sees the new expiry (as memcached with `T R`).
             found.item.update_header(|header| header.exptime_s = time_s32(exptime_unix_s));
@@ -747,7 +955,7 @@ impl Store {
         });
         visit(&ItemView {
             key: found.item.key(),
-            value: found.item.value(),
+            value,
             flags: header.client_flags,
             cas: header.cas,
             exptime_unix_s: header.exptime_s as u64,
@@ -793,6 +1001,7 @@ impl Store {
                 assert_eq!(info.owner_shard as usize, shard_index);
             }
         }
+        self.check_log_invariants();
         let pool = lock(&self.pool);
         pool.check_invariants();
         assert_eq!(pool.count_in(pool::SegmentState::Active), active_segments);
@@ -901,6 +1110,8 @@ fn plan_arithmetic(
     if request.compare_cas.is_some_and(|compare_cas| compare_cas != header.cas) {
         return Err(ArithmeticOutcome::Exists);
     }
+    // The new value is written in memory, without a record on the SSD.
+    header.bits &= !(bits::LOGGED | bits::VALUE_EXTERNAL);
     let number = item::parse_counter(found.item.value()).ok_or(ArithmeticOutcome::NonNumeric)?;
     let value =
         if request.increment { number.wrapping_add(request.delta) } else { number.saturating_sub(request.delta) };
@@ -917,9 +1128,13 @@ fn prev_power_of_two(value: usize) -> usize {
     1 << (usize::BITS - 1 - value.leading_zeros())
 }
 
-impl Storage for Store {
+impl Storage for StoreCore {
     fn max_item_bytes(&self) -> usize {
         self.max_item_bytes
+    }
+
+    fn may_wait(&self) -> bool {
+        self.ssd.is_some()
     }
 
     fn get(&self, key: &[u8], options: GetOptions, waker: &Waker, visit: &mut dyn FnMut(&ItemView<'_>)) -> GetOutcome {
@@ -931,7 +1146,10 @@ impl Storage for Store {
         self.with_room(shard_index, GetOutcome::Miss, |shard, spare, index_grew| {
             let now_unix_s = self.now_unix_s();
             if let Some(found) = self.find_live(shard, hash, key, now_unix_s, true) {
-                self.visit_hit(found, &options, now_unix_s, visit);
+                if found.item.is_external() {
+                    return Attempt::Done(self.get_external(found, key, hash, &options, now_unix_s, waker, visit));
+                }
+                self.visit_hit(found, found.item.value(), &options, now_unix_s, visit);
                 return Attempt::Done(GetOutcome::Hit);
             }
             let Some(vivify_exptime_unix_s) = options.vivify_exptime_unix_s else {
@@ -980,6 +1198,11 @@ impl Storage for Store {
         self.with_room(shard_index, StoreOutcome::OutOfMemory, |shard, spare, index_grew| {
             let now_unix_s = self.now_unix_s();
             let existing = self.find_live(shard, hash, key, now_unix_s, false);
+            let appending = matches!(request.mode, StoreMode::Append | StoreMode::Prepend);
+            if let Some(found) = existing.filter(|found| appending && found.item.is_external()) {
+                // The present value is on the SSD: read it back first.
+                return Attempt::Done(self.read_back(found, key, hash, waker, StoreOutcome::Pending, StoreOutcome::OutOfMemory));
+            }
             let (mut header, value_parts) = match plan_store(request, existing, now_unix_s) {
                 Ok(plan) => plan,
                 Err(outcome) => {
@@ -1051,13 +1274,19 @@ impl Storage for Store {
         self.with_room(shard_index, ArithmeticOutcome::NotFound, |shard, spare, index_grew| {
             let now_unix_s = self.now_unix_s();
             let existing = self.find_live(shard, hash, key, now_unix_s, false);
+            if let Some(found) = existing.filter(|found| found.item.is_external()) {
+                return Attempt::Done(self.read_back(found, key, hash, waker, ArithmeticOutcome::Pending, ArithmeticOutcome::NotFound));
+            }
             let (value, mut header) = match plan_arithmetic(request, existing, now_unix_s) {
                 Ok(plan) => plan,
                 Err(outcome) => return Attempt::Done(outcome),
             };
             let mut digits_buffer = [0u8; item::DECIMAL_DIGITS_MAX];
             let digits = item::format_decimal(value, &mut digits_buffer);
-            if let Some(found) = existing.filter(|found| found.item.header().value_bytes as usize >= digits.len()) {
+            let rewritable = |found: &Found| {
+                found.item.header().value_bytes as usize >= digits.len() && found.item.descriptor().is_none()
+            };
+            if let Some(found) = existing.filter(rewritable) {
                 // No longer than the present value: rewrite in place padded with spaces, as
                 // memcached does ("10" decr 1 reads back "9 "). Readers hold this lock too.
                 header.cas = request.new_cas.unwrap_or_else(|| self.next_cas(shard));
@@ -1107,6 +1336,7 @@ impl Storage for Store {
         self.flush_at_unix_s.store(0, Relaxed);
         for (shard_index, shard) in self.shards.iter().enumerate() {
             let mut shard = lock(&shard.0);
+            self.release_all_records(&mut shard);
             shard.index.clear();
             shard.counters.curr_items = 0;
             shard.counters.item_bytes = 0;
@@ -1174,6 +1404,7 @@ impl Storage for Store {
         let mut stats: Vec<(String, String)> =
             entries.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect();
         stats.push(("memory_used_bytes".to_string(), memory_used_bytes.to_string()));
+        self.ssd_stats(&counters, &mut stats);
         stats
     }
 }
