@@ -15,7 +15,7 @@
 //! - Liveness: per segment, one atomic word of generation (high 32 bits) and bytes of records that
 //!   linked items refer to (low 32 bits); an update for an old generation does nothing.
 //!
-//! Record format (little endian, 8-byte aligned; see docs/cache-ssd-format.md):
+//! Record format (little endian, 8-byte aligned; byte by byte in docs/cache-ssd-format.md):
 //! `magic "SLC1" | crc32c u32 | value_bytes u32 | key_bytes u8 | 3 zero bytes | key | value | zero
 //! padding to 8`, the CRC32C covering everything after itself (lengths, key, value; not the padding).
 
@@ -673,6 +673,18 @@ mod tests {
             assert_eq!(decode_record(&damaged, key), Err(RecordError::Corrupt), "byte {position}");
         }
         assert_eq!(decode_record(&record[..record.len() - 8], key), Err(RecordError::Corrupt), "cut short");
+    }
+
+    #[test]
+    fn the_documented_example_record() {
+        // docs/cache-ssd-format.md, "Example".
+        let mut record = vec![0u8; record_bytes(2, 5)];
+        encode_record(&mut record, b"k1", b"hello");
+        let documented = [
+            0x53, 0x4c, 0x43, 0x31, 0x88, 0xbe, 0x57, 0x40, 0x05, 0, 0, 0, 0x02, 0, 0, 0, 0x6b, 0x31, 0x68, 0x65, 0x6c,
+            0x6c, 0x6f, 0x00,
+        ];
+        assert_eq!(record, documented);
     }
 
     #[test]
