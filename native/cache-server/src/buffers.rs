@@ -202,6 +202,23 @@ impl Input {
         Ok(&mut self.data[self.end..])
     }
 
+    /// Free space to read into without growing the buffer (compacting first when that helps);
+    /// empty when the buffer is full. For a connection whose commands wait: it may read what its
+    /// buffer holds, and no more, until they run.
+    pub fn room(&mut self) -> &mut [u8] {
+        if self.start > 0 && self.end == self.data.len() {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.data[self.end..]
+    }
+
+    /// Whether `room` would return any space.
+    pub fn has_room(&self) -> bool {
+        self.start > 0 || self.end < self.data.len()
+    }
+
     /// Makes room for a command of `needed` bytes starting at the first unconsumed byte (as the
     /// session announced it), so that it arrives without step-by-step growth. At most the limit.
     pub fn reserve(&mut self, needed: usize, recycler: &mut Recycler) {
@@ -425,6 +442,23 @@ mod tests {
         let expected: Vec<u8> = (n - 10..n).map(|i| i as u8).collect();
         let _ = input.space(&mut r).unwrap();
         assert_eq!(input.pending(), &expected[..]);
+    }
+
+    #[test]
+    fn room_never_grows_the_buffer() {
+        let mut r = Recycler::new(Arc::new(Budget::new(64 << 20)));
+        let mut input = Input::new(&mut r, 1 << 20);
+        let n = input.room().len();
+        assert_eq!(n, INPUT_INITIAL_BYTES);
+        input.room()[..n].fill(1);
+        input.filled(n);
+        assert!(!input.has_room());
+        assert!(input.room().is_empty());
+        input.consume(10);
+        assert!(input.has_room());
+        assert_eq!(input.room().len(), 10, "compacted, not grown");
+        assert_eq!(input.pending().len(), n - 10);
+        assert!(input.pending().iter().all(|&b| b == 1));
     }
 
     #[test]

@@ -6,11 +6,31 @@
 //! `Reply` over a pooled `fabric::Buffer`, so a value is copied once, from the store into the
 //! buffer the fabric then sends (rendezvous, zero-copy, for large ones). The buffer grows by
 //! doubling when a reply outgrows it; only the bytes before the growth are copied again.
+//!
+//! Waiting for the store (hybrid mode): when a packet needs a value the store is reading from its
+//! SSD tier, `Session::process_message` stops before it (`waiting`). The handler then parks the
+//! request in its connection's `FabricSession` (the `fabric::Request`, its payload, how much of it
+//! ran, the reply built so far) and returns without answering: the handler thread (the progress
+//! thread, in Inline mode) never waits for the SSD. Later requests of that connection queue behind
+//! the parked one, so a connection's requests run in the order they arrived. The session's waker
+//! (`SessionWaker`, one per connection), woken by the store's I/O thread, only puts the session on
+//! a ready queue (once: a flag deduplicates) for the **fabric-resume** thread(s), which continue
+//! the payload into the same reply, answer, and go on with the requests queued behind it until one
+//! waits again. The fabric lets any thread answer a request (`Request::respond_buffer` posts it to
+//! the progress thread); the resume threads take reply buffers without waiting for pool memory
+//! (parked requests hold pool memory that only these threads free) and answer, as the handlers do,
+//! with no session lock held. Parked requests, all connections together, are bounded by the
+//! fabric's own queue depth (`Config::dispatch_queue_depth`); beyond it a request that would park
+//! fails. A connection that closes while its requests are parked loses its session at the next
+//! pruning: the parked requests are dropped (their pool memory freed, the unanswered requests
+//! failed towards a peer that is gone) and a late wake finds no session.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::task::{Wake, Waker};
 
 use cache_proto::session::{Reply, Session, SessionConfig};
 use cache_proto::storage::Storage;
@@ -24,6 +44,8 @@ use crate::stats::Counters;
 const REPLY_INITIAL_BYTES: usize = 1024;
 /// Sessions beyond the fabric's connection limit that may wait for pruning.
 const SESSIONS_SLACK: usize = 64;
+/// Why a request that would wait for the store is refused.
+const PARKED_FULL: &str = "too many requests waiting for the store's SSD tier; try again";
 
 pub struct FabricSettings {
     pub listen: SocketAddr,
@@ -43,12 +65,114 @@ pub struct FabricServer {
     session_config: Arc<SessionConfig>,
     counters: Arc<Counters>,
     node: Arc<OnceLock<Node>>,
-    sessions: Mutex<HashMap<u64, Arc<Mutex<Session>>>>,
+    sessions: Mutex<HashMap<u64, Arc<FabricSession>>>,
     sessions_max: usize,
     max_message_bytes: usize,
+    /// Bound of parked requests, all sessions together (counted in
+    /// `Counters::fabric_requests_parked`).
+    parked_max: usize,
+    /// Sessions whose waker fired, for the resume threads.
+    ready: Arc<ReadyQueue>,
+}
+
+/// One fabric connection's protocol state.
+struct FabricSession {
+    state: Mutex<SessionState>,
+    waker: Arc<SessionWaker>,
+}
+
+struct SessionState {
+    session: Session,
+    /// This connection's requests that wait: the first for the store (it ran up to its
+    /// `consumed`), the others behind it, not started. Bounded by `parked_max`.
+    parked: VecDeque<Parked>,
+}
+
+/// A request that waits, with everything needed to go on with it.
+struct Parked {
+    request: Request,
+    payload: Buffer,
+    /// Payload bytes executed already (whole packets).
+    consumed: usize,
+    /// The reply so far (`BufferReply::park`): its buffer, if one was needed yet, and its length.
+    reply: Option<Buffer>,
+    reply_len: usize,
+    _ticket: ParkedTicket,
+}
+
+/// A place among the parked requests, given back when the request is answered or dropped.
+struct ParkedTicket {
+    counters: Arc<Counters>,
+}
+
+impl Drop for ParkedTicket {
+    fn drop(&mut self) {
+        self.counters.fabric_requests_parked.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The waker of one fabric session (allocated once per session). Woken by the store, from its I/O
+/// threads; does nothing but queue the session for a resume thread.
+struct SessionWaker {
+    session: Weak<FabricSession>,
+    /// On the ready queue and not yet taken (swaps only, see `tcp::ConnWaker::state`).
+    queued: AtomicBool,
+    ready: Arc<ReadyQueue>,
+}
+
+impl Wake for SessionWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.ready.push(self.session.clone());
+        }
+    }
+}
+
+/// Sessions to resume. Each session is on it at most once at a time (`SessionWaker::queued`), so
+/// it holds at most the sessions (`sessions_max`), plus the odd session dropped meanwhile.
+#[derive(Default)]
+struct ReadyQueue {
+    sessions: Mutex<VecDeque<Weak<FabricSession>>>,
+    nonempty: Condvar,
+}
+
+impl ReadyQueue {
+    fn push(&self, session: Weak<FabricSession>) {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).push_back(session);
+        self.nonempty.notify_one();
+    }
+
+    fn pop(&self) -> Weak<FabricSession> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(session) = sessions.pop_front() {
+                return session;
+            }
+            sessions = self.nonempty.wait(sessions).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// What executing (part of) a request came to.
+enum Executed {
+    /// A packet waits for the store: park the request with these.
+    Waiting { consumed: usize, reply: Option<Buffer>, reply_len: usize },
+    /// Answer the request; `forget`: the session is over (`quit`, a malformed payload, a panic).
+    Done { answer: Answer, forget: bool },
+}
+
+enum Answer {
+    Respond(Option<Buffer>),
+    Fail(String),
 }
 
 /// Starts the fabric node and returns it (also stored in `node_cell`, for `stats` and pruning).
+/// With a store that may wait (hybrid mode), also starts the resume threads: as many as the
+/// fabric's handler threads, one in Inline mode.
 pub fn start(
     settings: &FabricSettings,
     store: Arc<dyn Storage>,
@@ -56,15 +180,6 @@ pub fn start(
     counters: Arc<Counters>,
     node_cell: Arc<OnceLock<Node>>,
 ) -> fabric::Result<(Node, Arc<FabricServer>)> {
-    let server = Arc::new(FabricServer {
-        store,
-        session_config,
-        counters,
-        node: node_cell.clone(),
-        sessions: Mutex::new(HashMap::new()),
-        sessions_max: settings.conn_limit + SESSIONS_SLACK,
-        max_message_bytes: settings.max_message_bytes,
-    });
     let config = Config {
         listen: Some(settings.listen),
         transport: if settings.tcp_only { Transport::Tcp } else { Transport::Auto },
@@ -76,10 +191,35 @@ pub fn start(
         spin_us: settings.spin_us,
         ..Config::default()
     };
+    let may_wait = store.may_wait();
+    let server = Arc::new(FabricServer {
+        store,
+        session_config,
+        counters,
+        node: node_cell.clone(),
+        sessions: Mutex::new(HashMap::new()),
+        sessions_max: settings.conn_limit + SESSIONS_SLACK,
+        max_message_bytes: settings.max_message_bytes,
+        parked_max: config.dispatch_queue_depth,
+        ready: Arc::new(ReadyQueue::default()),
+    });
+    if may_wait {
+        for index in 0..settings.threads.max(1) {
+            let resumer = server.clone();
+            std::thread::Builder::new()
+                .name(format!("fabric-resume-{index}"))
+                .spawn(move || resumer.resume_loop())
+                .map_err(|e| fabric::Error::Config(format!("starting a resume thread: {e}")))?;
+        }
+    }
     let handler_server = server.clone();
     let node = Node::start(config, Some(Arc::new(move |request: Request| handler_server.handle(request))))?;
     let _ = node_cell.set(node.clone());
     Ok((node, server))
+}
+
+fn lock(state: &Mutex<SessionState>) -> MutexGuard<'_, SessionState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl FabricServer {
@@ -95,38 +235,101 @@ impl FabricServer {
         if payload.first() != Some(&cache_proto::binary::MAGIC_REQUEST) {
             return self.fail(request, "payload is not binary protocol request packets (magic 0x80)");
         }
+        self.dispatch(request, payload, false);
+    }
+
+    /// Runs a valid request on its connection's session, or queues it behind the session's
+    /// parked requests. Answers it, or parks it. `no_wait`: see `execute`.
+    fn dispatch(&self, request: Request, payload: Buffer, no_wait: bool) {
         let conn_id = request.connection_id();
-        let Some(session) = self.session(conn_id) else {
+        let Some(entry) = self.session(conn_id) else {
             return self.fail(request, "too many fabric sessions");
         };
-        let mut reply = BufferReply::new(&request, self.max_message_bytes);
-        let outcome = {
-            let mut session = session.lock().unwrap_or_else(|e| e.into_inner());
-            catch_unwind(AssertUnwindSafe(|| session.process_message(&payload, &mut reply)))
-        };
-        drop(payload);
-        let (buffer, error) = reply.finish();
+        let mut state = lock(&entry.state);
+        if !state.parked.is_empty() {
+            // Behind a request of this connection that waits: it runs after that one, in order.
+            let Some(ticket) = self.parked_ticket() else {
+                drop(state);
+                return self.fail(request, PARKED_FULL);
+            };
+            state.parked.push_back(Parked { request, payload, consumed: 0, reply: None, reply_len: 0, _ticket: ticket });
+            return;
+        }
+        let executed = self.execute(&mut state.session, &request, &payload, 0, None, 0, no_wait);
+        match executed {
+            Executed::Waiting { consumed, reply, reply_len } => {
+                let Some(ticket) = self.parked_ticket() else {
+                    drop(state);
+                    // The packets before the waiting one ran; their replies are lost with the
+                    // request, as when a reply cannot get memory.
+                    return self.fail(request, PARKED_FULL);
+                };
+                state.parked.push_front(Parked { request, payload, consumed, reply, reply_len, _ticket: ticket });
+            }
+            Executed::Done { answer, forget } => {
+                // Nothing can be queued behind: the lock was held since the queue was empty.
+                drop(state);
+                drop(payload);
+                if forget {
+                    self.forget(conn_id, &entry);
+                }
+                self.answer(request, answer);
+            }
+        }
+    }
+
+    /// Executes `payload[consumed..]` on `session`, appending to the reply so far. `no_wait`: take
+    /// reply buffers without waiting for pool memory (the resume threads: parked requests hold
+    /// pool memory that only they free, so waiting for it could wait for themselves).
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        session: &mut Session,
+        request: &Request,
+        payload: &[u8],
+        consumed: usize,
+        reply: Option<Buffer>,
+        reply_len: usize,
+        no_wait: bool,
+    ) -> Executed {
+        let node = if no_wait { self.node.get() } else { None };
+        let mut out = BufferReply::resume(request, self.max_message_bytes, reply, reply_len, node);
+        let outcome = catch_unwind(AssertUnwindSafe(|| session.process_message(&payload[consumed..], &mut out)));
         let processed = match outcome {
             Ok(p) => p,
             Err(_) => {
                 Counters::add(&self.counters.internal_errors, 1);
                 log::warn(format_args!("the protocol layer panicked on a fabric request; its session is dropped"));
-                self.forget(conn_id);
-                return self.fail(request, "internal error");
+                return Executed::Done { answer: Answer::Fail("internal error".into()), forget: true };
             }
         };
-        if processed.close {
-            // `quit`, or a payload that ends inside a packet: the session is over (its
-            // authentication with it); the connection's next request starts a new one.
-            self.forget(conn_id);
+        if processed.waiting {
+            Counters::add(&self.counters.storage_waits, 1);
+            return match out.park() {
+                Ok((reply, reply_len)) => Executed::Waiting { consumed: consumed + processed.consumed, reply, reply_len },
+                // The reply failed already: the request fails whatever the store brings.
+                Err(error) => Executed::Done { answer: Answer::Fail(format!("no memory for the reply: {error}")), forget: false },
+            };
         }
-        if let Some(error) = error {
-            return self.fail(request, &format!("no memory for the reply: {error}"));
-        }
-        match buffer {
-            Some(buffer) => request.respond_buffer(buffer),
-            None if processed.close => self.fail(request, "malformed request: expected complete binary protocol request packets"),
-            None => request.respond(&[]),
+        // `close`: `quit`, or a payload that ends inside a packet: the session is over (its
+        // authentication with it); the connection's next request starts a new one.
+        let forget = processed.close;
+        let answer = match out.finish() {
+            (_, Some(error)) => Answer::Fail(format!("no memory for the reply: {error}")),
+            (Some(buffer), None) => Answer::Respond(Some(buffer)),
+            (None, None) if processed.close => {
+                Answer::Fail("malformed request: expected complete binary protocol request packets".into())
+            }
+            (None, None) => Answer::Respond(None),
+        };
+        Executed::Done { answer, forget }
+    }
+
+    fn answer(&self, request: Request, answer: Answer) {
+        match answer {
+            Answer::Respond(Some(buffer)) => request.respond_buffer(buffer),
+            Answer::Respond(None) => request.respond(&[]),
+            Answer::Fail(message) => self.fail(request, &message),
         }
     }
 
@@ -136,9 +339,84 @@ impl FabricServer {
         request.fail(message);
     }
 
+    /// A place among the parked requests, if the bound allows.
+    fn parked_ticket(&self) -> Option<ParkedTicket> {
+        let parked = &self.counters.fabric_requests_parked;
+        let mut now = parked.load(Ordering::Relaxed);
+        loop {
+            if now as usize >= self.parked_max {
+                return None;
+            }
+            match parked.compare_exchange_weak(now, now + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(ParkedTicket { counters: self.counters.clone() }),
+                Err(actual) => now = actual,
+            }
+        }
+    }
+
+    /// A resume thread: takes sessions whose waker fired and goes on with their parked requests.
+    fn resume_loop(&self) {
+        loop {
+            let Some(entry) = self.ready.pop().upgrade() else {
+                continue; // the session was dropped (its connection closed) after the wake
+            };
+            // Before running: a wake from now on queues the session again.
+            entry.waker.queued.swap(false, Ordering::AcqRel);
+            if catch_unwind(AssertUnwindSafe(|| self.resume(&entry))).is_err() {
+                Counters::add(&self.counters.internal_errors, 1);
+                log::warn(format_args!("resuming a parked fabric request panicked"));
+            }
+        }
+    }
+
+    /// Goes on with a session's parked requests, in order, until one waits again or none is left.
+    /// A wake for a session whose first request still waits (a spurious one) runs that request
+    /// again, which only asks the store again.
+    fn resume(&self, entry: &Arc<FabricSession>) {
+        loop {
+            let mut guard = lock(&entry.state);
+            let state = &mut *guard;
+            let Some(mut parked) = state.parked.pop_front() else { return };
+            let executed = self.execute(
+                &mut state.session,
+                &parked.request,
+                &parked.payload,
+                parked.consumed,
+                parked.reply.take(),
+                parked.reply_len,
+                true,
+            );
+            match executed {
+                Executed::Waiting { consumed, reply, reply_len } => {
+                    (parked.consumed, parked.reply, parked.reply_len) = (consumed, reply, reply_len);
+                    state.parked.push_front(parked);
+                    return;
+                }
+                Executed::Done { answer, forget } => {
+                    // The session is over: the requests queued behind go to a new one.
+                    let requeue = if forget { std::mem::take(&mut state.parked) } else { VecDeque::new() };
+                    drop(guard);
+                    let Parked { request, payload, .. } = parked;
+                    drop(payload);
+                    if forget {
+                        self.forget(request.connection_id(), entry);
+                    }
+                    self.answer(request, answer);
+                    if forget {
+                        for queued in requeue {
+                            let Parked { request, payload, .. } = queued;
+                            self.dispatch(request, payload, true);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// The session of `conn_id`, created on its first request. `None` only if the map is full of
     /// open connections (cannot happen while the fabric enforces its connection limit).
-    fn session(&self, conn_id: u64) -> Option<Arc<Mutex<Session>>> {
+    fn session(&self, conn_id: u64) -> Option<Arc<FabricSession>> {
         if let Some(s) = self.sessions.lock().unwrap().get(&conn_id) {
             return Some(s.clone());
         }
@@ -149,20 +427,34 @@ impl FabricServer {
         if sessions.len() >= self.sessions_max {
             return None;
         }
-        let session = Arc::new(Mutex::new(Session::new(self.store.clone(), self.session_config.clone())));
-        sessions.insert(conn_id, session.clone());
-        self.counters.fabric_sessions.store(sessions.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Some(session)
+        let entry = Arc::new_cyclic(|weak: &Weak<FabricSession>| {
+            let queued = AtomicBool::new(false);
+            let waker = Arc::new(SessionWaker { session: weak.clone(), queued, ready: self.ready.clone() });
+            let mut session = Session::new(self.store.clone(), self.session_config.clone());
+            session.set_waker(Waker::from(waker.clone()));
+            FabricSession { state: Mutex::new(SessionState { session, parked: VecDeque::new() }), waker }
+        });
+        sessions.insert(conn_id, entry.clone());
+        self.counters.fabric_sessions.store(sessions.len() as u64, Ordering::Relaxed);
+        Some(entry)
     }
 
-    fn forget(&self, conn_id: u64) {
-        let mut sessions = self.sessions.lock().unwrap();
-        sessions.remove(&conn_id);
-        self.counters.fabric_sessions.store(sessions.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    /// Removes `entry`, the session of `conn_id` (unless a newer one has taken its place).
+    fn forget(&self, conn_id: u64, entry: &Arc<FabricSession>) {
+        let removed = {
+            let mut sessions = self.sessions.lock().unwrap();
+            let current = sessions.get(&conn_id).is_some_and(|s| Arc::ptr_eq(s, entry));
+            let removed = if current { sessions.remove(&conn_id) } else { None };
+            self.counters.fabric_sessions.store(sessions.len() as u64, Ordering::Relaxed);
+            removed
+        };
+        // Dropped without the lock: parked requests in it fail (answers go to the progress thread).
+        drop(removed);
     }
 
-    /// Drops the sessions of closed connections. Never holds the sessions lock while asking the
-    /// node (which takes the worker lock; an Inline handler holds that one while taking ours).
+    /// Drops the sessions of closed connections, and with them their parked requests. Never
+    /// holds the sessions lock while asking the node (which takes the worker lock; an Inline
+    /// handler holds that one while taking ours), nor while dropping sessions.
     pub fn prune(&self) {
         let Some(node) = self.node.get() else { return };
         let ids: Vec<u64> = self.sessions.lock().unwrap().keys().copied().collect();
@@ -170,12 +462,14 @@ impl FabricServer {
         if closed.is_empty() {
             return;
         }
-        let mut sessions = self.sessions.lock().unwrap();
-        for id in &closed {
-            sessions.remove(id);
-        }
-        self.counters.fabric_sessions.store(sessions.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        log::debug(format_args!("pruned {} fabric sessions of closed connections", closed.len()));
+        let removed: Vec<Arc<FabricSession>> = {
+            let mut sessions = self.sessions.lock().unwrap();
+            let removed = closed.iter().filter_map(|id| sessions.remove(id)).collect();
+            self.counters.fabric_sessions.store(sessions.len() as u64, Ordering::Relaxed);
+            removed
+        };
+        log::debug(format_args!("pruned {} fabric sessions of closed connections", removed.len()));
+        drop(removed);
     }
 }
 
@@ -184,8 +478,11 @@ impl FabricServer {
 /// and `finish` reports the error; the request then fails as a whole.
 pub struct BufferReply<'a> {
     request: &'a Request,
+    /// `Some`: buffers come from this node (the request's) without waiting for pool memory.
+    no_wait: Option<&'a Node>,
     /// The node's `max_message_bytes`: the fabric refuses larger responses.
     max_bytes: usize,
+    /// Its length is its capacity while the reply is built; `used` bytes are the reply.
     buffer: Option<Buffer>,
     used: usize,
     error: Option<fabric::Error>,
@@ -193,8 +490,26 @@ pub struct BufferReply<'a> {
 }
 
 impl<'a> BufferReply<'a> {
-    pub fn new(request: &'a Request, max_bytes: usize) -> BufferReply<'a> {
-        BufferReply { request, max_bytes, buffer: None, used: 0, error: None, discard: Vec::new() }
+    /// A reply for `request`, or one `park` returned to go on with (`None, 0` starts one). With `no_wait`, a larger
+    /// buffer is taken from that node's pool without waiting (`Node::try_alloc`); otherwise as
+    /// `Request::alloc` does (waiting up to the request timeout off the progress thread).
+    fn resume(
+        request: &'a Request,
+        max_bytes: usize,
+        buffer: Option<Buffer>,
+        used: usize,
+        no_wait: Option<&'a Node>,
+    ) -> BufferReply<'a> {
+        debug_assert!(used <= buffer.as_ref().map_or(0, |b| b.len()));
+        BufferReply { request, no_wait, max_bytes, buffer, used, error: None, discard: Vec::new() }
+    }
+
+    /// The reply so far, to go on with later (`resume`), or the error that already cut it short.
+    fn park(self) -> Result<(Option<Buffer>, usize), fabric::Error> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok((self.buffer, self.used)),
+        }
     }
 
     /// The reply (its length set), or the error that cut it short.
@@ -238,7 +553,11 @@ impl Reply for BufferReply<'_> {
             // what is needed fits.
             let want = need.max(capacity.saturating_mul(2)).max(REPLY_INITIAL_BYTES);
             let want = if need <= max { want.min(max) } else { need };
-            match self.request.alloc(want) {
+            let larger = match self.no_wait {
+                Some(node) => node.try_alloc(want),
+                None => self.request.alloc(want),
+            };
+            match larger {
                 Ok(mut larger) => {
                     larger.set_len(larger.capacity());
                     if let Some(old) = self.buffer.take() {
@@ -261,5 +580,189 @@ impl Reply for BufferReply<'_> {
 
     fn extend_from(&mut self, data: &[u8]) {
         crate::copy::copy(self.append(data.len()), data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    use fabric::Pending;
+
+    use crate::test_store::{bin_packet, bin_replies, bin_set, BinReply, SlowTierStore};
+
+    const GET: u8 = 0x00;
+    const QUIT: u8 = 0x07;
+    const NOOP: u8 = 0x0a;
+
+    fn server(store: Arc<SlowTierStore>) -> (Node, Arc<FabricServer>, Arc<Counters>) {
+        let settings = FabricSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tcp_only: false,
+            threads: 0,
+            conn_limit: 64,
+            devices: "lo".into(),
+            pool_cap_bytes: 64 << 20,
+            max_message_bytes: 8 << 20,
+            spin_us: 50,
+        };
+        let counters = Arc::new(Counters::default());
+        let config = Arc::new(SessionConfig::new("test"));
+        let (node, server) = start(&settings, store, config, counters.clone(), Arc::new(OnceLock::new())).unwrap();
+        (node, server, counters)
+    }
+
+    fn client() -> Node {
+        Node::start(Config { request_timeout: Duration::from_secs(15), ..Config::default() }, None).unwrap()
+    }
+
+    fn send(client: &Node, server: &Node, payload: &[u8]) -> Pending {
+        client.endpoint(server.local_addr().unwrap()).unwrap().request(FABRIC_OP_BINARY, payload).unwrap()
+    }
+
+    fn call(client: &Node, server: &Node, payload: &[u8]) -> Vec<BinReply> {
+        bin_replies(&send(client, server, payload).wait().unwrap())
+    }
+
+    fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn parked(counters: &Counters) -> u64 {
+        counters.fabric_requests_parked.load(Ordering::Relaxed)
+    }
+
+    fn hit(opaque: u32, value: &[u8]) -> BinReply {
+        BinReply { opcode: GET, status: 0, opaque, value: value.to_vec() }
+    }
+
+    #[test]
+    fn a_waiting_request_is_answered_after_the_wake_and_later_ones_queue_behind_it() {
+        let store = SlowTierStore::new(false);
+        let (node, _server, counters) = server(store.clone());
+        let client = client();
+        let large = vec![7u8; 300 << 10];
+        assert_eq!(call(&client, &node, &bin_set(b"k", b"old", 1))[0].status, 0);
+        assert_eq!(call(&client, &node, &bin_set(b"large", &large, 2))[0].status, 0);
+        store.make_cold(b"k");
+        // One payload: a large hit (the reply buffer grows before the wait), the waiting get, a NOOP.
+        let mut first = bin_packet(GET, b"large", &[], &[], 3);
+        first.extend(bin_packet(GET, b"k", &[], &[], 4));
+        first.extend(bin_packet(NOOP, b"", &[], &[], 5));
+        let first = send(&client, &node, &first);
+        eventually("the get to wait", || store.pendings() == 1);
+        let second = send(&client, &node, &bin_set(b"k", b"new", 6));
+        eventually("the set to queue behind", || parked(&counters) == 2);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!first.is_done() && !second.is_done());
+        assert_eq!(store.pendings(), 1, "nothing retried before the wake");
+        assert_eq!(store.release(b"k"), 1);
+        let replies = bin_replies(&first.wait().unwrap());
+        assert_eq!(replies, vec![hit(3, &large), hit(4, b"old"), BinReply { opcode: NOOP, status: 0, opaque: 5, value: vec![] }]);
+        assert_eq!(bin_replies(&second.wait().unwrap())[0].status, 0);
+        assert_eq!(call(&client, &node, &bin_packet(GET, b"k", &[], &[], 7)), vec![hit(7, b"new")]);
+        eventually("the parked count to drop", || parked(&counters) == 0);
+        assert_eq!(counters.storage_waits.load(Ordering::Relaxed), 1);
+        client.close();
+        node.close();
+    }
+
+    #[test]
+    fn a_wake_before_the_handler_parks_is_not_lost() {
+        let store = SlowTierStore::new(true);
+        let (node, _server, counters) = server(store.clone());
+        let client = client();
+        assert_eq!(call(&client, &node, &bin_set(b"k", b"v", 1))[0].status, 0);
+        for round in 0..100 {
+            store.make_cold(b"k");
+            assert_eq!(call(&client, &node, &bin_packet(GET, b"k", &[], &[], round)), vec![hit(round, b"v")]);
+        }
+        assert_eq!(store.pendings(), 100);
+        eventually("the parked count to drop", || parked(&counters) == 0);
+        client.close();
+        node.close();
+    }
+
+    #[test]
+    fn parked_requests_are_bounded() {
+        let store = SlowTierStore::new(false);
+        let (node, server, counters) = server(store.clone());
+        let bound = server.parked_max;
+        let client = client();
+        assert_eq!(call(&client, &node, &bin_set(b"k", b"v", 1))[0].status, 0);
+        store.make_cold(b"k");
+        let extra = 20;
+        let requests: Vec<Pending> =
+            (0..bound + extra).map(|i| send(&client, &node, &bin_packet(GET, b"k", &[], &[], i as u32))).collect();
+        eventually("the bound to fill", || requests.iter().filter(|r| r.is_done()).count() == extra);
+        assert_eq!(parked(&counters), bound as u64);
+        let (refused, waiting): (Vec<Pending>, Vec<Pending>) = requests.into_iter().partition(|r| r.is_done());
+        for request in refused {
+            match request.wait() {
+                Err(fabric::Error::Remote(message)) => assert_eq!(message, PARKED_FULL),
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+        store.release(b"k");
+        for request in waiting {
+            let replies = bin_replies(&request.wait().unwrap());
+            assert_eq!((replies.len(), replies[0].status, replies[0].value.as_slice()), (1, 0, &b"v"[..]));
+        }
+        eventually("the parked count to drop", || parked(&counters) == 0);
+        client.close();
+        node.close();
+    }
+
+    #[test]
+    fn a_session_that_quits_hands_the_requests_behind_it_to_a_new_one() {
+        let store = SlowTierStore::new(false);
+        let (node, _server, counters) = server(store.clone());
+        let client = client();
+        assert_eq!(call(&client, &node, &bin_set(b"k", b"v", 1))[0].status, 0);
+        store.make_cold(b"k");
+        let first = send(&client, &node, &bin_packet(GET, b"k", &[], &[], 2));
+        eventually("the get to wait", || store.pendings() == 1);
+        let quit = send(&client, &node, &bin_packet(QUIT, b"", &[], &[], 3));
+        let after = send(&client, &node, &bin_packet(GET, b"k", &[], &[], 4));
+        eventually("the requests to queue", || parked(&counters) == 3);
+        store.release(b"k");
+        assert_eq!(bin_replies(&first.wait().unwrap()), vec![hit(2, b"v")]);
+        assert_eq!(bin_replies(&quit.wait().unwrap())[0].opaque, 3);
+        assert_eq!(bin_replies(&after.wait().unwrap()), vec![hit(4, b"v")]);
+        eventually("the parked count to drop", || parked(&counters) == 0);
+        client.close();
+        node.close();
+    }
+
+    #[test]
+    fn a_connection_that_closes_while_parked_leaves_nothing_behind() {
+        let store = SlowTierStore::new(false);
+        let (node, server, counters) = server(store.clone());
+        let first_client = client();
+        assert_eq!(call(&first_client, &node, &bin_set(b"k", b"v", 1))[0].status, 0);
+        let in_use_before = node.stats().pool_bytes_in_use;
+        store.make_cold(b"k");
+        let first = send(&first_client, &node, &bin_packet(GET, b"k", &[], &[], 2));
+        let second = send(&first_client, &node, &bin_packet(GET, b"k", &[], &[], 3));
+        eventually("the requests to park", || parked(&counters) == 2);
+        drop((first, second));
+        first_client.close();
+        eventually("the session to be pruned", || {
+            server.prune();
+            counters.fabric_sessions.load(Ordering::Relaxed) == 0
+        });
+        assert_eq!(parked(&counters), 0, "the parked requests went with their session");
+        assert!(node.stats().pool_bytes_in_use <= in_use_before, "their buffers went back to the pool");
+        // The store still holds the dropped session's waker: its wake finds nothing to resume.
+        assert_eq!(store.release(b"k"), 1);
+        let other = client();
+        assert_eq!(call(&other, &node, &bin_packet(GET, b"k", &[], &[], 4)), vec![hit(4, b"v")]);
+        other.close();
+        node.close();
     }
 }

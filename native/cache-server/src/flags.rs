@@ -47,6 +47,13 @@ slipstream flags:
                               wake-up time, so a request-response stream never falls into
                               sleeping on both sides (about 200 us per request on 2 cores)
 
+hybrid (SSD) mode, off by default:
+      --ssd-path <dir>        directory for the SSD tier's log (created if missing): when -m is
+                              full, cold values move to the log instead of being evicted
+      --ssd-size <size>       size of the log, required with --ssd-path: megabytes as a plain
+                              number (like -m), or with a k/m/g suffix (1m..16384g)
+      --ssd-io-threads <num>  threads reading and writing the log (default 2; 1..64)
+
 Exit status: 0 after SIGTERM/SIGINT, 64 for a usage error, 1 when the server cannot start.
 ";
 
@@ -73,6 +80,16 @@ pub struct Flags {
     pub fabric_devices: String,
     pub fabric_pool_mb: u64,
     pub fabric_spin_us: u64,
+    /// `None` = memory only (no `--ssd-path`).
+    pub ssd: Option<SsdFlags>,
+}
+
+/// The SSD tier (`--ssd-path`, `--ssd-size`, `--ssd-io-threads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SsdFlags {
+    pub dir: PathBuf,
+    pub size_bytes: u64,
+    pub io_threads: usize,
 }
 
 impl Default for Flags {
@@ -96,6 +113,7 @@ impl Default for Flags {
             fabric_devices: "lo".to_string(),
             fabric_pool_mb: 64,
             fabric_spin_us: 1000,
+            ssd: None,
         }
     }
 }
@@ -103,7 +121,8 @@ impl Default for Flags {
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
-    Serve(Flags),
+    /// Boxed: `Flags` is large and the other variants are empty.
+    Serve(Box<Flags>),
     Help,
     Version,
 }
@@ -116,6 +135,11 @@ pub const THREADS_MAX: usize = 64;
 pub const CONN_LIMIT_MAX: usize = 1_000_000;
 pub const MAX_LINE_BYTES_MIN: usize = 1 << 10;
 pub const MAX_LINE_BYTES_MAX: usize = 1 << 20;
+pub const SSD_SIZE_BYTES_MIN: u64 = 1 << 20;
+/// 16 TiB: far beyond a cache log, small enough that no size computation overflows.
+pub const SSD_SIZE_BYTES_MAX: u64 = 1 << 44;
+pub const SSD_IO_THREADS_DEFAULT: usize = 2;
+pub const SSD_IO_THREADS_MAX: usize = 64;
 
 impl Flags {
     pub fn memory_limit_bytes(&self) -> usize {
@@ -134,6 +158,9 @@ impl Flags {
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String> {
     let mut flags = Flags::default();
     let mut udp_port: Option<String> = None;
+    let mut ssd_dir: Option<PathBuf> = None;
+    let mut ssd_size_bytes: Option<u64> = None;
+    let mut ssd_io_threads: Option<usize> = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         // Split "--name=value" and "-xVALUE"; "-vv" counts as verbosity 2.
@@ -200,6 +227,17 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             }
             "--fabric-pool-mb" => flags.fabric_pool_mb = number(&name, &value("megabytes")?, 1, 1 << 20)?,
             "--fabric-spin-us" => flags.fabric_spin_us = number(&name, &value("microseconds")?, 0, 100_000)?,
+            "--ssd-path" => {
+                let v = value("directory")?;
+                if v.is_empty() {
+                    return Err("--ssd-path: empty path".to_string());
+                }
+                ssd_dir = Some(PathBuf::from(v));
+            }
+            "--ssd-size" => ssd_size_bytes = Some(ssd_size(&name, &value("size")?)?),
+            "--ssd-io-threads" => {
+                ssd_io_threads = Some(number(&name, &value("count")?, 1, SSD_IO_THREADS_MAX as u64)? as usize)
+            }
             _ => return Err(format!("unknown flag '{arg}'")),
         }
         if let Some(extra) = inline {
@@ -211,6 +249,15 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             return Err(format!("-U {udp}: UDP is not supported (only -U 0)"));
         }
     }
+    flags.ssd = match (ssd_dir, ssd_size_bytes) {
+        (Some(dir), Some(size_bytes)) => {
+            Some(SsdFlags { dir, size_bytes, io_threads: ssd_io_threads.unwrap_or(SSD_IO_THREADS_DEFAULT) })
+        }
+        (Some(_), None) => return Err("--ssd-path needs --ssd-size <size> (e.g. --ssd-size 4g)".to_string()),
+        (None, Some(_)) => return Err("--ssd-size needs --ssd-path <dir>".to_string()),
+        (None, None) if ssd_io_threads.is_some() => return Err("--ssd-io-threads needs --ssd-path <dir>".to_string()),
+        (None, None) => None,
+    };
     if flags.sasl && flags.auth_file.is_none() {
         return Err("-S needs -Y <auth file>: slipstream checks SASL PLAIN against that file".to_string());
     }
@@ -227,7 +274,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             flags.max_item_bytes
         ));
     }
-    Ok(Command::Serve(flags))
+    Ok(Command::Serve(Box::new(flags)))
 }
 
 fn number(name: &str, text: &str, min: u64, max: u64) -> Result<u64, String> {
@@ -252,6 +299,24 @@ fn size(name: &str, text: &str) -> Result<usize, String> {
         return Err(format!("{name}: {text} is outside 1k..128m"));
     }
     Ok(bytes)
+}
+
+/// The SSD log's size: megabytes as a plain number (like `-m`), or a number with a k/m/g suffix;
+/// in bytes, within `SSD_SIZE_BYTES_MIN..=SSD_SIZE_BYTES_MAX`.
+fn ssd_size(name: &str, text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.as_bytes().last() {
+        Some(b'k' | b'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&t[..t.len() - 1], 1u64 << 20),
+        Some(b'g' | b'G') => (&t[..t.len() - 1], 1u64 << 30),
+        _ => (t, 1u64 << 20),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{name}: '{text}' is not a size (megabytes, or e.g. 512m, 4g)"))?;
+    let bytes = n.checked_mul(unit).filter(|&b| b <= SSD_SIZE_BYTES_MAX);
+    match bytes {
+        Some(b) if b >= SSD_SIZE_BYTES_MIN => Ok(b),
+        _ => Err(format!("{name}: {text} is outside 1m..16384g")),
+    }
 }
 
 /// Reads an auth file: one `user:password` per line; empty lines and lines starting with '#'
@@ -280,7 +345,7 @@ mod tests {
 
     fn serve(args: &[&str]) -> Result<Flags, String> {
         match parse(args.iter().map(|s| s.to_string()))? {
-            Command::Serve(f) => Ok(f),
+            Command::Serve(f) => Ok(*f),
             other => panic!("{other:?}"),
         }
     }
@@ -330,13 +395,45 @@ mod tests {
             "--auth-file", "--enable-sasl", "--pidfile", "--verbose", "--help", "--version", "--max-line-bytes",
             "--conn-buffers-mb",
             "--fabric-port", "--no-fabric", "--fabric-threads", "--fabric-transport", "--fabric-devices",
-            "--fabric-pool-mb", "--fabric-spin-us",
+            "--fabric-pool-mb", "--fabric-spin-us", "--ssd-path", "--ssd-size", "--ssd-io-threads",
         ] {
             assert!(USAGE.contains(flag), "{flag} missing from --help");
             let known = !matches!(parse([flag.to_string(), "1".to_string()]), Err(e) if e == format!("unknown flag '{flag}'"));
             assert!(known, "{flag} in --help but unknown to the parser");
         }
         assert_eq!(parse(["-h".to_string()]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn ssd_flags() {
+        assert_eq!(serve(&[]).unwrap().ssd, None, "memory only by default");
+        let f = serve(&["--ssd-path", "/tmp/ssd", "--ssd-size", "64"]).unwrap();
+        assert_eq!(f.ssd, Some(SsdFlags { dir: "/tmp/ssd".into(), size_bytes: 64 << 20, io_threads: 2 }));
+        let f = serve(&["--ssd-size=4g", "--ssd-io-threads", "8", "--ssd-path=/mnt/nvme/cache"]).unwrap();
+        assert_eq!(f.ssd, Some(SsdFlags { dir: "/mnt/nvme/cache".into(), size_bytes: 4 << 30, io_threads: 8 }));
+        for (text, bytes) in [("1024k", 1u64 << 20), ("512M", 512 << 20), ("2G", 2 << 30), ("16384g", 1 << 44), ("1", 1 << 20)] {
+            let f = serve(&["--ssd-path", "d", "--ssd-size", text]).unwrap();
+            assert_eq!(f.ssd.unwrap().size_bytes, bytes, "--ssd-size {text}");
+        }
+    }
+
+    #[test]
+    fn ssd_flag_errors() {
+        assert!(serve(&["--ssd-path", "/tmp/ssd"]).unwrap_err().contains("needs --ssd-size"));
+        assert!(serve(&["--ssd-size", "64"]).unwrap_err().contains("needs --ssd-path"));
+        assert!(serve(&["--ssd-io-threads", "4"]).unwrap_err().contains("needs --ssd-path"));
+        assert!(serve(&["--ssd-path", ""]).unwrap_err().contains("empty"));
+        assert!(serve(&["--ssd-path"]).unwrap_err().contains("needs a value"));
+        let with_size = |size: &str| serve(&["--ssd-path", "d", "--ssd-size", size]);
+        for bad in ["0", "512k", "16385g", "99999999999999999999", "-1", "4t", "g", "", "1.5g"] {
+            assert!(with_size(bad).is_err(), "--ssd-size {bad:?} accepted");
+        }
+        assert!(with_size("0").unwrap_err().contains("outside"));
+        assert!(with_size("lots").unwrap_err().contains("not a size"));
+        let with_threads = |n: &str| serve(&["--ssd-path", "d", "--ssd-size", "64", "--ssd-io-threads", n]);
+        assert!(with_threads("0").unwrap_err().contains("outside"));
+        assert!(with_threads("65").is_err());
+        assert_eq!(with_threads("64").unwrap().ssd.unwrap().io_threads, 64);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Logging to stderr by verbosity (`-v`: info, `-vv`: connection events). Warnings always print.
+//! Logging to stderr by verbosity (`-v`: info, `-vv`: connection events). Warnings and notices
+//! always print.
 use std::fmt::Arguments;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -9,6 +10,11 @@ pub fn set_verbosity(level: u32) {
 }
 
 pub fn warn(message: Arguments<'_>) {
+    eprintln!("slipstream-cache: {message}");
+}
+
+/// What an operator should see once at start whatever the verbosity (e.g. the SSD tier's log).
+pub fn notice(message: Arguments<'_>) {
     eprintln!("slipstream-cache: {message}");
 }
 

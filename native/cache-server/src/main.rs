@@ -7,14 +7,19 @@
 //! - **tcp-acceptor**: accepts, enforces `-c`, hands sockets round-robin to the workers;
 //! - **tcp-worker-N** (`-t`): one epoll loop each over its own connections (`tcp.rs`);
 //! - the **fabric** node's progress thread, which also executes fabric requests (Inline mode;
-//!   `--fabric-threads N` moves them to N handler threads instead) (`fabric_server.rs`).
+//!   `--fabric-threads N` moves them to N handler threads instead) (`fabric_server.rs`);
+//! - in hybrid mode (`--ssd-path`), the store's SSD I/O threads (`--ssd-io-threads`), and
+//!   **fabric-resume-N** (one, or `--fabric-threads`), which go on with fabric requests that
+//!   waited for the SSD (`fabric_server.rs`). No worker or fabric thread waits for the SSD:
+//!   a command that needs a value being read from it waits, and the store's waker resumes it.
 //!
 //! All of them share one store (`cache_store::Store`), which does its own locking.
 //!
-//! Memory: resident memory stays within the store's bound (`-m`, plus its index and bookkeeping)
-//! + the idle process (about 4 MiB; 10 MiB with the fabric's UCX context) + two 16 KiB buffers per
-//! TCP connection + `--conn-buffers-mb` (large values in flight over TCP, all connections together)
-//! + the fabric's registered pool (`--fabric-pool-mb`), each bounded by its flag.
+//! Memory: resident memory stays within the store's bound (`-m`, plus its index and bookkeeping),
+//! plus the idle process (about 4 MiB; 10 MiB with the fabric's UCX context), plus two 16 KiB
+//! buffers per TCP connection, plus `--conn-buffers-mb` (large values in flight over TCP, all
+//! connections together), plus the fabric's registered pool (`--fabric-pool-mb`), each bounded by
+//! its flag.
 
 mod buffers;
 mod copy;
@@ -23,6 +28,8 @@ mod flags;
 mod log;
 mod stats;
 mod tcp;
+#[cfg(test)]
+mod test_store;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -87,13 +94,49 @@ fn serve(flags: &Flags) -> Result<(), String> {
         None => None,
     };
 
+    let ssd = match &flags.ssd {
+        Some(ssd) => {
+            if ssd.dir.exists() && !ssd.dir.is_dir() {
+                return Err(format!("--ssd-path {}: not a directory", ssd.dir.display()));
+            }
+            std::fs::create_dir_all(&ssd.dir).map_err(|e| format!("--ssd-path {}: {e}", ssd.dir.display()))?;
+            Some(cache_store::SsdConfig { dir: ssd.dir.clone(), size_bytes: ssd.size_bytes, io_threads: ssd.io_threads })
+        }
+        None => None,
+    };
     let store = cache_store::Store::new(cache_store::StoreConfig {
         memory_limit_bytes: flags.memory_limit_bytes(),
         max_item_bytes: flags.max_item_bytes,
+        ssd,
         ..cache_store::StoreConfig::default()
     })
-    .map_err(|e| format!("-m {} / -I {}: {e}", flags.memory_limit_mb, flags.max_item_bytes))?;
+    .map_err(|e| match &flags.ssd {
+        Some(ssd) => format!(
+            "-m {} / -I {} / --ssd-path {} --ssd-size {}: {e}",
+            flags.memory_limit_mb,
+            flags.max_item_bytes,
+            ssd.dir.display(),
+            ssd.size_bytes
+        ),
+        None => format!("-m {} / -I {}: {e}", flags.memory_limit_mb, flags.max_item_bytes),
+    })?;
     let store: Arc<dyn Storage> = Arc::new(store);
+    let ssd_on = flags.ssd.is_some() && store.may_wait();
+    if let Some(ssd) = &flags.ssd {
+        if ssd_on {
+            log::notice(format_args!(
+                "SSD tier on: a log of {} MiB in {} ({} I/O threads)",
+                ssd.size_bytes >> 20,
+                ssd.dir.display(),
+                ssd.io_threads
+            ));
+        } else {
+            log::warn(format_args!(
+                "--ssd-path {}: this store has no SSD tier; serving from memory only",
+                ssd.dir.display()
+            ));
+        }
+    }
 
     let counters = Arc::new(Counters::default());
     let buffers = Arc::new(buffers::Budget::new(flags.conn_buffers_bytes()));
@@ -156,7 +199,12 @@ fn serve(flags: &Flags) -> Result<(), String> {
         std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| format!("-P {}: {e}", path.display()))?;
     }
     let fabric_addr = fabric.as_ref().and_then(|(node, _)| node.local_addr()).map_or("off".to_string(), |a| a.to_string());
-    println!("slipstream-cache listening tcp={tcp_addr} fabric={fabric_addr}");
+    // `ssd=` names the log's size only: a directory may hold spaces, and the line is parsed by words.
+    let ssd_field = match &flags.ssd {
+        Some(ssd) if ssd_on => format!(" ssd={}m", ssd.size_bytes >> 20),
+        _ => String::new(),
+    };
+    println!("slipstream-cache listening tcp={tcp_addr} fabric={fabric_addr}{ssd_field}");
     let _ = std::io::stdout().flush();
 
     // Control loop: housekeeping once a second until a termination signal.

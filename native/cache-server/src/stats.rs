@@ -27,6 +27,12 @@ pub struct Counters {
     pub buffer_budget_refusals: AtomicU64,
     /// Panics caught around the protocol layer (a bug; the connection or request is dropped).
     pub internal_errors: AtomicU64,
+    /// Times a TCP connection or a fabric request stopped before a command to wait for a value the
+    /// store reads from its SSD tier (hybrid mode).
+    pub storage_waits: AtomicU64,
+    /// Fabric requests parked now: waiting for the store, or queued behind one of their
+    /// connection's that waits.
+    pub fabric_requests_parked: AtomicU64,
 }
 
 impl Counters {
@@ -71,6 +77,7 @@ pub fn server_stats(facts: &ServerFacts, counters: &Counters) -> Vec<(String, St
         ("conn_buffers_bytes".into(), facts.buffers.used_bytes().to_string()),
         ("conn_buffers_limit".into(), facts.buffers.limit_bytes().to_string()),
         ("internal_errors".into(), load(&counters.internal_errors)),
+        ("storage_waits".into(), load(&counters.storage_waits)),
         ("threads".into(), facts.threads.to_string()),
     ];
     match facts.fabric.get() {
@@ -82,6 +89,7 @@ pub fn server_stats(facts: &ServerFacts, counters: &Counters) -> Vec<(String, St
             out.push(("fabric_requests".into(), load(&counters.fabric_requests)));
             out.push(("fabric_requests_failed".into(), load(&counters.fabric_requests_failed)));
             out.push(("fabric_requests_shed".into(), s.requests_shed.to_string()));
+            out.push(("fabric_requests_parked".into(), load(&counters.fabric_requests_parked)));
             out.push(("fabric_protocol_errors".into(), s.protocol_errors.to_string()));
             out.push(("fabric_peers_failed".into(), s.peers_failed.to_string()));
             out.push(("fabric_pool_bytes_mapped".into(), s.pool_bytes_mapped.to_string()));

@@ -1,19 +1,35 @@
 //! TCP serving. One acceptor thread accepts connections and hands each, round-robin, to one of N
 //! worker threads; each worker runs its own epoll loop (level-triggered) over its non-blocking
-//! sockets and owns their sessions and buffers outright (nothing per connection is shared).
+//! sockets and owns their sessions and buffers outright (nothing per connection is shared but the
+//! connection's waker, below).
 //!
 //! Per readiness event a connection gets at most one `read` and one `send`: the read fills the
 //! free part of its input buffer; complete commands are executed one at a time (so that output
 //! stays bounded, see `process_input`), their replies appended to the output buffer; one `send`
 //! then writes what it can. A connection whose unsent output reaches `OUTPUT_HIGH_BYTES` is not
 //! read (and its buffered commands not executed) until the output drains: backpressure.
+//!
+//! Waiting for the store (hybrid mode): a store with an SSD tier may answer that a value is being
+//! read from the SSD; the session then stops before that command (`Processed::waiting`) and the
+//! connection is marked `waiting`. A waiting connection executes nothing; it keeps sending the
+//! replies before the command, keeps reading into the room its input buffer already has (so a
+//! peer that closes is noticed; with the buffer full it is not read at all) and is closed at once
+//! on a reset. Each connection has a waker (`ConnWaker`, one `Arc` per connection) that the store
+//! wakes from its I/O thread: it puts the connection's token (slot and generation) on its worker's
+//! ready list, once (a per-connection flag deduplicates), and signals the worker's eventfd, which
+//! is in the worker's epoll set. The worker clears the flag, checks the token against the slot's
+//! present connection (a connection closed meanwhile, its slot perhaps reused, is not touched),
+//! and if that connection is waiting, executes its buffered commands again. A wake that comes
+//! before the worker has seen `waiting` (a fast read) stays on the ready list and is handled on the
+//! worker's next round; a wake for a connection that is not waiting does nothing.
 
 use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::{IntoRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use cache_proto::session::{Processed, Session, SessionConfig};
@@ -47,10 +63,95 @@ pub struct Shared {
     pub output_cap_bytes: usize,
 }
 
-/// The acceptor's handle on a worker: a queue of new sockets and an eventfd to wake it.
+/// A worker's inbox, filled by other threads: new sockets from the acceptor, tokens of waiting
+/// connections from the store's wakers, and an eventfd (in the worker's epoll set) to wake it.
 struct WorkerMailbox {
     incoming: Mutex<Vec<RawFd>>,
+    /// Tokens (`conn_token`) of connections whose waker fired. Each live connection is on it at
+    /// most once at a time (`ConnWaker::state`), so it holds at most the worker's connections
+    /// (plus the odd stale token of a connection closed meanwhile).
+    ready: Mutex<Vec<u64>>,
     wake_fd: RawFd,
+}
+
+impl WorkerMailbox {
+    fn new(wake_fd: RawFd) -> WorkerMailbox {
+        WorkerMailbox { incoming: Mutex::new(Vec::new()), ready: Mutex::new(Vec::new()), wake_fd }
+    }
+
+    /// Makes the worker's `epoll_wait` return (the eventfd becomes readable).
+    fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a u64 we own to our eventfd.
+        unsafe { libc::write(self.wake_fd, &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Resets the eventfd. Called before the lists are taken, so an entry added after this is
+    /// followed by a fresh signal.
+    fn clear_signal(&self) {
+        let mut counter = [0u8; 8];
+        // SAFETY: reads the eventfd's 8-byte counter into our array.
+        unsafe { libc::read(self.wake_fd, counter.as_mut_ptr() as *mut libc::c_void, 8) };
+    }
+}
+
+/// A connection's token on the ready list: its slot in the low 32 bits, the slot's generation
+/// (counted per worker, per registered connection) in the high 32 bits.
+fn conn_token(slot: usize, generation: u32) -> u64 {
+    debug_assert!(slot <= u32::MAX as usize);
+    (u64::from(generation) << 32) | slot as u64
+}
+
+fn token_parts(token: u64) -> (usize, u32) {
+    ((token & u64::from(u32::MAX)) as usize, (token >> 32) as u32)
+}
+
+/// `ConnWaker::state` bit: the token is on the ready list (or about to be), not yet taken.
+const WAKER_QUEUED: u8 = 1;
+/// `ConnWaker::state` bit: the connection is closed; wakes do nothing.
+const WAKER_CLOSED: u8 = 2;
+
+/// The waker of one connection's session (allocated once per connection). Woken by the store,
+/// from its I/O threads, when a value a waiting command needs is in memory.
+struct ConnWaker {
+    mailbox: Arc<WorkerMailbox>,
+    token: u64,
+    /// `WAKER_QUEUED` | `WAKER_CLOSED`. Read-modify-writes only, so that the worker's clearing of
+    /// `WAKER_QUEUED` acquires everything a waker published before it found the bit set.
+    state: AtomicU8,
+}
+
+impl ConnWaker {
+    fn new(mailbox: Arc<WorkerMailbox>, token: u64) -> ConnWaker {
+        ConnWaker { mailbox, token, state: AtomicU8::new(0) }
+    }
+
+    /// The worker took the token off the ready list: the next wake queues it again. Called before
+    /// the connection's commands run again, so a wake during that run is not lost.
+    fn taken(&self) {
+        self.state.fetch_and(!WAKER_QUEUED, Ordering::AcqRel);
+    }
+
+    /// The connection is closed: later wakes (the store may hold this waker for a while) do nothing.
+    fn close(&self) {
+        self.state.fetch_or(WAKER_CLOSED, Ordering::AcqRel);
+    }
+}
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.state.fetch_or(WAKER_QUEUED, Ordering::AcqRel) != 0 {
+            return; // already queued (the worker will run the connection), or closed
+        }
+        // A short, uncontended lock (the worker holds it only to swap the list out). No panic
+        // on this foreign thread if a worker panicked holding it.
+        self.mailbox.ready.lock().unwrap_or_else(|e| e.into_inner()).push(self.token);
+        self.mailbox.signal();
+    }
 }
 
 /// Starts `threads` workers and the acceptor. The threads run until the process exits.
@@ -58,21 +159,9 @@ pub fn start(listener: TcpListener, shared: Arc<Shared>, threads: usize) -> io::
     assert!(threads >= 1);
     let mut mailboxes = Vec::with_capacity(threads);
     for index in 0..threads {
-        let epoll_fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        let wake_fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-        epoll_ctl(epoll_fd, libc::EPOLL_CTL_ADD, wake_fd, libc::EPOLLIN as u32, WAKE_TOKEN)?;
-        let mailbox = Arc::new(WorkerMailbox { incoming: Mutex::new(Vec::new()), wake_fd });
-        let mut worker = Worker {
-            epoll_fd,
-            mailbox: mailbox.clone(),
-            shared: shared.clone(),
-            conns: Vec::new(),
-            free_slots: Vec::new(),
-            recycler: Recycler::new(shared.buffers.clone()),
-            scratch: Vec::new(),
-        };
+        let mut worker = Worker::new(shared.clone())?;
+        mailboxes.push(worker.mailbox.clone());
         std::thread::Builder::new().name(format!("tcp-worker-{index}")).spawn(move || worker.run())?;
-        mailboxes.push(mailbox);
     }
     std::thread::Builder::new().name("tcp-acceptor".into()).spawn(move || accept_loop(listener, shared, mailboxes))?;
     Ok(())
@@ -115,9 +204,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mailboxes: Vec<Arc<Wo
         let mailbox = &mailboxes[next % mailboxes.len()];
         next = next.wrapping_add(1);
         mailbox.incoming.lock().unwrap().push(fd);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a u64 we own to our eventfd.
-        unsafe { libc::write(mailbox.wake_fd, &one as *const u64 as *const libc::c_void, 8) };
+        mailbox.signal();
     }
 }
 
@@ -133,6 +220,13 @@ struct Conn {
     /// The peer closed its side (or the socket failed): read nothing more; what is buffered is
     /// still executed and answered, then the connection closes.
     peer_gone: bool,
+    /// The session stopped before a command that waits for the store: execute nothing until the
+    /// waker fires (see the module doc).
+    waiting: bool,
+    /// Tells stale ready-list tokens from this connection's (its slot may have been reused).
+    generation: u32,
+    /// The session's waker, also held by the session (and by the store while a read is queued).
+    waker: Arc<ConnWaker>,
 }
 
 struct Worker {
@@ -141,6 +235,10 @@ struct Worker {
     shared: Arc<Shared>,
     conns: Vec<Option<Box<Conn>>>,
     free_slots: Vec<usize>,
+    /// The generation of the next connection registered (`conn_token`).
+    next_generation: u32,
+    /// The ready list taken from the mailbox (swapped with it, so neither allocates once warm).
+    ready: Vec<u64>,
     recycler: Recycler,
     /// Where an overflowing reply's bytes go (bounded by one append: one value).
     scratch: Vec<u8>,
@@ -154,6 +252,23 @@ enum Next {
 }
 
 impl Worker {
+    fn new(shared: Arc<Shared>) -> io::Result<Worker> {
+        let epoll_fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        let wake_fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        epoll_ctl(epoll_fd, libc::EPOLL_CTL_ADD, wake_fd, libc::EPOLLIN as u32, WAKE_TOKEN)?;
+        Ok(Worker {
+            epoll_fd,
+            mailbox: Arc::new(WorkerMailbox::new(wake_fd)),
+            recycler: Recycler::new(shared.buffers.clone()),
+            shared,
+            conns: Vec::new(),
+            free_slots: Vec::new(),
+            next_generation: 0,
+            ready: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
     fn run(&mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS_PER_WAIT];
         loop {
@@ -181,29 +296,76 @@ impl Worker {
                 }
             }
             if woken {
+                self.mailbox.clear_signal();
+                self.run_ready();
                 self.register_incoming();
             }
         }
     }
 
+    /// Runs the connections whose wakers fired since the last round.
+    fn run_ready(&mut self) {
+        {
+            let mut ready = self.mailbox.ready.lock().unwrap_or_else(|e| e.into_inner());
+            if ready.is_empty() {
+                return;
+            }
+            std::mem::swap(&mut *ready, &mut self.ready);
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        for &token in &ready {
+            let (slot, generation) = token_parts(token);
+            if self.on_wake(slot, generation) == Next::Close {
+                self.close(slot);
+            }
+        }
+        ready.clear();
+        self.ready = ready;
+    }
+
+    /// A ready-list token: if it is the present connection of its slot, clears its queued flag
+    /// and, if the connection is waiting, executes its buffered commands again.
+    fn on_wake(&mut self, slot: usize, generation: u32) -> Next {
+        let Some(conn) = self.conns.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
+            return Next::Keep; // closed since: a stale token
+        };
+        if conn.generation != generation {
+            return Next::Keep; // the slot holds a newer connection
+        }
+        conn.waker.taken();
+        if !conn.waiting {
+            return Next::Keep; // a wake for a command that has run meanwhile
+        }
+        conn.waiting = false;
+        if pump(conn, &mut self.recycler, &mut self.scratch, &self.shared) == Next::Close {
+            return Next::Close;
+        }
+        settle(self.epoll_fd, slot, conn, &mut self.recycler)
+    }
+
     fn register_incoming(&mut self) {
-        let mut counter = [0u8; 8];
-        // SAFETY: reads the eventfd's 8-byte counter into our array.
-        unsafe { libc::read(self.mailbox.wake_fd, counter.as_mut_ptr() as *mut libc::c_void, 8) };
         let fds = std::mem::take(&mut *self.mailbox.incoming.lock().unwrap());
         for fd in fds {
             let slot = self.free_slots.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
+            let generation = self.next_generation;
+            self.next_generation = self.next_generation.wrapping_add(1);
+            let waker = Arc::new(ConnWaker::new(self.mailbox.clone(), conn_token(slot, generation)));
+            let mut session = Session::new(self.shared.store.clone(), self.shared.session_config.clone());
+            session.set_waker(Waker::from(waker.clone()));
             let conn = Conn {
                 fd,
-                session: Session::new(self.shared.store.clone(), self.shared.session_config.clone()),
+                session,
                 input: Input::new(&mut self.recycler, self.shared.input_limit_bytes),
                 output: Output::default(),
                 interest: libc::EPOLLIN as u32,
                 closing: false,
                 peer_gone: false,
+                waiting: false,
+                generation,
+                waker,
             };
             self.conns[slot] = Some(Box::new(conn));
             if let Err(e) = epoll_ctl(self.epoll_fd, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, slot as u64) {
@@ -215,6 +377,7 @@ impl Worker {
 
     fn close(&mut self, slot: usize) {
         let conn = self.conns[slot].take().expect("closing an empty slot");
+        conn.waker.close();
         // Closing the descriptor removes it from the epoll set.
         unsafe { libc::close(conn.fd) };
         let Conn { input, output, .. } = *conn;
@@ -243,6 +406,7 @@ impl Worker {
             && !conn.peer_gone
             && conn.output.pending_len() < OUTPUT_HIGH_BYTES
         {
+            // `pump` executes nothing while the connection waits: the bytes just stay buffered.
             match read_once(conn, recycler) {
                 Ok(true) => {
                     if pump(conn, recycler, scratch, shared) == Next::Close {
@@ -267,32 +431,44 @@ impl Worker {
                 }
             }
         }
-        if conn.output.pending_len() == 0 {
-            // With the output empty, whatever input is left is an incomplete command.
-            if conn.closing || conn.peer_gone {
-                return Next::Close;
-            }
-            conn.output.shrink_if_idle(recycler);
-            conn.input.shrink_if_idle(recycler);
-        }
-        let want_read = !conn.closing && !conn.peer_gone && conn.output.pending_len() < OUTPUT_HIGH_BYTES;
-        let want_write = conn.output.pending_len() > 0;
-        let interest = if want_read { libc::EPOLLIN as u32 } else { 0 } | if want_write { libc::EPOLLOUT as u32 } else { 0 };
-        debug_assert!(interest != 0, "a connection with nothing to wait for");
-        if interest != conn.interest {
-            if let Err(e) = epoll_ctl(self.epoll_fd, libc::EPOLL_CTL_MOD, conn.fd, interest, slot as u64) {
-                log::warn(format_args!("epoll_ctl mod: {e}"));
-                return Next::Close;
-            }
-            conn.interest = interest;
-        }
-        Next::Keep
+        settle(self.epoll_fd, slot, conn, recycler)
     }
 }
 
-/// Executes buffered commands and writes their replies, until the input holds no complete command
-/// or the socket takes no more (output at `OUTPUT_HIGH_BYTES` after a send; EPOLLOUT resumes).
-/// Bounded by the input already buffered: nothing is read here.
+/// After a connection's input was read or executed: closes it if it is done, gives idle buffers
+/// back, and registers the events it waits for now.
+fn settle(epoll_fd: RawFd, slot: usize, conn: &mut Conn, recycler: &mut Recycler) -> Next {
+    if conn.output.pending_len() == 0 && !conn.waiting {
+        // With the output empty, whatever input is left is an incomplete command.
+        if conn.closing || conn.peer_gone {
+            return Next::Close;
+        }
+        conn.output.shrink_if_idle(recycler);
+        conn.input.shrink_if_idle(recycler);
+    }
+    // A waiting connection reads only into the room its buffer has (`read_once`).
+    let want_read = !conn.closing
+        && !conn.peer_gone
+        && conn.output.pending_len() < OUTPUT_HIGH_BYTES
+        && (!conn.waiting || conn.input.has_room());
+    let want_write = conn.output.pending_len() > 0;
+    let interest = if want_read { libc::EPOLLIN as u32 } else { 0 } | if want_write { libc::EPOLLOUT as u32 } else { 0 };
+    // Nothing at all only while waiting (for the waker; errors and hang-ups are reported anyway).
+    debug_assert!(interest != 0 || conn.waiting, "a connection with nothing to wait for");
+    if interest != conn.interest {
+        if let Err(e) = epoll_ctl(epoll_fd, libc::EPOLL_CTL_MOD, conn.fd, interest, slot as u64) {
+            log::warn(format_args!("epoll_ctl mod: {e}"));
+            return Next::Close;
+        }
+        conn.interest = interest;
+    }
+    Next::Keep
+}
+
+/// Executes buffered commands and writes their replies, until the input holds no complete command,
+/// the socket takes no more (output at `OUTPUT_HIGH_BYTES` after a send; EPOLLOUT resumes) or a
+/// command waits for the store (the waker resumes). Bounded by the input already buffered:
+/// nothing is read here. Executes nothing while the connection waits.
 fn pump(conn: &mut Conn, recycler: &mut Recycler, scratch: &mut Vec<u8>, shared: &Shared) -> Next {
     loop {
         let stopped = process_input(conn, recycler, scratch, shared);
@@ -315,6 +491,8 @@ enum Stop {
     InputDone,
     /// The output reached `OUTPUT_HIGH_BYTES` with commands left in the input.
     OutputFull,
+    /// A command waits for the store (`conn.waiting` is set); it stays in the input.
+    Waiting,
     /// The protocol layer failed; close the connection.
     Close,
 }
@@ -328,6 +506,9 @@ enum Stop {
 /// One call's output is then bounded by one command's reply (plus, at worst, as many more
 /// commands as fit in the bytes of the one that needed the doubling).
 fn process_input(conn: &mut Conn, recycler: &mut Recycler, scratch: &mut Vec<u8>, shared: &Shared) -> Stop {
+    if conn.waiting {
+        return Stop::Waiting;
+    }
     while !conn.closing && !conn.input.is_empty() {
         if conn.output.pending_len() >= OUTPUT_HIGH_BYTES {
             return Stop::OutputFull;
@@ -368,7 +549,9 @@ fn process_input(conn: &mut Conn, recycler: &mut Recycler, scratch: &mut Vec<u8>
                 conn.closing = true;
                 return Stop::InputDone;
             }
-            if processed.consumed > 0 || processed.close || cut == pending.len() {
+            // Waiting: the command stays unexecuted, and is not to be offered again before the
+            // waker fires (that would only queue another read).
+            if processed.consumed > 0 || processed.close || processed.waiting || cut == pending.len() {
                 break processed;
             }
             // The session says how long the command is when it can tell (a storage command's
@@ -380,11 +563,17 @@ fn process_input(conn: &mut Conn, recycler: &mut Recycler, scratch: &mut Vec<u8>
         };
         // `output_full` (the session's own per-call reply budget) needs nothing here: the loop
         // goes on with the rest while the output is below `OUTPUT_HIGH_BYTES`.
-        let Processed { consumed, close, .. } = processed;
+        let Processed { consumed, close, waiting, .. } = processed;
         assert!(consumed <= cut, "session consumed {consumed} of {cut} bytes");
         conn.input.consume(consumed);
         if close {
             conn.closing = true;
+        }
+        if waiting {
+            // Replies of the commands before it are in the output; `pump` sends them.
+            conn.waiting = true;
+            Counters::add(&shared.counters.storage_waits, 1);
+            return Stop::Waiting;
         }
         if consumed == 0 {
             // An incomplete command: make room for all of it at once, then read more.
@@ -409,9 +598,17 @@ fn first_command_end(input: &[u8]) -> Option<usize> {
 }
 
 /// One `read` into the free part of the input. `Ok(true)`: bytes arrived. A closed or failed
-/// peer sets `peer_gone`.
+/// peer sets `peer_gone`. A waiting connection reads only into the room its buffer has.
 fn read_once(conn: &mut Conn, recycler: &mut Recycler) -> Result<bool, InputFull> {
-    let space = conn.input.space(recycler)?;
+    let space = if conn.waiting {
+        let room = conn.input.room();
+        if room.is_empty() {
+            return Ok(false); // `settle` stops reading until the commands have run
+        }
+        room
+    } else {
+        conn.input.space(recycler)?
+    };
     // SAFETY: reads at most space.len() bytes into memory we own.
     let n = unsafe { libc::read(conn.fd, space.as_mut_ptr() as *mut libc::c_void, space.len()) };
     if n > 0 {
@@ -464,7 +661,280 @@ fn cvt(result: i32) -> io::Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::first_command_end;
+    use super::*;
+    use std::io::Read;
+    use std::net::{Shutdown, SocketAddr, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::time::Instant;
+
+    use crate::test_store::{bin_packet, bin_replies, bin_set, BinReply, SlowTierStore};
+
+    fn shared(store: Arc<SlowTierStore>) -> Arc<Shared> {
+        Arc::new(Shared {
+            store,
+            session_config: Arc::new(SessionConfig::new("test")),
+            counters: Arc::new(Counters::default()),
+            conn_limit: 64,
+            input_limit_bytes: (1 << 20) + (64 << 10),
+            buffers: Arc::new(Budget::new(64 << 20)),
+            output_cap_bytes: 16 << 20,
+        })
+    }
+
+    fn server(store: Arc<SlowTierStore>, threads: usize) -> (SocketAddr, Arc<Shared>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = shared(store);
+        start(listener, shared.clone(), threads).unwrap();
+        (addr, shared)
+    }
+
+    fn connect(addr: SocketAddr) -> TcpStream {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream
+    }
+
+    fn expect(stream: &mut TcpStream, expected: &[u8]) {
+        let mut got = vec![0u8; expected.len()];
+        stream.read_exact(&mut got).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(expected));
+    }
+
+    /// Nothing arrives for `wait`.
+    fn expect_silence(stream: &mut TcpStream, wait: Duration) {
+        stream.set_read_timeout(Some(wait)).unwrap();
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte) {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            other => panic!("expected nothing, got {other:?}"),
+        }
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+
+    fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !condition() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn set(stream: &mut TcpStream, key: &str, value: &str) {
+        stream.write_all(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes()).unwrap();
+        expect(stream, b"STORED\r\n");
+    }
+
+    #[test]
+    fn tokens_and_wake_dedup() {
+        for (slot, generation) in [(0usize, 0u32), (7, 1), (u32::MAX as usize, u32::MAX)] {
+            assert_eq!(token_parts(conn_token(slot, generation)), (slot, generation));
+        }
+        let wake_fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }).unwrap();
+        let mailbox = Arc::new(WorkerMailbox::new(wake_fd));
+        let conn = Arc::new(ConnWaker::new(mailbox.clone(), conn_token(3, 9)));
+        let waker = Waker::from(conn.clone());
+        waker.wake_by_ref();
+        waker.wake_by_ref();
+        assert_eq!(*mailbox.ready.lock().unwrap(), vec![conn_token(3, 9)], "queued once");
+        let mut counter = 0u64;
+        assert_eq!(unsafe { libc::read(wake_fd, &mut counter as *mut u64 as *mut libc::c_void, 8) }, 8, "signalled");
+        mailbox.ready.lock().unwrap().clear();
+        conn.taken();
+        Waker::from(conn.clone()).wake(); // by value
+        assert_eq!(mailbox.ready.lock().unwrap().len(), 1, "queued again once taken");
+        mailbox.ready.lock().unwrap().clear();
+        conn.taken();
+        conn.close();
+        waker.wake_by_ref();
+        assert!(mailbox.ready.lock().unwrap().is_empty(), "a closed connection's waker does nothing");
+        unsafe { libc::close(wake_fd) };
+    }
+
+    #[test]
+    fn a_waiting_command_runs_after_the_wake_and_in_order() {
+        let store = SlowTierStore::new(false);
+        let (addr, shared) = server(store.clone(), 1);
+        let mut client = connect(addr);
+        set(&mut client, "k", "v");
+        set(&mut client, "n", "5");
+        store.make_cold(b"k");
+        client.write_all(b"set x 0 0 1\r\n1\r\nget k\r\nget x\r\n").unwrap();
+        expect(&mut client, b"STORED\r\n"); // the command before the waiting one is answered
+        expect_silence(&mut client, Duration::from_millis(150));
+        client.write_all(b"incr n 1\r\n").unwrap(); // buffered behind the waiting get
+        expect_silence(&mut client, Duration::from_millis(50));
+        assert_eq!(store.pendings(), 1, "nothing retried before the wake (no busy loop)");
+        assert_eq!(store.release(b"k"), 1);
+        expect(&mut client, b"VALUE k 0 1\r\nv\r\nEND\r\nVALUE x 0 1\r\n1\r\nEND\r\n6\r\n");
+        assert_eq!(shared.counters.storage_waits.load(Ordering::Relaxed), 1);
+        // Arithmetic and append wait the same way.
+        store.make_cold(b"n");
+        client.write_all(b"incr n 10\r\nappend n 0 0 1\r\n0\r\nget n\r\n").unwrap();
+        eventually("the incr to wait", || store.pendings() == 2);
+        expect_silence(&mut client, Duration::from_millis(50));
+        store.release(b"n");
+        expect(&mut client, b"16\r\nSTORED\r\nVALUE n 0 3\r\n160\r\nEND\r\n");
+    }
+
+    #[test]
+    fn binary_requests_wait_too() {
+        let store = SlowTierStore::new(false);
+        let (addr, _) = server(store.clone(), 1);
+        let mut client = connect(addr);
+        client.write_all(&bin_set(b"k", b"vv", 1)).unwrap();
+        let mut reply = [0u8; 24];
+        client.read_exact(&mut reply).unwrap();
+        assert_eq!(bin_replies(&reply), vec![BinReply { opcode: 0x01, status: 0, opaque: 1, value: vec![] }]);
+        store.make_cold(b"k");
+        let mut batch = bin_packet(0x00, b"k", &[], &[], 2); // GET, waits
+        batch.extend(bin_packet(0x0a, b"", &[], &[], 3)); // NOOP, behind it
+        client.write_all(&batch).unwrap();
+        expect_silence(&mut client, Duration::from_millis(100));
+        store.release(b"k");
+        let mut reply = vec![0u8; 24 + 4 + 2 + 24];
+        client.read_exact(&mut reply).unwrap();
+        assert_eq!(
+            bin_replies(&reply),
+            vec![
+                BinReply { opcode: 0x00, status: 0, opaque: 2, value: b"vv".to_vec() },
+                BinReply { opcode: 0x0a, status: 0, opaque: 3, value: vec![] },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wake_before_the_worker_sees_waiting_is_not_lost() {
+        // The store completes every read inside the call: the wake always comes first.
+        let store = SlowTierStore::new(true);
+        let (addr, _) = server(store.clone(), 2);
+        let mut client = connect(addr);
+        set(&mut client, "k", "v");
+        for round in 0..200 {
+            store.make_cold(b"k");
+            if round % 2 == 0 {
+                client.write_all(b"get k\r\n").unwrap();
+                expect(&mut client, b"VALUE k 0 1\r\nv\r\nEND\r\n");
+            } else {
+                client.write_all(b"get nope\r\nget k\r\nget nope\r\n").unwrap();
+                expect(&mut client, b"END\r\nVALUE k 0 1\r\nv\r\nEND\r\nEND\r\n");
+            }
+        }
+        assert_eq!(store.pendings(), 200);
+    }
+
+    #[test]
+    fn a_stale_wake_after_the_slot_was_reused_does_nothing() {
+        let store = SlowTierStore::new(false);
+        let (addr, shared) = server(store.clone(), 1);
+        let mut first = connect(addr);
+        set(&mut first, "k", "v");
+        set(&mut first, "k2", "w");
+        store.make_cold(b"k");
+        first.write_all(b"get k\r\n").unwrap();
+        eventually("the get to wait", || store.pendings() == 1);
+        // A reset (linger 0): the worker closes the connection at once, waiting or not.
+        let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+        let size = std::mem::size_of::<libc::linger>() as libc::socklen_t;
+        let linger_ptr = &linger as *const libc::linger as *const libc::c_void;
+        // SAFETY: sets a socket option from a struct we own, of the size given.
+        let status = unsafe { libc::setsockopt(first.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, linger_ptr, size) };
+        assert_eq!(status, 0);
+        drop(first);
+        eventually("the connection to close", || shared.counters.curr_connections.load(Ordering::Relaxed) == 0);
+        // The next connection takes the same slot (one worker, one free slot).
+        let mut second = connect(addr);
+        store.make_cold(b"k2");
+        second.write_all(b"get k2\r\n").unwrap();
+        eventually("the second get to wait", || store.pendings() == 2);
+        assert_eq!(store.release(b"k"), 1, "the first connection's waker, held by the store");
+        expect_silence(&mut second, Duration::from_millis(100));
+        assert_eq!(store.pendings(), 2, "the stale wake did not run the second connection");
+        store.release(b"k2");
+        expect(&mut second, b"VALUE k2 0 1\r\nw\r\nEND\r\n");
+        second.write_all(b"get k\r\n").unwrap();
+        expect(&mut second, b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    }
+
+    /// The race the generation guards against, step by step on a worker without its thread: a
+    /// waker that found its connection open queues the token late, after the connection closed
+    /// and a new one took its slot.
+    #[test]
+    fn a_late_token_for_a_reused_slot_leaves_the_new_connection_alone() {
+        use std::os::fd::IntoRawFd;
+        use std::os::unix::net::UnixStream;
+        let store = SlowTierStore::new(false);
+        let mut worker = Worker::new(shared(store.clone())).unwrap();
+        let register = |worker: &mut Worker| {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            theirs.set_nonblocking(true).unwrap();
+            worker.shared.counters.curr_connections.fetch_add(1, Ordering::Relaxed);
+            worker.mailbox.incoming.lock().unwrap().push(theirs.into_raw_fd());
+            worker.register_incoming();
+            ours
+        };
+        let _first = register(&mut worker);
+        let late = conn_token(0, worker.conns[0].as_ref().unwrap().generation);
+        worker.close(0);
+        let mut second = register(&mut worker);
+        assert!(worker.conns[0].is_some(), "the second connection took slot 0");
+        store.make_cold(b"k");
+        second.write_all(b"get k\r\n").unwrap();
+        assert!(worker.on_event(0, libc::EPOLLIN as u32) == Next::Keep);
+        assert!(worker.conns[0].as_ref().unwrap().waiting);
+        assert_eq!(store.pendings(), 1);
+        worker.mailbox.ready.lock().unwrap().push(late);
+        worker.run_ready();
+        assert!(worker.conns[0].as_ref().unwrap().waiting, "a token of another generation does nothing");
+        assert_eq!(store.pendings(), 1);
+        // Its own token (from its waker) runs it.
+        assert_eq!(store.release(b"k"), 1);
+        worker.mailbox.clear_signal();
+        worker.run_ready();
+        assert!(!worker.conns[0].as_ref().unwrap().waiting);
+        let mut reply = [0u8; 5];
+        second.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"END\r\n");
+        assert_eq!(store.pendings(), 1);
+        worker.close(0);
+    }
+
+    #[test]
+    fn a_waiting_connection_buffers_what_fits_and_answers_a_half_closed_peer() {
+        let store = SlowTierStore::new(false);
+        let (addr, shared) = server(store.clone(), 1);
+        let mut client = connect(addr);
+        set(&mut client, "k", "v");
+        store.make_cold(b"k");
+        // Far more pipelined input than the 16 KiB read buffer holds, and than the input limit
+        // (1 MiB + 64 KiB): the worker stops reading (it neither grows the buffer nor takes the
+        // input for an oversized command).
+        const GETS: usize = 150_000;
+        let mut input = b"get k\r\n".to_vec();
+        for _ in 0..GETS {
+            input.extend_from_slice(b"get nope\r\n");
+        }
+        let mut writer = client.try_clone().unwrap();
+        let sent = std::thread::spawn(move || {
+            writer.write_all(&input).unwrap();
+            writer.shutdown(Shutdown::Write).unwrap(); // and the peer closes its side
+        });
+        eventually("the get to wait", || store.pendings() == 1);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(shared.counters.curr_connections.load(Ordering::Relaxed), 1, "still open");
+        assert_eq!(shared.counters.oversized_requests.load(Ordering::Relaxed), 0);
+        store.release(b"k");
+        let mut expected = b"VALUE k 0 1\r\nv\r\nEND\r\n".to_vec();
+        for _ in 0..GETS {
+            expected.extend_from_slice(b"END\r\n");
+        }
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap(); // everything, then the server closes
+        assert!(got == expected, "{} bytes of {}", got.len(), expected.len());
+        sent.join().unwrap();
+        assert_eq!(store.pendings(), 1);
+        eventually("the connection to close", || shared.counters.curr_connections.load(Ordering::Relaxed) == 0);
+    }
 
     #[test]
     fn command_ends() {
