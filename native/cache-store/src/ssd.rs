@@ -579,14 +579,20 @@ impl Log {
     /// marked Compacting and returned with its generation and bytes used.
     pub(crate) fn take_compaction_candidate(&self) -> Option<(u32, u32, usize)> {
         let mut writer = lock(&self.writer);
-        if writer.free.len() >= FREE_SEGMENTS_LOW || !writer.queued.is_empty() {
+        if writer.free.len() >= FREE_SEGMENTS_LOW {
             return None;
         }
+        // Only segments wholly on the file: none of their records still in a buffer.
+        let buffered = |segment: u32| {
+            writer.active.iter().any(|buffer| buffer.segment == segment)
+                || writer.queued.iter().any(|buffer| buffer.segment == segment)
+        };
         let (position, segment) = writer
             .sealed
             .iter()
             .enumerate()
             .map(|(position, &segment)| (position, segment))
+            .filter(|&(_, segment)| !buffered(segment))
             .min_by_key(|&(_, segment)| self.segments[segment as usize].load(Relaxed) & 0xffff_ffff)?;
         let live = self.segments[segment as usize].load(Relaxed);
         let used = writer.used_bytes[segment as usize];

@@ -73,14 +73,14 @@ pub(crate) fn start_threads(core: &Arc<StoreCore>) -> io::Result<Vec<std::thread
         let log = writer_core.ssd.as_ref().expect("started with a log");
         let mut buffer = vec![0u8; log.buffer_bytes()];
         while let Some(job) = log.next_write() {
-            match job {
-                Some(queued) => log.write_queued(queued),
-                None => {
-                    if let Some((segment, generation, used_bytes)) = log.take_compaction_candidate() {
-                        writer_core.compact_log_segment(segment, generation, used_bytes, &mut buffer);
-                        log.finish_compaction(segment);
-                    }
-                }
+            if let Some(queued) = job {
+                log.write_queued(queued);
+            }
+            // Also under a steady stream of writes: compaction must come before the log is full
+            // (then its oldest segment would be dropped, live records and all).
+            if let Some((segment, generation, used_bytes)) = log.take_compaction_candidate() {
+                writer_core.compact_log_segment(segment, generation, used_bytes, &mut buffer);
+                log.finish_compaction(segment);
             }
         }
     });
