@@ -75,3 +75,42 @@ fn sasl_plain_over_tcp_and_the_fabric() {
         assert_eq!(client.get(b"k").unwrap().unwrap().value, name.as_bytes());
     }
 }
+
+/// Non-blocking gets of values out on the server's SSD (hybrid mode) complete when the server's
+/// read does: over TCP and the fabric, 32 in flight, every value exact.
+#[test]
+fn nonblocking_gets_of_values_on_the_ssd_complete_when_read() {
+    let _serial = common::serial();
+    let dir = std::env::temp_dir().join(format!("slipstream-client-hybrid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let Some(server) = Slipstream::start_with(&["-m", "16", "--ssd-path", &dir_arg, "--ssd-size", "64"]) else { return };
+    let value_of = |i: usize| -> Vec<u8> { (0..4096).map(|j| (i * 7 + j) as u8).collect() };
+    let loader = client_for(&[ServerAddr::Tcp(server.tcp)]);
+    for i in 0..6000 {
+        loader.set(format!("h{i}").as_bytes(), &value_of(i), 0, 0).unwrap();
+    }
+    for (addr, name) in transports(&server) {
+        let client = client_for(&[addr]);
+        // The oldest 2000 went out to the SSD first (and each read brings one back: the second
+        // transport reads the ones the first pushed out again).
+        for batch in (0..2000).step_by(32) {
+            let keys: Vec<Vec<u8>> = (0..32).map(|j| format!("h{}", batch + j).into_bytes()).collect();
+            let mut dests: Vec<Vec<u8>> = vec![Vec::new(); 32];
+            let mut gets: Vec<_> =
+                dests.iter_mut().zip(&keys).map(|(dest, key)| client.iget(key, dest).unwrap()).collect();
+            for get in &mut gets {
+                client.wait(get).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            drop(gets);
+            for (j, dest) in dests.iter().enumerate() {
+                assert!(*dest == value_of(batch + j), "{name}: h{}", batch + j);
+            }
+        }
+    }
+    let stats = loader.stats(None).remove(0).1.unwrap();
+    let ssd_reads: u64 = stats.iter().find(|(name, _)| name == "ssd_reads").unwrap().1.parse().unwrap();
+    assert!(ssd_reads > 1000, "the gets were served from the SSD: {ssd_reads}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
