@@ -247,6 +247,17 @@ impl Session {
         }
     }
 
+    /// A session in the same state between commands (protocol, authentication) that goes on
+    /// independently: a fabric request that waits for the store finishes on a fork while the
+    /// connection's later requests run on the original. Its waker is a no-op until set.
+    pub fn fork(&self) -> Session {
+        let mut fork = Session::new(self.store.clone(), self.config.clone());
+        fork.protocol = self.protocol;
+        fork.authenticated = self.authenticated;
+        fork.closed = self.closed;
+        fork
+    }
+
     /// The waker the store wakes when a command this session stopped at (`Processed::waiting`)
     /// may run again. Without one, a waiting command is retried only when `process` is called.
     pub fn set_waker(&mut self, waker: Waker) {

@@ -6,6 +6,7 @@
 //! Architecture invariant: servers are separate processes bound to 127.0.0.1, killed with ohb;
 //! the measuring clients run in ohb, as an application would use them.
 
+use std::ffi::OsString;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -156,6 +157,39 @@ fn free_loopback_port() -> Result<u16, String> {
 }
 
 fn start_memcached(settings: &ServerSettings) -> Result<(ChildGuard, SocketAddr), String> {
+    start_memcached_with(settings, &StartExtras::default())
+}
+
+fn start_cache(settings: &ServerSettings) -> Result<(ChildGuard, SocketAddr, SocketAddr), String> {
+    start_cache_with(settings, &StartExtras::default())
+}
+
+/// What a server start adds to the settings' command line (the hybrid bench's SSD tier and
+/// extstore options), and where its stderr goes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StartExtras {
+    /// Appended after the common flags.
+    pub args: Vec<OsString>,
+    /// `None`: inherited; `Some(path)`: written to that file (created or truncated).
+    pub stderr_file: Option<PathBuf>,
+}
+
+impl StartExtras {
+    fn apply(&self, cmd: &mut Command) -> Result<(), String> {
+        cmd.args(&self.args);
+        if let Some(path) = &self.stderr_file {
+            let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            cmd.stderr(file);
+        }
+        Ok(())
+    }
+}
+
+/// memcached with the settings' -t/-m/-c (and -u nobody as root), plus `extras`.
+pub(crate) fn start_memcached_with(
+    settings: &ServerSettings,
+    extras: &StartExtras,
+) -> Result<(ChildGuard, SocketAddr), String> {
     let port = free_loopback_port()?;
     let mut cmd = Command::new(&settings.memcached_exe);
     cmd.args(["-l", "127.0.0.1", "-U", "0"])
@@ -164,14 +198,18 @@ fn start_memcached(settings: &ServerSettings) -> Result<(ChildGuard, SocketAddr)
         .args(["-m", &settings.memory_mib.to_string()])
         .args(["-c", &settings.connections_max.to_string()]);
     // memcached refuses to run as root without -u.
-    if unsafe { libc::geteuid() } == 0 {
+    if memcached_runs_as_nobody() {
         cmd.args(["-u", "nobody"]);
     }
-    let child = ChildGuard::spawn("memcached", cmd, false)
+    extras.apply(&mut cmd)?;
+    let mut child = ChildGuard::spawn("memcached", cmd, false)
         .map_err(|e| format!("{e} (memcached 1.6 from Debian: apt-get install memcached)"))?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let deadline = Instant::now() + SERVER_START_TIMEOUT;
     while TcpStream::connect(addr).is_err() {
+        if let Some(status) = child.try_status() {
+            return Err(format!("memcached exited ({status}) before listening on {addr}"));
+        }
         if Instant::now() > deadline {
             return Err(format!("memcached did not listen on {addr} within {SERVER_START_TIMEOUT:?}"));
         }
@@ -180,12 +218,24 @@ fn start_memcached(settings: &ServerSettings) -> Result<(ChildGuard, SocketAddr)
     Ok((child, addr))
 }
 
-fn start_cache(settings: &ServerSettings) -> Result<(ChildGuard, SocketAddr, SocketAddr), String> {
+/// Whether memcached is started with `-u nobody` (ohb runs as root): files it must open, such as
+/// extstore's, have to be accessible to that user.
+pub(crate) fn memcached_runs_as_nobody() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// slipstream-cache with the settings' -t/-m/-c on free TCP and fabric ports, plus `extras`.
+pub(crate) fn start_cache_with(
+    settings: &ServerSettings,
+    extras: &StartExtras,
+) -> Result<(ChildGuard, SocketAddr, SocketAddr), String> {
     let mut cmd = Command::new(&settings.cache_exe);
     cmd.args(["-l", "127.0.0.1", "-p", "0", "--fabric-port", "0"])
         .args(["-t", &settings.threads.to_string()])
         .args(["-m", &settings.memory_mib.to_string()])
         .args(["-c", &settings.connections_max.to_string()]);
+    extras.apply(&mut cmd)?;
     let mut child = ChildGuard::spawn("slipstream-cache", cmd, true)
         .map_err(|e| format!("{e} (build it with `make native`)"))?;
     let deadline = Instant::now() + SERVER_START_TIMEOUT;
@@ -215,7 +265,7 @@ pub fn parse_cache_announcement(line: &str) -> Option<(SocketAddr, SocketAddr)> 
     Some((tcp?, fabric?))
 }
 
-fn connect(addr: ServerAddr) -> Result<Client, String> {
+pub(crate) fn connect(addr: ServerAddr) -> Result<Client, String> {
     let client = Client::new(ClientConfig::default()).map_err(|e| format!("client: {e}"))?;
     client.add_server(addr).map_err(|e| format!("client: {e}"))?;
     Ok(client)
@@ -349,12 +399,12 @@ pub fn run_latency(run: &LatencyRun) -> Result<Vec<LatencyPoint>, String> {
     Ok(points)
 }
 
-fn latency_point<'a>(
-    points: &'a [LatencyPoint],
+fn latency_point(
+    points: &[LatencyPoint],
     variant: CacheVariant,
     workload: Workload,
     size: usize,
-) -> Option<&'a LatencyPoint> {
+) -> Option<&LatencyPoint> {
     points
         .iter()
         .find(|p| p.variant == variant && p.workload == workload && p.size_bytes == size && p.error.is_none())

@@ -16,6 +16,7 @@ pub mod args;
 pub mod cache_bench;
 pub mod child;
 pub mod fabric_bench;
+pub mod hybrid_bench;
 pub mod jvm;
 pub mod machine;
 pub mod measure;
@@ -77,13 +78,23 @@ pub const TESTS: &[TestInfo] = &[
         description: "iset / iget / bset / bget in batches of --req-thresh, completed by wait or test",
         variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric; each against its blocking calls",
     },
+    TestInfo {
+        name: "mem hybrid",
+        description: "data set larger than memory (spill factor): success rate, latency with a miss penalty; fit-in-memory cost; hybrid nb",
+        variants: "cache-ram, cache-hybrid (--ssd-path), memcached, memcached-ext (extstore), over TCP",
+    },
+    TestInfo {
+        name: "mem nb --hybrid",
+        description: "blocking gets vs iget / bget batches on the hybrid cache with the data spilled, over the fabric",
+        variants: "cache-hybrid",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
 pub fn usage() -> String {
     let mut text = String::from(
         "Usage: ohb fabric <test> [options]\n\
-         \x20      ohb mem lat|thr|nb|all [options]\n\
+         \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
          Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
@@ -137,7 +148,24 @@ Options for mem lat / thr / nb / all (the cache; servers get -t 2 -m 1024 unless
   --server-threads N   -t of both servers (default 2)
   --memory-mib N       -m of both servers (default 1024)
   --variants LIST      subset of memcached,cache-tcp,cache-fabric
-  --json PATH          default results/ohb-mem-<test>.json
+                       (mem hybrid: subset of cache-ram,cache-hybrid,memcached,memcached-ext)
+  --json PATH          default results/ohb-mem-<test>.json (nb --hybrid: ohb-mem-nb-hybrid.json)
+
+Options for mem hybrid and mem nb --hybrid (after OHB's ohb_memhybrid; mem all runs hybrid too):
+  --hybrid             nb: measure the hybrid variant (blocking get vs iget/bget over the fabric) only
+  --scan MODE          uniform or normal (centred, sd = items / 6) (default uniform)
+  --max-memory-mb N    -m of every server (default 64)
+  --value-bytes SIZE   value size (default 4096)
+  --spill-factor X     data set / memory: items = X * max-memory / value-bytes (default 1.5);
+                       the SSD tier and the extstore file get 2 * X * max-memory MB
+  --miss-penalty-ms X  cost of a miss, ADDED to that get's latency, not slept (default 1.5)
+  --gets N             gets per server (default 100000, quick 10000)
+  --clients N          client threads for the gets, one connection each (default 1)
+  --seed N             seed of the key sequence, the same for every server (default 42)
+  --rounds N           fit-in-memory rounds, servers rotating (default 21, quick 6)
+  --count N            nb: gets per pass (default 20000, quick 4000)
+  --trials N           nb: trials, modes rotated, median reported (default 3, quick 1)
+  --req-thresh N       nb: gets in flight before completing them (default 32)
 
 Examples:
   ohb fabric lat --quick
@@ -147,6 +175,9 @@ Examples:
   ohb fabric mem --seconds 60
   ohb mem all --quick
   ohb mem thr --threads 4 --sizes 32,4K --ops GET,SET
+  ohb mem hybrid --gets 2000
+  ohb mem hybrid --scan normal --spill-factor 2
+  ohb mem nb --hybrid
 "#;
     text
 }

@@ -46,8 +46,17 @@ const CACHE_VALUE_FLAGS: &[&str] = &[
     "memory-mib",
     "variants",
     "json",
+    "scan",
+    "max-memory-mb",
+    "value-bytes",
+    "miss-penalty-ms",
+    "spill-factor",
+    "gets",
+    "clients",
+    "seed",
+    "rounds",
 ];
-const CACHE_SWITCH_FLAGS: &[&str] = &["quick", "no-progress", "help"];
+const CACHE_SWITCH_FLAGS: &[&str] = &["quick", "no-progress", "help", "hybrid"];
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -223,8 +232,8 @@ fn mem(args: &Args) -> Result<(), String> {
 fn cache_main(argv: &[String]) -> Result<(), String> {
     use ohb::cache_bench::*;
     let test = argv.first().map(String::as_str).unwrap_or("");
-    if !matches!(test, "lat" | "thr" | "nb" | "all") {
-        return Err(format!("which cache test? lat, thr, nb or all (got '{test}'; see ohb --help)"));
+    if !matches!(test, "lat" | "thr" | "nb" | "hybrid" | "all") {
+        return Err(format!("which cache test? lat, thr, nb, hybrid or all (got '{test}'; see ohb --help)"));
     }
     let args = Args::parse(&argv[1..], CACHE_VALUE_FLAGS, CACHE_SWITCH_FLAGS)?;
     if args.switch("help") {
@@ -239,9 +248,14 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
     let mut servers = ServerSettings::default_for_this_build();
     servers.threads = args.number("server-threads")?.unwrap_or(servers.threads);
     servers.memory_mib = args.number("memory-mib")?.unwrap_or(servers.memory_mib);
+    let nb_hybrid = args.switch("hybrid");
+    if nb_hybrid && test != "nb" {
+        return Err("--hybrid goes with 'mem nb' ('mem hybrid' includes the hybrid nb run)".into());
+    }
+    // For 'mem hybrid', --variants names the hybrid bench's servers.
     let variants = match args.value("variants") {
-        None => CacheVariant::ALL.to_vec(),
-        Some(text) => parse_list(text, "--variants", CacheVariant::parse)?,
+        Some(text) if test != "hybrid" => parse_list(text, "--variants", CacheVariant::parse)?,
+        _ => CacheVariant::ALL.to_vec(),
     };
     let workloads = match args.value("ops") {
         None => Workload::ALL.to_vec(),
@@ -260,6 +274,26 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
             Some(text) => parse_sizes(text),
             None => Ok(vec![32, 4096]),
         }
+    };
+    if nb_hybrid {
+        let run = hybrid_run_from(&args, quick, progress, &servers, HybridParts { spill: false, fit: false, nb: true, variants: false })?;
+        let result = ohb::hybrid_bench::run_hybrid(&run)?;
+        print!("{}", ohb::hybrid_bench::render_nb_hybrid(&result, &run, &machine));
+        let path = json_path("nb-hybrid");
+        write_json_file(&path, &ohb::hybrid_bench::hybrid_json(&result, &run, &machine))?;
+        println!("results: {}\n", path.display());
+        let failed = result.failures();
+        if failed > 0 {
+            return Err(format!("{failed} measurement(s) failed (see the errors above)"));
+        }
+        return Ok(());
+    }
+    // Built (and its flags checked) before anything runs.
+    let hybrid_run = if test == "hybrid" || test == "all" {
+        let parts = HybridParts { spill: true, fit: true, nb: true, variants: test == "hybrid" };
+        Some(hybrid_run_from(&args, quick, progress, &servers, parts)?)
+    } else {
+        None
     };
     if test == "lat" || test == "all" {
         let sizes = match args.value("sizes") {
@@ -298,7 +332,7 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
             servers: servers.clone(),
             progress,
         };
-        if run.client_threads == 0 || run.client_threads > 256 || run.trials == 0 || !(run.seconds_per_trial > 0.0) {
+        if run.client_threads == 0 || run.client_threads > 256 || run.trials == 0 || run.seconds_per_trial.is_nan() || run.seconds_per_trial <= 0.0 {
             return Err("--threads must be in 1..=256, --trials and --seconds positive".into());
         }
         let points = run_throughput(&run)?;
@@ -324,7 +358,7 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
             req_thresh: args.number("req-thresh")?.unwrap_or(32),
             ops: args.number("count")?.unwrap_or(if quick { 4000 } else { 20000 }),
             variants,
-            servers,
+            servers: servers.clone(),
             progress,
         };
         if run.req_thresh == 0 || run.req_thresh > 4096 || run.ops == 0 {
@@ -337,10 +371,85 @@ fn cache_main(argv: &[String]) -> Result<(), String> {
         println!("results: {}\n", path.display());
         failed_points += points.iter().filter(|p| p.error.is_some()).count();
     }
+    if let Some(run) = hybrid_run {
+        let result = ohb::hybrid_bench::run_hybrid(&run)?;
+        print!("{}", ohb::hybrid_bench::render_hybrid(&result, &run, &machine));
+        let path = json_path("hybrid");
+        write_json_file(&path, &ohb::hybrid_bench::hybrid_json(&result, &run, &machine))?;
+        println!("results: {}\n", path.display());
+        failed_points += result.failures();
+    }
     if failed_points > 0 {
         return Err(format!("{failed_points} point(s) failed (see the errors above)"));
     }
     Ok(())
+}
+
+/// Which parts of the hybrid bench a command runs.
+struct HybridParts {
+    spill: bool,
+    fit: bool,
+    nb: bool,
+    /// --variants lists hybrid servers (cache-ram, cache-hybrid, memcached, memcached-ext).
+    variants: bool,
+}
+
+/// The hybrid bench's parameters from the flags (defaults after OHB's ohb_memhybrid).
+fn hybrid_run_from(
+    args: &Args,
+    quick: bool,
+    progress: bool,
+    servers: &ohb::cache_bench::ServerSettings,
+    parts: HybridParts,
+) -> Result<ohb::hybrid_bench::HybridRun, String> {
+    use ohb::hybrid_bench::*;
+    let scan = match args.value("scan") {
+        None => Scan::Uniform,
+        Some(text) => Scan::parse(text).ok_or_else(|| format!("--scan: '{text}' is not uniform or normal"))?,
+    };
+    // Under 'mem all', --variants names the other benches' variants.
+    let hybrid_servers = match args.value("variants") {
+        Some(text) if parts.variants => parse_list(text, "--variants", HybridServer::parse)?,
+        _ => HybridServer::ALL.to_vec(),
+    };
+    let progress_type = match args.value("progress-type") {
+        None => ohb::cache_bench::NbProgress::Wait,
+        Some(text) => ohb::cache_bench::NbProgress::parse(text)
+            .ok_or_else(|| format!("--progress-type: '{text}' is not wait or test"))?,
+    };
+    let run = HybridRun {
+        scan,
+        max_memory_mb: args.number("max-memory-mb")?.unwrap_or(64),
+        value_bytes: match args.value("value-bytes") {
+            Some(text) => parse_size(text)?,
+            None => 4096,
+        },
+        miss_penalty_ms: args.number("miss-penalty-ms")?.unwrap_or(1.5),
+        spill_factor: args.number("spill-factor")?.unwrap_or(SPILL_FACTOR_DEFAULT),
+        gets: args.number("gets")?.unwrap_or(if quick { 10_000 } else { 100_000 }),
+        clients: args.number("clients")?.unwrap_or(1),
+        seed: args.number("seed")?.unwrap_or(42),
+        servers: if parts.spill { hybrid_servers } else { Vec::new() },
+        fit: parts.fit.then(|| -> Result<FitRun, String> {
+            Ok(FitRun {
+                rounds: args.number("rounds")?.unwrap_or(if quick { 6 } else { 21 }),
+                gets_tcp: if quick { 500 } else { 5000 },
+                gets_fabric: if quick { 2000 } else { 20_000 },
+            })
+        }).transpose()?,
+        nb: parts.nb.then(|| -> Result<NbHybridRun, String> {
+            Ok(NbHybridRun {
+                ops: args.number("count")?.unwrap_or(if quick { 4000 } else { 20_000 }),
+                req_thresh: args.number("req-thresh")?.unwrap_or(32),
+                progress_type,
+                trials: args.number("trials")?.unwrap_or(if quick { 1 } else { 3 }),
+            })
+        }).transpose()?,
+        settings: servers.clone(),
+        progress,
+    };
+    run.validate()?;
+    Ok(run)
 }
 
 fn parse_list<T: PartialEq>(text: &str, flag: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {

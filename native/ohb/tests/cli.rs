@@ -27,6 +27,28 @@ fn bad_arguments_fail_with_a_message() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn hybrid_flags_are_checked_before_any_server_starts() {
+    let out = ohb().arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in ["mem hybrid", "mem nb --hybrid", "--spill-factor", "--miss-penalty-ms", "--scan"] {
+        assert!(text.contains(needle), "usage lacks {needle}:\n{text}");
+    }
+    for (args, expected) in [
+        (&["mem", "hybrid", "--scan", "zipf"][..], "--scan"),
+        (&["mem", "hybrid", "--spill-factor", "0"][..], "--spill-factor"),
+        (&["mem", "hybrid", "--value-bytes", "2M"][..], "--value-bytes"),
+        (&["mem", "hybrid", "--variants", "cache-tcp"][..], "--variants"),
+        (&["mem", "lat", "--hybrid"][..], "--hybrid"),
+        (&["mem", "nb", "--hybrid", "--req-thresh", "0"][..], "--req-thresh"),
+    ] {
+        let out = ohb().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
 /// The socket variant, lat and bw, with its server in a separate `ohb __serve socket` process.
 #[test]
 fn socket_variant_end_to_end() {
