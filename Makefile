@@ -70,7 +70,8 @@ smoke: build
 	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
 	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
 	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >/dev/null
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric)"
+	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >/dev/null
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore)"
 
 demo: build
 	$(OHB) fabric all
