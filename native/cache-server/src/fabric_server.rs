@@ -206,14 +206,14 @@ impl FabricServer {
         if payload.first() != Some(&cache_proto::binary::MAGIC_REQUEST) {
             return self.fail(request, "payload is not binary protocol request packets (magic 0x80)");
         }
-        self.dispatch(request, payload, false);
+        self.dispatch(request, payload);
     }
 
     /// Runs a valid request on its connection's session; answers it, or parks it on a fork of the
     /// session when it waits for the store (the connection's later requests go on meanwhile: a
-    /// client's requests in flight are independent, as their separate replies are). `no_wait`:
-    /// see `execute`.
-    fn dispatch(&self, request: Request, payload: Buffer, no_wait: bool) {
+    /// client's requests in flight are independent, as their separate replies are). Runs on the
+    /// fabric's handler thread, which may wait for pool memory (`execute`'s `no_wait` is false).
+    fn dispatch(&self, request: Request, payload: Buffer) {
         let conn_id = request.connection_id();
         let Some(entry) = self.session(conn_id) else {
             return self.fail(request, "too many fabric sessions");
@@ -232,7 +232,7 @@ impl FabricServer {
             lock_slot(&self.slots[slot]).woken_early = false;
             session.set_waker(self.slots[slot].waker.clone());
         }
-        let executed = self.execute(&mut session, &request, &payload, 0, None, 0, no_wait);
+        let executed = self.execute(&mut session, &request, &payload, 0, None, 0, false);
         match executed {
             Executed::Waiting { consumed, reply, reply_len } => {
                 let slot = slot.expect("only a store that may wait answers Pending");

@@ -42,22 +42,20 @@ pub(crate) fn memory_bytes(log: &Log, io_threads: usize) -> usize {
         + ssd::READ_QUEUE_MAX * std::mem::size_of::<ReadRequest>()
 }
 
-/// Starts the I/O threads (readers and the writer) of a store with an SSD tier.
+/// Starts the I/O threads (readers and the writer) of a store with an SSD tier. If one cannot be
+/// started, those started are stopped.
 pub(crate) fn start_threads(core: &Arc<StoreCore>) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let Some(log) = &core.ssd else { return Ok(Vec::new()) };
-    let mut threads = Vec::with_capacity(core.io_threads + 1);
+    let mut bodies: Vec<(String, Box<dyn FnOnce() + Send>)> = Vec::with_capacity(core.io_threads + 1);
     for index in 0..core.io_threads {
         let core = core.clone();
-        let buffer_bytes = log.buffer_bytes();
-        let spawned = std::thread::Builder::new().name(format!("ssd-read-{index}")).spawn(move || {
-            let mut buffer = vec![0u8; buffer_bytes];
-            let log = core.ssd.as_ref().expect("started with a log");
-            while let Some(request) = log.next_read() {
-                core.complete_read(&request, &mut buffer);
-                request.waker.wake();
-            }
-        });
-        match spawned {
+        bodies.push((format!("ssd-read-{index}"), Box::new(move || read_loop(&core))));
+    }
+    let writer_core = core.clone();
+    bodies.push(("ssd-write".to_string(), Box::new(move || write_loop(&writer_core))));
+    let mut threads = Vec::with_capacity(bodies.len());
+    for (name, body) in bodies {
+        match std::thread::Builder::new().name(name).spawn(body) {
             Ok(thread) => threads.push(thread),
             Err(error) => {
                 log.shut_down();
@@ -68,33 +66,34 @@ pub(crate) fn start_threads(core: &Arc<StoreCore>) -> io::Result<Vec<std::thread
             }
         }
     }
-    let writer_core = core.clone();
-    let spawned = std::thread::Builder::new().name("ssd-write".to_string()).spawn(move || {
-        let log = writer_core.ssd.as_ref().expect("started with a log");
-        let mut buffer = vec![0u8; log.buffer_bytes()];
-        while let Some(job) = log.next_write() {
-            if let Some(queued) = job {
-                log.write_queued(queued);
-            }
-            // Also under a steady stream of writes: compaction must come before the log is full
-            // (then its oldest segment would be dropped, live records and all).
-            if let Some((segment, generation, used_bytes)) = log.take_compaction_candidate() {
-                writer_core.compact_log_segment(segment, generation, used_bytes, &mut buffer);
-                log.finish_compaction(segment);
-            }
+    Ok(threads)
+}
+
+/// An I/O thread: reads records, brings their items back, wakes who asked.
+fn read_loop(core: &StoreCore) {
+    let log = core.ssd.as_ref().expect("started with a log");
+    let mut buffer = vec![0u8; log.buffer_bytes()];
+    while let Some(request) = log.next_read() {
+        core.complete_read(&request, &mut buffer);
+        request.waker.wake();
+    }
+}
+
+/// The writer thread: writes full buffers in order, and compacts the log.
+fn write_loop(core: &StoreCore) {
+    let log = core.ssd.as_ref().expect("started with a log");
+    let mut buffer = vec![0u8; log.buffer_bytes()];
+    while let Some(job) = log.next_write() {
+        if let Some(queued) = job {
+            log.write_queued(queued);
         }
-    });
-    match spawned {
-        Ok(thread) => threads.push(thread),
-        Err(error) => {
-            log.shut_down();
-            for thread in threads {
-                let _ = thread.join();
-            }
-            return Err(error);
+        // Also under a steady stream of writes: compaction must come before the log is full
+        // (then its oldest segment would be dropped, live records and all).
+        if let Some((segment, generation, used_bytes)) = log.take_compaction_candidate() {
+            core.compact_log_segment(segment, generation, used_bytes, &mut buffer);
+            log.finish_compaction(segment);
         }
     }
-    Ok(threads)
 }
 
 /// What eviction does with a cold item when the store has an SSD tier.
@@ -235,25 +234,21 @@ impl StoreCore {
     pub(crate) fn complete_read(&self, request: &ReadRequest, buffer: &mut [u8]) {
         let log = self.ssd.as_ref().expect("reads only with a log");
         let descriptor = request.descriptor;
-        let failed = match log.read(&descriptor, buffer) {
+        // `None`: the record is unreadable or damaged (counted), and its item goes.
+        let value = match log.read(&descriptor, buffer) {
             ReadResult::Stale => return,
             ReadResult::Io(error) => {
                 log.counters.io_errors.fetch_add(1, Relaxed);
                 crate::warn_limited(&format!("reading {} bytes from {} failed: {error}", descriptor.record_bytes, log.path().display()));
-                true
+                None
             }
-            ReadResult::Ok => false,
-        };
-        let value = if failed {
-            None
-        } else {
-            match ssd::decode_record(&buffer[..descriptor.record_bytes as usize], request.key()) {
+            ReadResult::Ok => match ssd::decode_record(&buffer[..descriptor.record_bytes as usize], request.key()) {
                 Ok(value) => Some(value),
                 Err(RecordError::Corrupt) => {
                     log.counters.crc_failures.fetch_add(1, Relaxed);
                     None
                 }
-            }
+            },
         };
         let key = request.key();
         let shard_index = self.shard_of(request.hash);
@@ -357,14 +352,15 @@ impl StoreCore {
     /// The tier's `stats`.
     pub(crate) fn ssd_stats(&self, counters: &crate::ShardCounters, stats: &mut Vec<(String, String)>) {
         let Some(log) = &self.ssd else { return };
-        let (free_segments, sealed_segments) = log.segment_counts();
+        let (free_segments, sealed_segments, buffers_queued) = log.segment_counts();
         let c = &log.counters;
-        let entries: [(&str, u64); 24] = [
+        let entries: [(&str, u64); 25] = [
             ("ssd_size_bytes", log.size_bytes()),
             ("ssd_segment_bytes", log.segment_bytes() as u64),
             ("ssd_segments", log.segment_count() as u64),
             ("ssd_segments_free", free_segments as u64),
             ("ssd_segments_sealed", sealed_segments as u64),
+            ("ssd_buffers_queued", buffers_queued as u64),
             ("ssd_items", counters.ssd_items),
             ("ssd_bytes", log.live_bytes_total()),
             ("ssd_reads", c.reads.load(Relaxed)),
