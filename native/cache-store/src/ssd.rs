@@ -625,10 +625,10 @@ impl Log {
         lock(&self.writer).queued.front().cloned().map(WriteBufferRef)
     }
 
-    /// Free and sealed segment counts (stats).
-    pub(crate) fn segment_counts(&self) -> (usize, usize) {
+    /// Free and sealed segments, and full write buffers not yet written (stats).
+    pub(crate) fn segment_counts(&self) -> (usize, usize, usize) {
         let writer = lock(&self.writer);
-        (writer.free.len(), writer.sealed.len())
+        (writer.free.len(), writer.sealed.len(), writer.queued.len())
     }
 
     /// Stops the threads: readers see no more requests (those queued are woken unanswered: their

@@ -315,6 +315,13 @@ fn an_unreadable_log_makes_misses_and_counts_io_errors() {
     let store = &fixture.store;
     fill(store, 6000, 4096);
     record_offset_on_file(store, "key-0");
+    // Every full buffer written first: a write after the cut would extend the file again and
+    // leave zeros (a checksum failure) where key-0's record was, instead of a short read.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while stat(store, "ssd_buffers_queued") > 0 {
+        assert!(std::time::Instant::now() < deadline, "the writer never caught up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // Cut the file under the server: reads beyond its end fail.
     std::fs::OpenOptions::new().write(true).open(fixture.dir.join(LOG_FILE_NAME)).unwrap().set_len(0).unwrap();
     let (value, waited) = get(store, "key-0");
