@@ -397,15 +397,22 @@ fn when_memory_is_full_of_headers_the_cold_ones_are_evicted() {
     let fixture = hybrid("headers", 128);
     let store = &fixture.store;
     // 300k items of 200 bytes: their headers (64 bytes each out on the SSD) outgrow memory.
+    // How many items memory holds moves in a cycle (a segment of headers is evicted at once, and
+    // where the cycle ends depends on the random hash seed): sample it over the second half.
+    let mut held_samples = Vec::new();
     for index in 0..300_000 {
         set(store, &format!("h{index}"), &value_of(index, 200));
+        if index >= 150_000 && index % 5_000 == 0 {
+            // (An append that found the writer behind evicts its item instead: count those too,
+            // the machine may be busy.)
+            held_samples.push(stat(store, "curr_items") + stat(store, "ssd_write_stalls"));
+        }
     }
     assert!(stat(store, "ssd_header_evictions") > 0, "{:?}", ssd_stats(store));
-    // Memory holds about 37k of these items with their values; with headers only, about twice as many.
-    // (An append that found the writer behind evicts its item instead: count those too, the
-    // machine may be busy.)
-    let held = stat(store, "curr_items") + stat(store, "ssd_write_stalls");
-    assert!(held > 60_000, "{:?}", ssd_stats(store));
+    // Memory holds about 37k of these items with their values; with headers only, more: the mean
+    // was 55k to 65k over 40 runs (a single sample, 35k to 80k).
+    let held_mean = held_samples.iter().sum::<u64>() / held_samples.len() as u64;
+    assert!(held_mean > 48_000, "{held_samples:?} {:?}", ssd_stats(store));
     assert_eq!(get(store, "h299999").0.unwrap(), value_of(299_999, 200));
     store.check_invariants();
 }
