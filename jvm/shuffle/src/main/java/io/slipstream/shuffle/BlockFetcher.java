@@ -1,0 +1,446 @@
+package io.slipstream.shuffle;
+
+import io.slipstream.fabric.FabricBuffer;
+import io.slipstream.fabric.FabricEndpoint;
+import io.slipstream.fabric.FabricNode;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Set;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Fetches map-output blocks from peers over the fabric, for one reader (one thread).
+ *
+ * <p>Blocks are batched per peer into requests of at most {@link Limits#requestBytesMax()}
+ * (estimated from the expected sizes), sent asynchronously, and handed out in the order their
+ * responses complete, so that the reader deserializes while other requests are on the wire. What
+ * is reserved for responses in flight (and for delivered blocks not yet released) stays within
+ * {@link Limits#maxBytesInFlight()}, requests within {@link Limits#maxRequestsInFlight()}; when
+ * nothing is in flight one request always goes, whatever its size.
+ *
+ * <p>A block larger than what a response may hold comes in pieces, requested as soon as its
+ * length is known and reassembled in whatever order they arrive. A block that fits one response
+ * is handed out as a view of the response buffer, without a copy; the buffer goes back to the
+ * pool when its last block is released.
+ *
+ * <p>Any failure (peer lost, timeout, refused, malformed response) is a {@link BlockFetchException}
+ * naming one of the blocks concerned; the fetcher is then unusable and must be closed.
+ */
+public final class BlockFetcher implements AutoCloseable {
+    /** A block to fetch: its expected length (a hint: the real one comes with the response) and the caller's tag. */
+    public record Wanted(MapOutputBlock block, long expectedBytes, Object tag) {}
+
+    /**
+     * Bounds of one fetcher.
+     *
+     * @param maxBytesInFlight     bytes reserved for responses in flight and blocks not yet released (Spark: maxSizeInFlight)
+     * @param maxRequestsInFlight  requests awaiting their response (Spark: maxReqsInFlight)
+     * @param requestBytesMax      the largest response asked for (Spark: maxSizeInFlight / 5); also the piece size
+     * @param blocksPerRequestMax  entries in one request
+     * @param responseTimeout      the longest wait for any response (a backstop: the fabric times requests out itself)
+     */
+    public record Limits(long maxBytesInFlight, int maxRequestsInFlight, int requestBytesMax, int blocksPerRequestMax,
+            Duration responseTimeout) {
+        public Limits {
+            if (maxBytesInFlight <= 0 || maxRequestsInFlight <= 0 || requestBytesMax <= 0 || blocksPerRequestMax <= 0
+                    || blocksPerRequestMax > ShuffleProtocol.FETCH_ENTRIES_MAX) {
+                throw new IllegalArgumentException("bad fetch limits: " + maxBytesInFlight + " bytes, " + maxRequestsInFlight
+                        + " requests, " + requestBytesMax + " bytes per request, " + blocksPerRequestMax + " blocks per request");
+            }
+        }
+    }
+
+    /** A block above this cannot be reassembled in one Java array. */
+    public static final long BLOCK_BYTES_MAX = Integer.MAX_VALUE - 16;
+    /** A request reserves at least this much (when the expected sizes are tiny or wrong). */
+    private static final int RESERVATION_MIN_BYTES = 64 << 10;
+    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+
+    private record Piece(Wanted wanted, long offset, long maxBytes) {}
+
+    private static final class PeerQueue {
+        final InetSocketAddress peer;
+        final FabricEndpoint endpoint;
+        final ArrayDeque<Piece> pieces = new ArrayDeque<>();
+
+        PeerQueue(InetSocketAddress peer, FabricEndpoint endpoint) {
+            this.peer = peer;
+            this.endpoint = endpoint;
+        }
+    }
+
+    private record Sent(PeerQueue peer, Piece[] pieces, int reservation) {}
+
+    private record Completion(Sent sent, FabricBuffer response, Throwable error) {}
+
+    /** A response buffer shared by the blocks cut from it. */
+    private final class Response {
+        final FabricBuffer buffer;
+        final int reservation;
+        int references = 1;
+
+        Response(FabricBuffer buffer, int reservation) {
+            this.buffer = buffer;
+            this.reservation = reservation;
+        }
+
+        void unreference() {
+            if (--references == 0) {
+                buffer.release();
+                bytesInFlight -= reservation;
+            }
+        }
+    }
+
+    private static final class Assembly {
+        final byte[] bytes;
+        long received;
+
+        Assembly(long total) {
+            this.bytes = new byte[(int) total];
+        }
+    }
+
+    private final RequestAuthenticator authenticator;
+    private final Limits limits;
+    private final List<PeerQueue> peers = new ArrayList<>();
+    private int nextPeer;
+    private final LinkedBlockingQueue<Completion> completions = new LinkedBlockingQueue<>();
+    private final ArrayDeque<FetchedBlock> ready = new ArrayDeque<>();
+    private final Set<FetchedBlock> delivered = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Map<MapOutputBlock, Assembly> assemblies = new HashMap<>();
+    private final Set<Sent> sentInFlight = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Object closeLock = new Object();
+    private boolean closed;
+    private BlockFetchException failure;
+
+    private long bytesInFlight;
+    private int requestsInFlight;
+    private int blocksLeft;
+
+    private long fetchWaitNanos;
+    private long remoteBytes;
+    private long remoteBlocks;
+    private long requestsSent;
+    private long peakBytesInFlight;
+    private int peakRequestsInFlight;
+
+    public BlockFetcher(FabricNode node, RequestAuthenticator authenticator, Limits limits,
+            Map<InetSocketAddress, List<Wanted>> blocksByPeer) {
+        this.authenticator = authenticator;
+        this.limits = limits;
+        for (Map.Entry<InetSocketAddress, List<Wanted>> entry : blocksByPeer.entrySet()) {
+            if (entry.getValue().isEmpty()) {
+                continue;
+            }
+            PeerQueue queue = new PeerQueue(entry.getKey(), node.endpoint(entry.getKey()));
+            for (Wanted wanted : entry.getValue()) {
+                queue.pieces.add(new Piece(wanted, 0, Long.MAX_VALUE));
+            }
+            blocksLeft += entry.getValue().size();
+            peers.add(queue);
+        }
+    }
+
+    /** Sends the first requests (call early: the caller may read local blocks meanwhile). */
+    public void start() {
+        sendWithinLimits();
+    }
+
+    public boolean hasNext() {
+        checkUsable();
+        return !ready.isEmpty() || blocksLeft > 0;
+    }
+
+    /** The next complete block, waiting for one if needed (the wait counts as fetch wait time). */
+    public FetchedBlock next() {
+        checkUsable();
+        while (ready.isEmpty()) {
+            if (blocksLeft == 0) {
+                throw new NoSuchElementException();
+            }
+            sendWithinLimits();
+            Completion completion;
+            long waitStart = System.nanoTime();
+            try {
+                completion = completions.poll(limits.responseTimeout().toNanos(), TimeUnit.NANOSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw fail(anyWanted(), null, "interrupted while waiting for blocks", e);
+            } finally {
+                fetchWaitNanos += System.nanoTime() - waitStart;
+            }
+            if (completion == null) {
+                Wanted late = anyWanted();
+                InetSocketAddress peer = sentInFlight.isEmpty() ? null : sentInFlight.iterator().next().peer().peer;
+                throw fail(late, peer, "no response within " + limits.responseTimeout().toMillis() + " ms", null);
+            }
+            process(completion);
+        }
+        FetchedBlock block = ready.poll();
+        delivered.add(block);
+        sendWithinLimits();
+        return block;
+    }
+
+    /** Releases every buffer this fetcher holds; responses still on the wire are released as they come. */
+    @Override
+    public void close() {
+        synchronized (closeLock) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        for (FetchedBlock block : new ArrayList<>(delivered)) {
+            block.release();
+        }
+        while (!ready.isEmpty()) {
+            ready.poll().release();
+        }
+        Completion completion;
+        while ((completion = completions.poll()) != null) {
+            if (completion.response() != null) {
+                completion.response().release();
+            }
+        }
+        assemblies.clear();
+    }
+
+    public long fetchWaitNanos() {
+        return fetchWaitNanos;
+    }
+
+    public long remoteBytes() {
+        return remoteBytes;
+    }
+
+    public long remoteBlocks() {
+        return remoteBlocks;
+    }
+
+    public long requestsSent() {
+        return requestsSent;
+    }
+
+    /** The most bytes ever reserved at once (for tests of the bound). */
+    public long peakBytesInFlight() {
+        return peakBytesInFlight;
+    }
+
+    public int peakRequestsInFlight() {
+        return peakRequestsInFlight;
+    }
+
+    private void checkUsable() {
+        if (failure != null) {
+            throw failure;
+        }
+        if (closed) {
+            throw new IllegalStateException("fetcher closed");
+        }
+    }
+
+    private void sendWithinLimits() {
+        for (int tried = 0; tried < peers.size(); ) {
+            PeerQueue queue = peers.get(nextPeer);
+            if (queue.pieces.isEmpty()) {
+                nextPeer = (nextPeer + 1) % peers.size();
+                tried++;
+                continue;
+            }
+            if (requestsInFlight > 0 && requestsInFlight >= limits.maxRequestsInFlight()) {
+                return;
+            }
+            if (!sendOne(queue)) {
+                return;
+            }
+            nextPeer = (nextPeer + 1) % peers.size();
+            tried = 0;
+        }
+    }
+
+    /** Sends one request to {@code queue}'s peer if the bytes in flight allow it. */
+    private boolean sendOne(PeerQueue queue) {
+        List<Piece> batch = new ArrayList<>();
+        long estimated = 0;
+        for (Piece piece : queue.pieces) {
+            if (batch.size() == limits.blocksPerRequestMax()) {
+                break;
+            }
+            long estimate = piece.maxBytes() != Long.MAX_VALUE ? piece.maxBytes() : Math.max(piece.wanted().expectedBytes(), 1);
+            if (!batch.isEmpty() && estimated + estimate > limits.requestBytesMax()) {
+                break;
+            }
+            estimated += estimate;
+            batch.add(piece);
+        }
+        long slack = estimated / 8;
+        int reservation = (int) Math.min(limits.requestBytesMax(), Math.max(estimated + slack, RESERVATION_MIN_BYTES));
+        if (requestsInFlight > 0 && bytesInFlight + reservation > limits.maxBytesInFlight()) {
+            return false;
+        }
+        for (int i = 0; i < batch.size(); i++) {
+            queue.pieces.poll();
+        }
+        ByteBuffer body = ByteBuffer.allocate(ShuffleProtocol.FETCH_HEADER_BYTES + batch.size() * ShuffleProtocol.FETCH_ENTRY_BYTES);
+        body.putInt(reservation).putInt(batch.size());
+        for (Piece piece : batch) {
+            MapOutputBlock block = piece.wanted().block();
+            body.putInt(block.shuffleId()).putLong(block.mapId()).putInt(block.partition())
+                    .putLong(piece.offset()).putLong(piece.maxBytes());
+        }
+        body.flip();
+        Sent sent = new Sent(queue, batch.toArray(new Piece[0]), reservation);
+        bytesInFlight += reservation;
+        requestsInFlight++;
+        requestsSent++;
+        sentInFlight.add(sent);
+        peakBytesInFlight = Math.max(peakBytesInFlight, bytesInFlight);
+        peakRequestsInFlight = Math.max(peakRequestsInFlight, requestsInFlight);
+        try {
+            queue.endpoint.requestAsync(ShuffleProtocol.OP_FETCH, authenticator.seal(ShuffleProtocol.OP_FETCH, body))
+                    .whenComplete((response, error) -> completed(new Completion(sent, response, error)));
+        } catch (RuntimeException e) {
+            completed(new Completion(sent, null, e));
+        }
+        return true;
+    }
+
+    /** On the fabric's completer thread. */
+    private void completed(Completion completion) {
+        synchronized (closeLock) {
+            if (!closed) {
+                completions.add(completion);
+                return;
+            }
+        }
+        if (completion.response() != null) {
+            completion.response().release();
+        }
+    }
+
+    private void process(Completion completion) {
+        Sent sent = completion.sent();
+        requestsInFlight--;
+        sentInFlight.remove(sent);
+        if (completion.error() != null) {
+            bytesInFlight -= sent.reservation();
+            Throwable cause = completion.error();
+            throw fail(sent.pieces()[0].wanted(), sent.peer().peer,
+                    "fetching " + sent.pieces().length + " blocks from " + sent.peer().peer + " failed: " + cause.getMessage(), cause);
+        }
+        Response response = new Response(completion.response(), sent.reservation());
+        try {
+            ByteBuffer view = completion.response().byteBuffer();
+            ShuffleProtocol.need(view, ShuffleProtocol.RESPONSE_HEADER_BYTES);
+            int count = view.getInt();
+            if (count != sent.pieces().length) {
+                throw new ShuffleProtocol.ProtocolException(count + " entries for " + sent.pieces().length + " asked");
+            }
+            ShuffleProtocol.need(view, count * ShuffleProtocol.RESPONSE_ENTRY_BYTES);
+            int dataPosition = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+            for (Piece piece : sent.pieces()) {
+                long total = view.getLong();
+                int returned = view.getInt();
+                long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
+                if (total < 0 || piece.offset() > total || returned < 0 || returned > end - piece.offset()
+                        || (long) dataPosition + returned > view.limit()) {
+                    throw new ShuffleProtocol.ProtocolException(piece.wanted().block() + ": bad entry (" + total + " bytes, "
+                            + returned + " returned from " + piece.offset() + ")");
+                }
+                accept(sent.peer(), piece, total, returned, view, dataPosition, response);
+                dataPosition += returned;
+            }
+        } catch (ShuffleProtocol.ProtocolException e) {
+            throw fail(sent.pieces()[0].wanted(), sent.peer().peer, "malformed response from " + sent.peer().peer + ": " + e.getMessage(), e);
+        } finally {
+            response.unreference();
+        }
+    }
+
+    private void accept(PeerQueue queue, Piece piece, long total, int returned, ByteBuffer view, int position, Response response) {
+        Wanted wanted = piece.wanted();
+        remoteBytes += returned;
+        if (piece.offset() == 0 && returned == total) {
+            ByteBuffer data = EMPTY;
+            Runnable onRelease = () -> {};
+            if (returned > 0) {
+                data = view.slice(position, returned);
+                response.references++;
+                onRelease = response::unreference;
+            }
+            deliver(wanted, data, onRelease);
+            return;
+        }
+        if (total > BLOCK_BYTES_MAX) {
+            throw new ShuffleProtocol.ProtocolException(wanted.block() + " has " + total + " bytes: above the " + BLOCK_BYTES_MAX + " a reader can hold");
+        }
+        Assembly assembly = assemblies.get(wanted.block());
+        if (returned > 0) {
+            if (assembly == null) {
+                assembly = new Assembly(total);
+                assemblies.put(wanted.block(), assembly);
+            } else if (assembly.bytes.length != total) {
+                throw new ShuffleProtocol.ProtocolException(wanted.block() + " changed length: " + total + " after " + assembly.bytes.length);
+            }
+            view.get(position, assembly.bytes, (int) piece.offset(), returned);
+            assembly.received += returned;
+        }
+        long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
+        long from = piece.offset() + returned;
+        // What this piece did not get, in pieces of at most a response, next in line for this peer.
+        List<Piece> rest = new ArrayList<>();
+        for (long offset = from; offset < end; offset += limits.requestBytesMax()) {
+            rest.add(new Piece(wanted, offset, Math.min(limits.requestBytesMax(), end - offset)));
+        }
+        for (int i = rest.size() - 1; i >= 0; i--) {
+            queue.pieces.addFirst(rest.get(i));
+        }
+        if (assembly != null && assembly.received == total) {
+            assemblies.remove(wanted.block());
+            deliver(wanted, ByteBuffer.wrap(assembly.bytes), () -> {});
+        }
+    }
+
+    private void deliver(Wanted wanted, ByteBuffer data, Runnable onRelease) {
+        FetchedBlock[] self = new FetchedBlock[1];
+        self[0] = new FetchedBlock(wanted, data, () -> {
+            delivered.remove(self[0]);
+            onRelease.run();
+        });
+        ready.add(self[0]);
+        blocksLeft--;
+        remoteBlocks++;
+    }
+
+    private Wanted anyWanted() {
+        for (Sent sent : sentInFlight) {
+            return sent.pieces()[0].wanted();
+        }
+        for (PeerQueue queue : peers) {
+            if (!queue.pieces.isEmpty()) {
+                return queue.pieces.peek().wanted();
+            }
+        }
+        for (Map.Entry<MapOutputBlock, Assembly> entry : assemblies.entrySet()) {
+            return new Wanted(entry.getKey(), entry.getValue().bytes.length, null);
+        }
+        return null;
+    }
+
+    private BlockFetchException fail(Wanted wanted, InetSocketAddress peer, String message, Throwable cause) {
+        failure = new BlockFetchException(wanted, peer, message, cause);
+        return failure;
+    }
+}

@@ -1,0 +1,80 @@
+package io.slipstream.shuffle;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The wire format between reducers, map-output servers and the peer directory (all big-endian).
+ * Every request payload starts with the authenticator's header (see {@link RequestAuthenticator}).
+ *
+ * <pre>
+ * FETCH request body:  i32 responseBytesMax, i32 count, count x (i32 shuffle, i64 map, i32 partition, i64 offset, i64 maxBytes)
+ * FETCH response:      i32 count, count x (i64 blockBytes, i32 returnedBytes), then the returned bytes in entry order
+ * REGISTER body:       str peerId, str host, i32 port            response: empty
+ * LOOKUP body:         str peerId                                response: u8 found, str host, i32 port
+ * str:                 u16 length, UTF-8 bytes
+ * </pre>
+ *
+ * A FETCH response returns, for each entry in order, {@code min(maxBytes, blockBytes - offset)}
+ * bytes while the response has room ({@code responseBytesMax} in all): the reducer asks again for
+ * what did not fit. So a response never exceeds what the reducer reserved for it, and a block of
+ * any size travels in pieces.
+ */
+public final class ShuffleProtocol {
+    /** Operation codes (the fabric's u16 op). */
+    public static final int OP_FETCH = 0x5301;
+    public static final int OP_REGISTER = 0x5302;
+    public static final int OP_LOOKUP = 0x5303;
+
+    public static final int FETCH_HEADER_BYTES = 8;
+    public static final int FETCH_ENTRY_BYTES = 4 + 8 + 4 + 8 + 8;
+    public static final int RESPONSE_HEADER_BYTES = 4;
+    public static final int RESPONSE_ENTRY_BYTES = 8 + 4;
+    /** Entries in one FETCH request: bounds the server's work per request and the header size. */
+    public static final int FETCH_ENTRIES_MAX = 4096;
+    public static final int STRING_BYTES_MAX = 1024;
+
+    private ShuffleProtocol() {}
+
+    public static void putString(ByteBuffer out, String value) {
+        byte[] bytes = value.getBytes(StandardCharsets.UTF_8);
+        if (bytes.length > STRING_BYTES_MAX) {
+            throw new IllegalArgumentException("string longer than " + STRING_BYTES_MAX + " bytes");
+        }
+        out.putShort((short) bytes.length);
+        out.put(bytes);
+    }
+
+    public static int stringBytes(String value) {
+        return 2 + value.getBytes(StandardCharsets.UTF_8).length;
+    }
+
+    /** Reads a string written by {@link #putString}; a malformed one is a {@link ProtocolException}. */
+    public static String getString(ByteBuffer in) {
+        need(in, 2);
+        int length = Short.toUnsignedInt(in.getShort());
+        if (length > STRING_BYTES_MAX) {
+            throw new ProtocolException("string of " + length + " bytes");
+        }
+        need(in, length);
+        byte[] bytes = new byte[length];
+        in.get(bytes);
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** Throws unless {@code in} has {@code bytes} more bytes. */
+    public static void need(ByteBuffer in, int bytes) {
+        if (in.remaining() < bytes) {
+            throw new ProtocolException("truncated message: " + bytes + " bytes needed, " + in.remaining() + " left");
+        }
+    }
+
+    /** A peer broke the wire format: the request fails, the server goes on. */
+    public static final class ProtocolException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        public ProtocolException(String message) {
+            super(message);
+        }
+    }
+}

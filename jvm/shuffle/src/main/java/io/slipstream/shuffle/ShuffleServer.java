@@ -1,0 +1,190 @@
+package io.slipstream.shuffle;
+
+import io.slipstream.fabric.FabricBuffer;
+import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricRequest;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Answers fabric requests on a node: FETCH of map-output blocks (from the prefetch cache, else
+ * from the engine's files), and, on the coordinator, the peer directory's REGISTER and LOOKUP.
+ *
+ * <p>A request that breaks the format, fails authentication or names an unknown block fails
+ * alone, with a message the requester sees; the server goes on. Each response is built in one
+ * registered buffer, sent without a further copy.
+ */
+public final class ShuffleServer {
+    private static final Logger LOG = LoggerFactory.getLogger(ShuffleServer.class);
+
+    private final FabricNode node;
+    private final MapOutputSource source;
+    private final MapOutputCache cache;
+    private final PeerDirectory directory;
+    private final RequestAuthenticator authenticator;
+    private final int responseBytesMax;
+    private final AtomicLong fetchRequests = new AtomicLong();
+    private final AtomicLong bytesServed = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
+
+    /**
+     * @param source     the map outputs this node serves; null on a node that only keeps the directory
+     * @param cache      the prefetch cache; null for none
+     * @param directory  the peer directory this node keeps; null on other nodes
+     */
+    public ShuffleServer(FabricNode node, MapOutputSource source, MapOutputCache cache, PeerDirectory directory,
+            RequestAuthenticator authenticator) {
+        this.node = node;
+        this.source = source;
+        this.cache = cache;
+        this.directory = directory;
+        this.authenticator = authenticator;
+        this.responseBytesMax = node.config().maxMessageBytes();
+    }
+
+    /** Starts {@code threads} handler threads on the node. */
+    public void start(int threads) {
+        node.serve(this::handle, threads);
+    }
+
+    void handle(FabricRequest request) throws IOException {
+        ByteBuffer body;
+        try {
+            body = authenticator.open(request.op(), request.payloadBuffer());
+        } catch (RequestAuthenticator.AuthenticationException e) {
+            refused.incrementAndGet();
+            LOG.warn("slipstream: refused a request: {}", e.getMessage());
+            request.fail(e.getMessage());
+            return;
+        }
+        try {
+            switch (request.op()) {
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body);
+                case ShuffleProtocol.OP_REGISTER -> request.respond(requireDirectory().register(body));
+                case ShuffleProtocol.OP_LOOKUP -> request.respond(requireDirectory().lookup(body));
+                default -> request.fail("unknown operation " + request.op());
+            }
+        } catch (ShuffleProtocol.ProtocolException | IllegalStateException | IOException e) {
+            if (!request.isAnswered()) {
+                request.fail(e.getMessage());
+            }
+        }
+    }
+
+    private PeerDirectory requireDirectory() {
+        if (directory == null) {
+            throw new IllegalStateException("this node keeps no peer directory");
+        }
+        return directory;
+    }
+
+    private void fetch(FabricRequest request, ByteBuffer body) throws IOException {
+        if (source == null) {
+            throw new IllegalStateException("this node serves no map outputs");
+        }
+        ShuffleProtocol.need(body, ShuffleProtocol.FETCH_HEADER_BYTES);
+        int budget = body.getInt();
+        int count = body.getInt();
+        if (count <= 0 || count > ShuffleProtocol.FETCH_ENTRIES_MAX) {
+            throw new ShuffleProtocol.ProtocolException("bad entry count " + count);
+        }
+        ShuffleProtocol.need(body, count * ShuffleProtocol.FETCH_ENTRY_BYTES);
+        int headerBytes = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+        if (budget < 0 || budget > responseBytesMax - headerBytes) {
+            throw new ShuffleProtocol.ProtocolException("bad response budget " + budget);
+        }
+        // First pass: each entry's length and what it gets of the budget.
+        MapOutputBlock[] blocks = new MapOutputBlock[count];
+        long[] offsets = new long[count];
+        long[] blockBytes = new long[count];
+        int[] given = new int[count];
+        MapOutputSource.Segment[] segments = new MapOutputSource.Segment[count];
+        long left = budget;
+        for (int i = 0; i < count; i++) {
+            int shuffleId = body.getInt();
+            long mapId = body.getLong();
+            int partition = body.getInt();
+            long offset = body.getLong();
+            long maxBytes = body.getLong();
+            if (shuffleId < 0 || partition < 0 || offset < 0 || maxBytes < 0) {
+                throw new ShuffleProtocol.ProtocolException("bad entry " + i);
+            }
+            blocks[i] = new MapOutputBlock(shuffleId, mapId, partition);
+            offsets[i] = offset;
+            long length = cache == null ? -1 : cache.blockBytes(blocks[i]);
+            if (length < 0) {
+                segments[i] = source.locate(blocks[i]);
+                length = segments[i].length();
+            }
+            if (offset > length) {
+                throw new ShuffleProtocol.ProtocolException(blocks[i] + ": offset " + offset + " beyond its " + length + " bytes");
+            }
+            blockBytes[i] = length;
+            given[i] = (int) Math.min(Math.min(maxBytes, length - offset), left);
+            left -= given[i];
+        }
+        int dataBytes = (int) (budget - left);
+        FabricBuffer response = node.allocate(headerBytes + dataBytes);
+        try {
+            ByteBuffer out = response.byteBuffer();
+            out.putInt(count);
+            for (int i = 0; i < count; i++) {
+                out.putLong(blockBytes[i]).putInt(given[i]);
+            }
+            for (int i = 0; i < count; i++) {
+                if (given[i] == 0) {
+                    continue;
+                }
+                if (segments[i] == null && cache.copy(blocks[i], offsets[i], given[i], out) >= 0) {
+                    continue;
+                }
+                MapOutputSource.Segment segment = segments[i] != null ? segments[i] : source.locate(blocks[i]);
+                readInto(segment, offsets[i], given[i], out, blocks[i]);
+            }
+            if (out.position() != headerBytes + dataBytes) {
+                throw new IllegalStateException("response filled " + out.position() + " of " + (headerBytes + dataBytes) + " bytes");
+            }
+            fetchRequests.incrementAndGet();
+            bytesServed.addAndGet(dataBytes);
+            request.respond(response);
+            response = null;
+        } finally {
+            if (response != null) {
+                response.release();
+            }
+        }
+    }
+
+    private static void readInto(MapOutputSource.Segment segment, long offset, int bytes, ByteBuffer out, MapOutputBlock block)
+            throws IOException {
+        ByteBuffer target = out.slice(out.position(), bytes);
+        try (FileChannel channel = FileChannel.open(segment.file(), StandardOpenOption.READ)) {
+            long position = segment.offset() + offset;
+            while (target.hasRemaining()) {
+                int read = channel.read(target, position);
+                if (read < 0) {
+                    throw new IOException(block + ": " + segment.file() + " ends before the block does");
+                }
+                position += read;
+            }
+        }
+        out.position(out.position() + bytes);
+    }
+
+    public long fetchRequests() {
+        return fetchRequests.get();
+    }
+
+    public long bytesServed() {
+        return bytesServed.get();
+    }
+
+    public long refusedRequests() {
+        return refused.get();
+    }
+}

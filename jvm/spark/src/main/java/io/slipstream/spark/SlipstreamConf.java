@@ -1,0 +1,79 @@
+package io.slipstream.spark;
+
+import io.slipstream.fabric.FabricTransport;
+import java.time.Duration;
+import java.util.Locale;
+import org.apache.spark.SparkConf;
+
+/**
+ * The plugin's settings, all under {@code spark.slipstream.*} (defaults in the README), plus the
+ * Spark settings it honours. Read once per process.
+ */
+final class SlipstreamConf {
+    /** Set by the driver's manager for the executors: where the peer directory listens. */
+    static final String DIRECTORY_ADDRESS = "spark.slipstream.directory.address";
+
+    enum Fallback {
+        /** Use the fabric when it can run; otherwise Spark's own transfer service, with one warning. */
+        AUTO,
+        /** Always Spark's own transfer service (the plugin only writes, as the sort shuffle does). */
+        ALWAYS,
+        /** Never fall back: fail fast when the fabric cannot run. */
+        NEVER
+    }
+
+    final Fallback fallback;
+    final FabricTransport transport;
+    final String bindAddress;
+    final long bufferCapBytes;
+    final long cacheBytes;
+    final int serverThreads;
+    final Duration requestTimeout;
+    final long maxBytesInFlight;
+    final int maxRequestsInFlight;
+    final int requestBytesMax;
+    final boolean authenticate;
+    final boolean networkCrypto;
+
+    SlipstreamConf(SparkConf conf) {
+        fallback = parseEnum(Fallback.class, conf.get("spark.slipstream.fallback", "auto"), "spark.slipstream.fallback");
+        transport = parseEnum(FabricTransport.class, conf.get("spark.slipstream.transport", "auto"), "spark.slipstream.transport");
+        bindAddress = conf.get("spark.slipstream.bindAddress", "");
+        bufferCapBytes = conf.getSizeAsBytes("spark.slipstream.buffer.cap", "256m");
+        cacheBytes = conf.getSizeAsBytes("spark.slipstream.cache.size", "64m");
+        serverThreads = conf.getInt("spark.slipstream.server.threads", 2);
+        requestTimeout = Duration.ofMillis(conf.getTimeAsMs("spark.slipstream.requestTimeout", "60s"));
+        // Spark reads an unsuffixed maxSizeInFlight as MiB.
+        maxBytesInFlight = conf.getSizeAsMb("spark.reducer.maxSizeInFlight", "48m") * 1024 * 1024;
+        maxRequestsInFlight = conf.getInt("spark.reducer.maxReqsInFlight", Integer.MAX_VALUE);
+        // As Spark's fetcher: a request asks for at most a fifth of what may be in flight, so
+        // several go at once; capped so a response stays well inside one fabric message.
+        requestBytesMax = (int) Math.max(64 << 10, Math.min(maxBytesInFlight / 5, 64L << 20));
+        authenticate = conf.getBoolean("spark.authenticate", false);
+        networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
+        if (cacheBytes < 0 || cacheBytes > bufferCapBytes / 2) {
+            throw new IllegalArgumentException("spark.slipstream.cache.size (" + cacheBytes
+                    + ") must be between 0 and half of spark.slipstream.buffer.cap (" + bufferCapBytes + ")");
+        }
+        if (serverThreads < 1 || serverThreads > 64) {
+            throw new IllegalArgumentException("spark.slipstream.server.threads must be 1 to 64");
+        }
+        if (maxBytesInFlight <= 0 || maxRequestsInFlight <= 0) {
+            throw new IllegalArgumentException("spark.reducer.maxSizeInFlight and maxReqsInFlight must be positive");
+        }
+    }
+
+    /** Largest fabric message: a full response plus its header. */
+    int maxMessageBytes() {
+        return requestBytesMax + (1 << 20);
+    }
+
+    private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
+        try {
+            return Enum.valueOf(type, value.trim().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(key + "=" + value + ": expected one of "
+                    + java.util.Arrays.toString(type.getEnumConstants()).toLowerCase(Locale.ROOT), e);
+        }
+    }
+}

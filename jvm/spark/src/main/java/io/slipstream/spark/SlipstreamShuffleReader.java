@@ -1,0 +1,300 @@
+package io.slipstream.spark;
+
+import io.slipstream.shuffle.BlockFetchException;
+import io.slipstream.shuffle.BlockFetcher;
+import io.slipstream.shuffle.FetchedBlock;
+import io.slipstream.shuffle.MapOutputBlock;
+import java.io.InputStream;
+import java.lang.reflect.Constructor;
+import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.apache.spark.Aggregator;
+import org.apache.spark.InterruptibleIterator;
+import org.apache.spark.MapOutputTracker;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.network.buffer.ManagedBuffer;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.FetchFailedException;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.ShuffleBlockId;
+import org.apache.spark.util.collection.ExternalSorter;
+import scala.Option;
+import scala.Product2;
+import scala.Tuple2;
+import scala.Tuple3;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+
+/**
+ * Reads a reduce task's partitions: local blocks from this executor's files, remote ones through a
+ * {@link BlockFetcher} over the fabric (bounded by {@code spark.reducer.maxSizeInFlight} and
+ * {@code maxReqsInFlight}), each block deserialized as soon as it is complete while the rest are
+ * on the wire. After fetching, what Spark's own reader does: aggregation, then sorting if the
+ * dependency has an ordering. Fills Spark's shuffle read metrics. A block that cannot be fetched
+ * raises Spark's {@link FetchFailedException}, so the scheduler recomputes the lost map outputs.
+ */
+final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
+    private final FabricShuffleRuntime runtime;
+    private final BaseShuffleHandle<K, ?, C> handle;
+    private final int startMapIndex;
+    private final int endMapIndex;
+    private final int startPartition;
+    private final int endPartition;
+    private final TaskContext context;
+    private final ShuffleReadMetricsReporter readMetrics;
+    private final Supplier<ShuffleReader<K, C>> sparkReader;
+
+    /** Where a block comes from, as Spark names it (for its fetch-failure report). */
+    private record Origin(BlockManagerId address, ShuffleBlockId blockId, int mapIndex) {}
+
+    SlipstreamShuffleReader(FabricShuffleRuntime runtime, BaseShuffleHandle<K, ?, C> handle, int startMapIndex, int endMapIndex,
+            int startPartition, int endPartition, TaskContext context, ShuffleReadMetricsReporter readMetrics,
+            Supplier<ShuffleReader<K, C>> sparkReader) {
+        this.runtime = runtime;
+        this.handle = handle;
+        this.startMapIndex = startMapIndex;
+        this.endMapIndex = endMapIndex;
+        this.startPartition = startPartition;
+        this.endPartition = endPartition;
+        this.context = context;
+        this.readMetrics = readMetrics;
+        this.sparkReader = sparkReader;
+    }
+
+    @Override
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    public Iterator<Product2<K, C>> read() {
+        SparkEnv env = SparkEnv.get();
+        MapOutputTracker tracker = env.mapOutputTracker();
+        String localExecutor = env.blockManager().blockManagerId().executorId();
+        List<BlockFetcher.Wanted> local = new ArrayList<>();
+        Map<InetSocketAddress, List<BlockFetcher.Wanted>> remote = new LinkedHashMap<>();
+        Map<String, InetSocketAddress> addresses = new HashMap<>();
+        Iterator<Tuple2<BlockManagerId, scala.collection.Seq<Tuple3<BlockId, Object, Object>>>> byAddress =
+                tracker.getMapSizesByExecutorId(handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
+        while (byAddress.hasNext()) {
+            Tuple2<BlockManagerId, scala.collection.Seq<Tuple3<BlockId, Object, Object>>> next = byAddress.next();
+            BlockManagerId address = next._1();
+            boolean isLocal = address.executorId().equals(localExecutor);
+            InetSocketAddress peer = null;
+            if (!isLocal) {
+                peer = addresses.get(address.executorId());
+                if (peer == null) {
+                    Optional<InetSocketAddress> found = lookup(address);
+                    if (found.isEmpty()) {
+                        // That executor serves no fabric: read this task's blocks the way Spark does.
+                        return sparkReader.get().read();
+                    }
+                    peer = found.get();
+                    addresses.put(address.executorId(), peer);
+                }
+            }
+            Iterator<Tuple3<BlockId, Object, Object>> blocks = next._2().iterator();
+            while (blocks.hasNext()) {
+                Tuple3<BlockId, Object, Object> block = blocks.next();
+                if (!(block._1() instanceof ShuffleBlockId id)) {
+                    return sparkReader.get().read();
+                }
+                BlockFetcher.Wanted wanted = new BlockFetcher.Wanted(new MapOutputBlock(id.shuffleId(), id.mapId(), id.reduceId()),
+                        (Long) block._2(), new Origin(address, id, (Integer) block._3()));
+                if (isLocal) {
+                    local.add(wanted);
+                } else {
+                    remote.computeIfAbsent(peer, key -> new ArrayList<>()).add(wanted);
+                }
+            }
+        }
+        SlipstreamConf conf = runtime.conf;
+        BlockFetcher fetcher = new BlockFetcher(runtime.node, runtime.authenticator,
+                new BlockFetcher.Limits(conf.maxBytesInFlight, conf.maxRequestsInFlight, conf.requestBytesMax, 1024,
+                        conf.requestTimeout.plus(Duration.ofSeconds(30))),
+                remote);
+        context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) done -> fetcher.close());
+        fetcher.start();
+
+        ShuffleDependency<K, ?, C> dependency = handle.dependency();
+        Records records = new Records(fetcher, local, dependency.serializer().newInstance(), env.serializerManager());
+        InterruptibleIterator<Tuple2<Object, Object>> interruptible = new InterruptibleIterator<>(context, records);
+
+        Iterator aggregated;
+        if (dependency.aggregator().isDefined()) {
+            Aggregator aggregator = dependency.aggregator().get();
+            aggregated = dependency.mapSideCombine()
+                    ? aggregator.combineCombinersByKey((Iterator) interruptible, context)
+                    : aggregator.combineValuesByKey((Iterator) interruptible, context);
+        } else {
+            aggregated = interruptible;
+        }
+        Iterator result = aggregated;
+        if (dependency.keyOrdering().isDefined()) {
+            ExternalSorter sorter = newSorter(context, dependency.keyOrdering(), dependency.serializer());
+            result = sorter.insertAllAndUpdateMetrics(aggregated);
+        }
+        if (result instanceof InterruptibleIterator) {
+            return result;
+        }
+        return new InterruptibleIterator<>(context, result);
+    }
+
+    private Optional<InetSocketAddress> lookup(BlockManagerId address) {
+        try {
+            return runtime.directoryClient.lookup(address.executorId());
+        } catch (RuntimeException e) {
+            // The driver's directory does not answer: as for a lost executor, let Spark decide.
+            throw sneaky(new FetchFailedException(address, handle.shuffleId(), -1L, -1, startPartition,
+                    "slipstream: cannot look up executor " + address.executorId() + ": " + e.getMessage(), e));
+        }
+    }
+
+    /**
+     * ExternalSorter(context, aggregator, partitioner, ordering, serializer[, row checksums]): Spark
+     * 4.2 added the last parameter, so the constructor is found by its shape rather than linked.
+     */
+    @SuppressWarnings("rawtypes")
+    private static ExternalSorter newSorter(TaskContext context, Option<?> ordering, Serializer serializer) {
+        for (Constructor<?> constructor : ExternalSorter.class.getConstructors()) {
+            Class<?>[] types = constructor.getParameterTypes();
+            if (types.length < 5 || types[0] != TaskContext.class || types[4] != Serializer.class) {
+                continue;
+            }
+            Object[] arguments = new Object[types.length];
+            arguments[0] = context;
+            arguments[1] = Option.empty();
+            arguments[2] = Option.empty();
+            arguments[3] = ordering;
+            arguments[4] = serializer;
+            boolean usable = true;
+            for (int i = 5; i < types.length; i++) {
+                if (!types[i].isArray()) {
+                    usable = false;
+                    break;
+                }
+                arguments[i] = java.lang.reflect.Array.newInstance(types[i].getComponentType(), 0);
+            }
+            if (!usable) {
+                continue;
+            }
+            try {
+                return (ExternalSorter) constructor.newInstance(arguments);
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException("cannot create Spark's ExternalSorter", e);
+            }
+        }
+        throw new IllegalStateException("no usable ExternalSorter constructor in this Spark version");
+    }
+
+    /** The records of every block, local ones first (remote requests are already on the wire), then remote ones as they complete. */
+    private final class Records extends AbstractIterator<Tuple2<Object, Object>> {
+        private final BlockFetcher fetcher;
+        private final List<BlockFetcher.Wanted> local;
+        private final SerializerInstance serializer;
+        private final SerializerManager serializerManager;
+        private int nextLocal;
+        private Iterator<Tuple2<Object, Object>> current;
+        private boolean finished;
+        private long fetchWaitMsReported;
+
+        Records(BlockFetcher fetcher, List<BlockFetcher.Wanted> local, SerializerInstance serializer,
+                SerializerManager serializerManager) {
+            this.fetcher = fetcher;
+            this.local = local;
+            this.serializer = serializer;
+            this.serializerManager = serializerManager;
+        }
+
+        @Override
+        public boolean hasNext() {
+            while (current == null || !current.hasNext()) {
+                if (finished) {
+                    return false;
+                }
+                if (!nextBlock()) {
+                    finished = true;
+                    fetcher.close();
+                    context.taskMetrics().mergeShuffleReadMetrics();
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        @Override
+        public Tuple2<Object, Object> next() {
+            if (!hasNext()) {
+                throw new NoSuchElementException();
+            }
+            readMetrics.incRecordsRead(1);
+            return current.next();
+        }
+
+        private boolean nextBlock() {
+            InputStream stream;
+            BlockId blockId;
+            if (nextLocal < local.size()) {
+                Origin origin = (Origin) local.get(nextLocal++).tag();
+                blockId = origin.blockId();
+                try {
+                    ManagedBuffer buffer = runtime.localBlocks().getBlockData(origin.blockId(), Option.empty());
+                    readMetrics.incLocalBlocksFetched(1);
+                    readMetrics.incLocalBytesRead(buffer.size());
+                    stream = buffer.createInputStream();
+                } catch (Exception e) {
+                    throw sneaky(fetchFailed(origin, "local block unreadable: " + e, e));
+                }
+            } else if (fetcher.hasNext()) {
+                FetchedBlock block;
+                try {
+                    block = fetcher.next();
+                } catch (BlockFetchException e) {
+                    Origin origin = e.wanted() == null ? null : (Origin) e.wanted().tag();
+                    throw sneaky(fetchFailed(origin, e.getMessage(), e));
+                } finally {
+                    long waitMs = TimeUnit.NANOSECONDS.toMillis(fetcher.fetchWaitNanos());
+                    readMetrics.incFetchWaitTime(waitMs - fetchWaitMsReported);
+                    fetchWaitMsReported = waitMs;
+                }
+                blockId = ((Origin) block.tag()).blockId();
+                readMetrics.incRemoteBlocksFetched(1);
+                readMetrics.incRemoteBytesRead(block.bytes());
+                stream = block.stream();
+            } else {
+                return false;
+            }
+            InputStream wrapped = serializerManager.wrapStream(blockId, stream);
+            current = serializer.deserializeStream(wrapped).asKeyValueIterator();
+            return true;
+        }
+
+        private FetchFailedException fetchFailed(Origin origin, String message, Throwable cause) {
+            if (origin == null) {
+                return new FetchFailedException(null, handle.shuffleId(), -1L, -1, startPartition, "slipstream: " + message, cause);
+            }
+            ShuffleBlockId id = origin.blockId();
+            return new FetchFailedException(origin.address(), id.shuffleId(), id.mapId(), origin.mapIndex(), id.reduceId(),
+                    "slipstream: " + message, cause);
+        }
+    }
+
+    /** Throws a checked exception through Scala's unchecked iterator interface, as Spark's own reader does. */
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> RuntimeException sneaky(Throwable exception) throws E {
+        throw (E) exception;
+    }
+}
