@@ -1,0 +1,285 @@
+package io.slipstream.shuffle;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The server, cache, fetcher and directory over a real fabric between two nodes of this JVM. */
+class ShuffleTransferTest {
+    @TempDir
+    Path dir;
+
+    private final List<AutoCloseable> closeLater = new ArrayList<>();
+
+    @AfterEach
+    void closeAll() throws Exception {
+        for (int i = closeLater.size() - 1; i >= 0; i--) {
+            closeLater.get(i).close();
+        }
+    }
+
+    /** Map outputs written as the sort shuffle does: one data file per map, partitions back to back. */
+    private final class FileOutputs implements MapOutputSource {
+        final Map<Long, MapOutputFile> outputs = new HashMap<>();
+        final Map<MapOutputBlock, byte[]> contents = new LinkedHashMap<>();
+
+        void write(int shuffleId, long mapId, int[] partitionBytes, long seed) throws IOException {
+            Random random = new Random(seed);
+            long[] offsets = new long[partitionBytes.length + 1];
+            ByteBuffer all = ByteBuffer.allocate(java.util.Arrays.stream(partitionBytes).sum());
+            for (int p = 0; p < partitionBytes.length; p++) {
+                byte[] bytes = new byte[partitionBytes[p]];
+                random.nextBytes(bytes);
+                contents.put(new MapOutputBlock(shuffleId, mapId, p), bytes);
+                all.put(bytes);
+                offsets[p + 1] = offsets[p] + bytes.length;
+            }
+            Path file = dir.resolve("shuffle_" + shuffleId + "_" + mapId + ".data");
+            Files.write(file, all.array());
+            outputs.put(mapId, new MapOutputFile(file, offsets));
+        }
+
+        @Override
+        public Segment locate(MapOutputBlock block) throws IOException {
+            MapOutputFile output = outputs.get(block.mapId());
+            if (output == null || block.partition() + 1 >= output.partitionOffsets().length) {
+                throw new IOException(block + " unknown");
+            }
+            long start = output.partitionOffsets()[block.partition()];
+            return new Segment(output.dataFile(), start, output.partitionOffsets()[block.partition() + 1] - start);
+        }
+
+        @Override
+        public MapOutputFile mapOutput(int shuffleId, long mapId) {
+            return outputs.get(mapId);
+        }
+    }
+
+    private FabricNode node(boolean listen) throws Exception {
+        var builder = FabricNode.builder().poolCapBytes(64L << 20).maxMessageBytes(8 << 20).requestTimeout(Duration.ofSeconds(10));
+        if (listen) {
+            builder.listen("127.0.0.1", 0);
+        }
+        FabricNode node = builder.start();
+        closeLater.add(node);
+        return node;
+    }
+
+    private static BlockFetcher.Limits limits(long bytesInFlight, int requests, int requestBytes) {
+        return new BlockFetcher.Limits(bytesInFlight, requests, requestBytes, 64, Duration.ofSeconds(30));
+    }
+
+    private static Map<MapOutputBlock, byte[]> fetchAll(BlockFetcher fetcher) throws IOException {
+        Map<MapOutputBlock, byte[]> got = new HashMap<>();
+        fetcher.start();
+        while (fetcher.hasNext()) {
+            FetchedBlock block = fetcher.next();
+            try (InputStream in = block.stream()) {
+                assertNull(got.put(block.block(), in.readAllBytes()), "delivered twice: " + block.block());
+            }
+        }
+        return got;
+    }
+
+    private static void assertNull(Object value, String message) {
+        assertTrue(value == null, message);
+    }
+
+    private static Map<InetSocketAddress, List<BlockFetcher.Wanted>> want(InetSocketAddress peer, FileOutputs outputs,
+            long expectedBytes) {
+        List<BlockFetcher.Wanted> wanted = new ArrayList<>();
+        for (MapOutputBlock block : outputs.contents.keySet()) {
+            wanted.add(new BlockFetcher.Wanted(block, expectedBytes >= 0 ? expectedBytes : outputs.contents.get(block).length, block));
+        }
+        return Map.of(peer, wanted);
+    }
+
+    @Test
+    void every_block_arrives_intact_within_the_bounds_including_empty_and_multi_piece_ones() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(0, 7, new int[] {1000, 0, 300_000, 5, 0, 70_000}, 1);
+        outputs.write(0, 9, new int[] {3 << 20, 12, 0, 200_000, 1, 999_999}, 2); // 3 MiB: many pieces
+        FabricNode server = node(true);
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(2);
+        FabricNode client = node(false);
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 3, 256 << 10),
+                want(server.localAddress(), outputs, -1))) {
+            Map<MapOutputBlock, byte[]> got = fetchAll(fetcher);
+            assertEquals(outputs.contents.keySet(), got.keySet());
+            outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block.toString()));
+            assertTrue(fetcher.peakBytesInFlight() <= 1 << 20, "bytes in flight " + fetcher.peakBytesInFlight());
+            assertTrue(fetcher.peakRequestsInFlight() <= 3, "requests in flight " + fetcher.peakRequestsInFlight());
+            assertTrue(fetcher.requestsSent() >= 12 + 1, "3 MiB in 256 KiB pieces: " + fetcher.requestsSent());
+            assertEquals(outputs.contents.values().stream().mapToLong(b -> b.length).sum(), fetcher.remoteBytes());
+        }
+    }
+
+    @Test
+    void wrong_size_hints_still_fetch_everything() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(3, 1, new int[] {500_000, 10, 700_000, 0, 40_000}, 3);
+        FabricNode server = node(true);
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(1);
+        FabricNode client = node(false);
+        for (long hint : new long[] {1, 10_000_000}) {
+            try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(4 << 20, 100, 512 << 10),
+                    want(server.localAddress(), outputs, hint))) {
+                Map<MapOutputBlock, byte[]> got = fetchAll(fetcher);
+                outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block + " hint " + hint));
+            }
+        }
+    }
+
+    @Test
+    void the_prefetch_cache_serves_recent_outputs_and_stays_within_its_capacity() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        for (long map = 0; map < 6; map++) {
+            outputs.write(1, map, new int[] {100_000, 50_000, 0, 106_000}, map);
+        }
+        FabricNode server = node(true);
+        MapOutputCache cache = new MapOutputCache(server, 1 << 20); // holds 4 of the 256 KB outputs
+        closeLater.add(cache);
+        for (long map = 0; map < 6; map++) {
+            assertTrue(cache.prefetch(1, map, outputs));
+            assertTrue(cache.cachedBytes() <= 1 << 20);
+        }
+        assertEquals(4, cache.entries());
+        new ShuffleServer(server, outputs, cache, null, RequestAuthenticator.none()).start(2);
+        FabricNode client = node(false);
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(8 << 20, 10, 1 << 20),
+                want(server.localAddress(), outputs, -1))) {
+            Map<MapOutputBlock, byte[]> got = fetchAll(fetcher);
+            outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block.toString()));
+        }
+        assertEquals(4 * 3, cache.hits(), "the non-empty blocks of the 4 cached outputs");
+        cache.removeShuffle(1);
+        assertEquals(0, cache.cachedBytes());
+        assertFalse(cache.prefetch(1, 99, outputs), "unknown map output");
+    }
+
+    @Test
+    void requests_need_the_right_secret_when_authentication_is_on() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(0, 1, new int[] {1000, 2000}, 5);
+        FabricNode server = node(true);
+        ShuffleServer shuffleServer = new ShuffleServer(server, outputs, null, null, new RequestAuthenticator("app-secret"));
+        shuffleServer.start(1);
+        FabricNode client = node(false);
+        for (RequestAuthenticator wrong : List.of(new RequestAuthenticator("other-secret"), RequestAuthenticator.none())) {
+            try (BlockFetcher fetcher = new BlockFetcher(client, wrong, limits(1 << 20, 10, 1 << 20), want(server.localAddress(), outputs, -1))) {
+                BlockFetchException refused = assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+                assertTrue(refused.getMessage().contains("authentication") || refused.getMessage().contains("unauthenticated"),
+                        refused.getMessage());
+                assertNotNull(refused.wanted());
+            }
+        }
+        assertEquals(2, shuffleServer.refusedRequests());
+        try (BlockFetcher fetcher = new BlockFetcher(client, new RequestAuthenticator("app-secret"), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), outputs, -1))) {
+            assertEquals(2, fetchAll(fetcher).size());
+        }
+    }
+
+    @Test
+    void a_missing_block_or_malformed_request_fails_alone_and_the_server_goes_on() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(0, 1, new int[] {1000, 2000}, 5);
+        FabricNode server = node(true);
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(1);
+        FabricNode client = node(false);
+        MapOutputBlock missing = new MapOutputBlock(0, 404, 0);
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 10, 1 << 20),
+                Map.of(server.localAddress(), List.of(new BlockFetcher.Wanted(missing, 10, "tag"))))) {
+            BlockFetchException failure = assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+            assertEquals(missing, failure.wanted().block());
+            assertEquals("tag", failure.wanted().tag());
+            assertTrue(failure.getMessage().contains("unknown"), failure.getMessage());
+        }
+        for (byte[] garbage : new byte[][] {{}, {1}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 9}, {1, 0, 0, 0, 1, 0, 0x7f, 0, 0, 0}, {9, 9, 9}}) {
+            FabricException error = assertThrows(FabricException.class,
+                    () -> client.endpoint(server.localAddress()).request(ShuffleProtocol.OP_FETCH, garbage).release());
+            assertEquals(FabricException.Kind.REMOTE, error.kind());
+        }
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), outputs, -1))) {
+            assertEquals(2, fetchAll(fetcher).size());
+        }
+    }
+
+    @Test
+    void a_peer_that_dies_mid_fetch_is_a_fetch_failure_not_a_hang() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        for (long map = 0; map < 8; map++) {
+            outputs.write(0, map, new int[] {2 << 20, 2 << 20}, map);
+        }
+        FabricNode server = FabricNode.builder().listen("127.0.0.1", 0).poolCapBytes(64L << 20).maxMessageBytes(8 << 20).start();
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(1);
+        FabricNode client = node(false);
+        assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
+            try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(2 << 20, 1, 1 << 20),
+                    want(server.localAddress(), outputs, -1))) {
+                fetcher.start();
+                fetcher.next().release();
+                server.close();
+                BlockFetchException failure = assertThrows(BlockFetchException.class, () -> {
+                    while (fetcher.hasNext()) {
+                        fetcher.next().release();
+                    }
+                });
+                assertNotNull(failure.wanted());
+            }
+        });
+    }
+
+    @Test
+    void the_directory_answers_registered_peers_only_and_checks_the_secret() throws Exception {
+        FabricNode coordinator = node(true);
+        PeerDirectory directory = new PeerDirectory();
+        new ShuffleServer(coordinator, null, null, directory, new RequestAuthenticator("s")).start(1);
+        FabricNode peer = node(true);
+        PeerDirectoryClient client = new PeerDirectoryClient(peer, coordinator.localAddress(), new RequestAuthenticator("s"));
+        client.register("exec-1", peer.localAddress());
+        assertEquals(peer.localAddress().getPort(), client.lookup("exec-1").orElseThrow().getPort());
+        assertTrue(client.lookup("exec-2").isEmpty());
+        PeerDirectoryClient impostor = new PeerDirectoryClient(peer, coordinator.localAddress(), new RequestAuthenticator("x"));
+        assertThrows(FabricException.class, () -> impostor.register("exec-1", new InetSocketAddress("127.0.0.1", 1)));
+        assertEquals(peer.localAddress().getPort(), directory.get("exec-1").getPort());
+        assertThrows(FabricException.class, () -> node(false).endpoint(coordinator.localAddress())
+                .request(ShuffleProtocol.OP_FETCH, new RequestAuthenticator("s").seal(ShuffleProtocol.OP_FETCH, ByteBuffer.allocate(8)))
+                .release(), "the coordinator serves no map outputs");
+    }
+
+    @Test
+    void tags_bind_the_operation_and_the_body() {
+        RequestAuthenticator auth = new RequestAuthenticator("k");
+        ByteBuffer sealed = auth.seal(ShuffleProtocol.OP_FETCH, ByteBuffer.wrap(new byte[] {1, 2, 3}));
+        assertEquals(3, auth.open(ShuffleProtocol.OP_FETCH, sealed).remaining());
+        assertThrows(RequestAuthenticator.AuthenticationException.class, () -> auth.open(ShuffleProtocol.OP_LOOKUP, sealed));
+        ByteBuffer tampered = ByteBuffer.allocate(sealed.remaining()).put(sealed.duplicate()).flip();
+        tampered.put(tampered.limit() - 1, (byte) 9);
+        assertThrows(RequestAuthenticator.AuthenticationException.class, () -> auth.open(ShuffleProtocol.OP_FETCH, tampered));
+    }
+}
