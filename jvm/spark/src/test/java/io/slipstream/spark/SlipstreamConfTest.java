@@ -1,0 +1,58 @@
+package io.slipstream.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.slipstream.fabric.FabricTransport;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.spark.SparkConf;
+import org.junit.jupiter.api.Test;
+
+class SlipstreamConfTest {
+    @Test
+    void defaults_follow_spark_s_fetch_settings() {
+        SlipstreamConf conf = new SlipstreamConf(new SparkConf(false));
+        assertEquals(SlipstreamConf.Fallback.AUTO, conf.fallback);
+        assertEquals(FabricTransport.AUTO, conf.transport);
+        assertEquals(48L << 20, conf.maxBytesInFlight);
+        assertEquals((int) ((48L << 20) / 5), conf.requestBytesMax);
+        assertEquals(Integer.MAX_VALUE, conf.maxRequestsInFlight);
+        assertTrue(conf.maxMessageBytes() > conf.requestBytesMax);
+    }
+
+    @Test
+    void spark_s_unsuffixed_max_size_in_flight_is_mebibytes_and_settings_are_checked() {
+        SlipstreamConf conf = new SlipstreamConf(new SparkConf(false).set("spark.reducer.maxSizeInFlight", "10")
+                .set("spark.reducer.maxReqsInFlight", "3").set("spark.slipstream.transport", "TCP").set("spark.slipstream.fallback", "never"));
+        assertEquals(10L << 20, conf.maxBytesInFlight);
+        assertEquals(3, conf.maxRequestsInFlight);
+        assertEquals(FabricTransport.TCP, conf.transport);
+        assertEquals(SlipstreamConf.Fallback.NEVER, conf.fallback);
+        assertThrows(IllegalArgumentException.class, () -> new SlipstreamConf(new SparkConf(false).set("spark.slipstream.fallback", "sometimes")));
+        assertThrows(IllegalArgumentException.class, () -> new SlipstreamConf(new SparkConf(false)
+                .set("spark.slipstream.buffer.cap", "64m").set("spark.slipstream.cache.size", "48m")));
+        assertThrows(IllegalArgumentException.class, () -> new SlipstreamConf(new SparkConf(false).set("spark.slipstream.server.threads", "0")));
+    }
+
+    /** Every spark.slipstream.* key the code reads is in the README's settings table. */
+    @Test
+    void every_setting_is_documented_in_the_readme() throws Exception {
+        String source = Files.readString(Path.of("src/main/java/io/slipstream/spark/SlipstreamConf.java"));
+        String readme = Files.readString(Path.of("../../README.md"));
+        Matcher keys = Pattern.compile("\"(spark\\.slipstream\\.[a-zA-Z.]+)\"").matcher(source);
+        int found = 0;
+        while (keys.find()) {
+            String key = keys.group(1);
+            if (key.equals(SlipstreamConf.DIRECTORY_ADDRESS)) {
+                continue; // set by the driver for the executors, not by users
+            }
+            found++;
+            assertTrue(readme.contains("| `" + key + "` |"), key + " is not in the README's table");
+        }
+        assertTrue(found >= 7, "found only " + found + " keys");
+    }
+}
