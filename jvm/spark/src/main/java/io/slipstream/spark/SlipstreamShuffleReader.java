@@ -99,6 +99,10 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 if (peer == null) {
                     Optional<InetSocketAddress> found = lookup(address);
                     if (found.isEmpty()) {
+                        if (runtime.conf.fallback == SlipstreamConf.Fallback.NEVER) {
+                            throw new IllegalStateException("slipstream: executor " + address.executorId()
+                                    + " serves no map outputs over the fabric (spark.slipstream.fallback=never)");
+                        }
                         // That executor serves no fabric: read this task's blocks the way Spark does.
                         return sparkReader.get().read();
                     }
