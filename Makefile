@@ -17,7 +17,7 @@ APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essenti
 CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps build native jvm test test-native test-jvm test-fuzz smoke demo bench bench-mem clean
+.PHONY: all deps build native jvm test test-native test-jvm test-fuzz smoke demo bench bench-mem clean spark-homes
 
 all: build
 
@@ -56,8 +56,19 @@ test-native: deps
 	mkdir -p build
 	cd native && $(CARGO) test --release --workspace 2>&1 | tee ../build/test-native.log
 
-test-jvm: native
+test-jvm: native spark-homes
 	$(MVN) -f jvm/pom.xml install
+
+# Real Spark installations for the integration tests (jvm/spark-it): local-cluster[2,1,1024] starts
+# executors in their own JVMs from a SPARK_HOME's jars/. 3.5 comes from Maven Central, the newest 4.x
+# from PyPI's pyspark package (the only place it exists). homes.txt tells the tests which to run on.
+SPARK35_VERSION := 3.5.8
+SPARK4_VERSION  := 4.3.0
+SPARK_HOMES_DIR := $(ROOT)/build/spark
+spark-homes: deps
+	tools/spark-home.sh $(SPARK35_VERSION) $(SPARK_HOMES_DIR)/$(SPARK35_VERSION)
+	tools/spark-home.sh $(SPARK4_VERSION) $(SPARK_HOMES_DIR)/$(SPARK4_VERSION)
+	printf '%s\n' $(SPARK35_VERSION) $(SPARK4_VERSION) > $(SPARK_HOMES_DIR)/homes.txt
 
 # The cache's protocol parsers under libFuzzer, a bounded time each (a crash fails the build and
 # leaves its input in native/cache-proto/fuzz/artifacts/).

@@ -90,6 +90,7 @@ final class FabricShuffleRuntime implements AutoCloseable {
     private static FabricConfig.Builder nodeConfig(SlipstreamConf conf, String host) {
         return FabricNode.builder()
                 .listen(host, 0)
+                .netDevices(conf.netDevicesFor(host))
                 .transport(conf.transport)
                 .poolCapBytes(conf.bufferCapBytes)
                 .maxMessageBytes(conf.maxMessageBytes())

@@ -25,6 +25,7 @@ final class SlipstreamConf {
     final Fallback fallback;
     final FabricTransport transport;
     final String bindAddress;
+    final String netDevices;
     final long bufferCapBytes;
     final long cacheBytes;
     final int serverThreads;
@@ -39,6 +40,7 @@ final class SlipstreamConf {
         fallback = parseEnum(Fallback.class, conf.get("spark.slipstream.fallback", "auto"), "spark.slipstream.fallback");
         transport = parseEnum(FabricTransport.class, conf.get("spark.slipstream.transport", "auto"), "spark.slipstream.transport");
         bindAddress = conf.get("spark.slipstream.bindAddress", "");
+        netDevices = conf.get("spark.slipstream.netDevices", "");
         bufferCapBytes = conf.getSizeAsBytes("spark.slipstream.buffer.cap", "256m");
         cacheBytes = conf.getSizeAsBytes("spark.slipstream.cache.size", "64m");
         serverThreads = conf.getInt("spark.slipstream.server.threads", 2);
@@ -60,6 +62,22 @@ final class SlipstreamConf {
         }
         if (maxBytesInFlight <= 0 || maxRequestsInFlight <= 0) {
             throw new IllegalArgumentException("spark.reducer.maxSizeInFlight and maxReqsInFlight must be positive");
+        }
+    }
+
+    /**
+     * The network devices UCX may use (UCX_NET_DEVICES syntax): as set, else the loopback device
+     * when the node listens on a loopback address, else all (Spark was told to listen beyond this
+     * host, and the fabric follows it there).
+     */
+    String netDevicesFor(String host) {
+        if (!netDevices.isEmpty()) {
+            return netDevices;
+        }
+        try {
+            return java.net.InetAddress.getByName(host).isLoopbackAddress() ? "lo" : "all";
+        } catch (java.net.UnknownHostException e) {
+            return "all";
         }
     }
 

@@ -40,6 +40,8 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
     /** Executors: started at the first task (SparkEnv is not ready in the constructor). */
     private volatile boolean startAttempted;
     private volatile FabricShuffleRuntime runtime;
+    /** Under fallback=never: why the fabric could not start here. */
+    private volatile IllegalStateException startFailure;
 
     public SlipstreamShuffleManager(SparkConf sparkConf, boolean isDriver) {
         super(sparkConf);
@@ -90,11 +92,11 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
     /** The executor's runtime, started on first use; null when this executor reads through Spark's transfer service. */
     FabricShuffleRuntime runtime() {
         if (startAttempted) {
-            return runtime;
+            return startedOrFail();
         }
         synchronized (startLock) {
             if (startAttempted) {
-                return runtime;
+                return startedOrFail();
             }
             startAttempted = true;
             SparkEnv env = SparkEnv.get();
@@ -117,11 +119,21 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
         }
     }
 
+    /** The runtime; under fallback=never, a start that failed fails every task that asks, not only the first. */
+    private FabricShuffleRuntime startedOrFail() {
+        IllegalStateException failure = startFailure;
+        if (failure != null) {
+            throw new IllegalStateException(failure.getMessage(), failure);
+        }
+        return runtime;
+    }
+
     /** Under fallback=never, fails; under auto, warns once (the caller then uses Spark's transfer service). */
     private void unavailable(String why, Throwable cause) {
         if (conf.fallback == SlipstreamConf.Fallback.NEVER) {
-            throw new IllegalStateException("slipstream: " + why + " (spark.slipstream.fallback=never)"
+            startFailure = new IllegalStateException("slipstream: " + why + " (spark.slipstream.fallback=never)"
                     + (cause == null ? "" : ": " + cause), cause);
+            throw startFailure;
         }
         LOG.warn("slipstream: {}{}; shuffle blocks travel through Spark's own transfer service (spark.slipstream.fallback=auto)",
                 why, cause == null ? "" : ": " + cause);

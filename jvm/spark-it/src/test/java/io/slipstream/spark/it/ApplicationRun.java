@@ -1,0 +1,208 @@
+package io.slipstream.spark.it;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * One run of {@link ScenarioApp} as a separate driver JVM on a Spark home, and what it printed. Everything the run
+ * writes stays in its own folder under target/: the driver's output ({@code driver.log}), the executors' logs
+ * (through a private SPARK_HOME whose {@code jars} links to the real home's: local-cluster's workers write to
+ * {@code SPARK_HOME/work}) and Spark's local directories.
+ */
+final class ApplicationRun {
+
+    /** Generous for one application (35 to 90 s here), short enough that a hang fails the build in bounded time. */
+    static final Duration TIMEOUT = Duration.ofMinutes(5);
+    static final int LOG_TAIL_LINES = 60;
+
+    final String name;
+    final Path folder;
+    final boolean timedOut;
+    final int exitStatus;
+    final long elapsedMs;
+    final List<String> lines;
+    final Map<String, String> facts = new HashMap<>();
+    final Map<String, Outcome> results = new LinkedHashMap<>();
+    final Map<String, String> failures = new LinkedHashMap<>();
+    final Map<String, Long> timesMs = new HashMap<>();
+    final Map<String, Long> metrics = new HashMap<>();
+    /** "scenario metric" to value. */
+    final Map<String, Long> scenarioMetrics = new HashMap<>();
+
+    private ApplicationRun(String name, Path folder, boolean timedOut, int exitStatus, long elapsedMs,
+            List<String> lines) {
+        this.name = name;
+        this.folder = folder;
+        this.timedOut = timedOut;
+        this.exitStatus = exitStatus;
+        this.elapsedMs = elapsedMs;
+        this.lines = lines;
+        for (String line : lines) {
+            String[] words = line.split(" ");
+            switch (words[0]) {
+                case "SPARK_VERSION", "SHUFFLE_MANAGER", "EXECUTOR_SHUFFLE_MANAGER" -> facts.put(words[0], words[1]);
+                case "RESULT" -> results.put(words[1], Outcome.parse(words[2], words[3]));
+                case "FAILED" -> failures.put(words[1], line);
+                case "TIME" -> timesMs.put(words[1], Long.parseLong(words[2]));
+                case "METRIC" -> metrics.put(words[1], Long.parseLong(words[2]));
+                case "SCENARIO_METRIC" -> scenarioMetrics.put(words[1] + " " + words[2], Long.parseLong(words[3]));
+                default -> {
+                }
+            }
+        }
+    }
+
+    /**
+     * Starts the driver with the home's jars and the scenario application's classes (plus {@code extraClassPath},
+     * e.g. the plugin jar) on its class path, runs {@code scenarios} (all when empty), waits for it up to
+     * {@link #TIMEOUT}, and kills it and its executors if it takes longer.
+     */
+    static ApplicationRun start(String name, SparkHome home, List<Path> extraClassPath, Map<String, String> conf,
+            List<String> scenarios) throws Exception {
+        Path folder = Path.of(System.getProperty("slipstream.it.workDir", "target/spark-it")).resolve(name);
+        deleteRecursively(folder);
+        Path privateHome = folder.resolve("home");
+        Files.createDirectories(privateHome);
+        Files.createSymbolicLink(privateHome.resolve("jars"), home.jars);
+
+        List<String> classPath = new ArrayList<>();
+        classPath.add(home.jars + File.separator + "*");
+        classPath.add(System.getProperty("slipstream.it.appClasses", "target/classes"));
+        extraClassPath.forEach(path -> classPath.add(path.toString()));
+
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.add("-Xmx1g");
+        command.addAll(home.driverModuleOptions());
+        command.add("-cp");
+        command.add(String.join(File.pathSeparator, classPath));
+        command.add(ScenarioApp.class.getName());
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("spark.local.dir", folder.resolve("local").toString());
+        settings.putAll(conf);
+        settings.forEach((key, value) -> {
+            command.add("--conf");
+            command.add(key + "=" + value);
+        });
+        if (!scenarios.isEmpty()) {
+            command.add("--scenarios");
+            command.add(String.join(",", scenarios));
+        }
+
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+                .redirectOutput(folder.resolve("driver.log").toFile());
+        builder.environment().put("SPARK_HOME", privateHome.toString());
+        builder.environment().put("SPARK_SCALA_VERSION", "2.13");
+        // Everything on loopback: the only addresses tests may send traffic to here, and the fabric's default
+        // network device (otherwise Spark binds the host's address, which UCX on lo cannot reach).
+        builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
+        Files.writeString(folder.resolve("command.txt"), String.join(" ", command) + "\n");
+
+        long started = System.nanoTime();
+        Process driver = builder.start();
+        // Should this JVM be stopped while waiting (Surefire's fork timeout), the application goes with it.
+        Thread killer = new Thread(() -> kill(driver));
+        Runtime.getRuntime().addShutdownHook(killer);
+        boolean finished = driver.waitFor(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+        if (!finished) {
+            kill(driver);
+            driver.waitFor(30, TimeUnit.SECONDS);
+        }
+        Runtime.getRuntime().removeShutdownHook(killer);
+        long elapsedMs = (System.nanoTime() - started) / 1_000_000;
+        List<String> lines = Files.readAllLines(folder.resolve("driver.log"), StandardCharsets.UTF_8);
+        ApplicationRun run = new ApplicationRun(name, folder, !finished, finished ? driver.exitValue() : -1,
+                elapsedMs, lines);
+        System.out.printf("%s: %s in %d s%n", name, run.timedOut ? "timed out" : "exit " + run.exitStatus,
+                elapsedMs / 1000);
+        return run;
+    }
+
+    /** Executors first: they are the driver's children (local-cluster's workers live in the driver). */
+    private static void kill(Process driver) {
+        driver.descendants().forEach(ProcessHandle::destroyForcibly);
+        driver.destroyForcibly();
+    }
+
+    /** Fails, with the logs, unless the application ran every scenario and exited cleanly. */
+    void assertCompleted() {
+        if (timedOut) {
+            fail(name + ": the application did not finish in " + TIMEOUT + "\n" + logs());
+        }
+        if (exitStatus != 0 || !failures.isEmpty()) {
+            fail(name + ": exit status " + exitStatus + ", failed scenarios " + failures.values() + "\n" + logs());
+        }
+    }
+
+    String fact(String key) {
+        return facts.get(key);
+    }
+
+    long metric(String key) {
+        Long value = metrics.get(key);
+        if (value == null) {
+            fail(name + ": no METRIC " + key + "\n" + logs());
+        }
+        return value;
+    }
+
+    long scenarioMetric(String scenario, String key) {
+        return scenarioMetrics.getOrDefault(scenario + " " + key, 0L);
+    }
+
+    /** The tail of the driver's output and of each executor's stderr, for failure messages. */
+    String logs() {
+        StringBuilder logs = new StringBuilder();
+        logs.append("---- ").append(folder.resolve("driver.log")).append(" (last ").append(LOG_TAIL_LINES)
+                .append(" lines)\n");
+        tail(lines, logs);
+        Path work = folder.resolve("home").resolve("work");
+        if (Files.isDirectory(work)) {
+            try (Stream<Path> files = Files.walk(work)) {
+                for (Path stderr : files.filter(f -> f.getFileName().toString().equals("stderr")).sorted().toList()) {
+                    logs.append("---- ").append(stderr).append('\n');
+                    tail(Files.readAllLines(stderr, StandardCharsets.UTF_8), logs);
+                }
+            } catch (IOException e) {
+                logs.append("(executor logs unreadable: ").append(e).append(")\n");
+            }
+        }
+        return logs.toString();
+    }
+
+    private static void tail(List<String> lines, StringBuilder into) {
+        for (String line : lines.subList(Math.max(0, lines.size() - LOG_TAIL_LINES), lines.size())) {
+            into.append(line).append('\n');
+        }
+    }
+
+    private static void deleteRecursively(Path folder) throws IOException {
+        if (!Files.exists(folder)) {
+            return;
+        }
+        try (Stream<Path> paths = Files.walk(folder)) {
+            paths.sorted(Comparator.reverseOrder()).forEach(path -> {
+                try {
+                    Files.delete(path);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
+        }
+    }
+}

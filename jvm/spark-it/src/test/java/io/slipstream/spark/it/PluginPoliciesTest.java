@@ -1,0 +1,122 @@
+package io.slipstream.spark.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The plugin's policies on real Spark (the newest home; one small scenario per application): requests
+ * authenticated with the application's secret, the fallback policy when executors cannot start the fabric, and
+ * Spark's network encryption (which the fabric does not provide).
+ */
+class PluginPoliciesTest {
+    private static final String SCENARIO = "groupByKey";
+    /** UCX finds no device of this name: the fabric cannot start where the variable is set. */
+    private static final String NO_SUCH_DEVICE = "spark.executorEnv.UCX_NET_DEVICES";
+
+    private static SparkHome newest() throws IOException {
+        List<SparkHome> homes = SparkHome.listed();
+        return homes.get(homes.size() - 1);
+    }
+
+    private static ApplicationRun plugin(String variant, Map<String, String> conf) throws Exception {
+        Path pluginJar = Path.of(System.getProperty("slipstream.it.pluginJar", "../spark/target/slipstream-spark.jar"))
+                .toAbsolutePath().normalize();
+        if (!Files.isRegularFile(pluginJar)) {
+            fail("the plugin jar " + pluginJar + " is missing: build jvm/spark first (mvn -f jvm/pom.xml install)");
+        }
+        SparkHome home = newest();
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("spark.shuffle.manager", ShuffleOnSparkTest.PLUGIN_SHUFFLE_MANAGER);
+        settings.put("spark.driver.extraClassPath", pluginJar.toString());
+        settings.put("spark.executor.extraClassPath", pluginJar.toString());
+        // A failing task is retried once, not three times: these runs expect failures.
+        settings.put("spark.task.maxFailures", "2");
+        settings.putAll(conf);
+        return ApplicationRun.start("policy-" + home.version + "-" + variant, home, List.of(pluginJar), settings, List.of(SCENARIO));
+    }
+
+    /** Every line of the driver's and the executors' logs. */
+    private static String allLogs(ApplicationRun run) {
+        StringBuilder text = new StringBuilder(String.join("\n", run.lines));
+        try (Stream<Path> files = Files.walk(run.folder)) {
+            for (Path file : files.filter(f -> f.getFileName().toString().equals("stderr")).toList()) {
+                text.append('\n').append(Files.readString(file, StandardCharsets.UTF_8));
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return text.toString();
+    }
+
+    private static void assertCorrect(ApplicationRun run) throws Exception {
+        run.assertCompleted();
+        Outcome expected = Scenario.named(SCENARIO).reference();
+        assertEquals(expected, run.results.get(SCENARIO), run.name + "\n" + run.logs());
+    }
+
+    @Test
+    void with_spark_authenticate_requests_carry_the_application_s_secret() throws Exception {
+        ApplicationRun run = plugin("authenticate", Map.of("spark.authenticate", "true",
+                "spark.authenticate.secret", "slipstream-it-secret", "spark.slipstream.fallback", "never"));
+        assertCorrect(run);
+        assertTrue(run.metric("remoteBytesRead") > 0, run.logs());
+        String logs = allLogs(run);
+        assertTrue(logs.contains("serves map outputs over the fabric"), "the executors did not start the fabric\n" + run.logs());
+        assertFalse(logs.contains("refused a request"), "a request was refused\n" + run.logs());
+        assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+    }
+
+    @Test
+    void fallback_auto_reads_through_spark_when_executors_cannot_start_the_fabric() throws Exception {
+        ApplicationRun run = plugin("fallback-auto", Map.of(NO_SUCH_DEVICE, "no_such_device0", "spark.slipstream.fallback", "auto"));
+        assertCorrect(run);
+        String logs = allLogs(run);
+        assertTrue(logs.contains("the fabric cannot start on executor"), "no warning\n" + run.logs());
+        assertTrue(logs.contains("Spark's own transfer service"), "the warning does not say what happens\n" + run.logs());
+        assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+    }
+
+    /** Every task that needs the fabric fails, retries included (a retry must not slip through to Spark's transfer). */
+    @Test
+    void fallback_never_fails_the_job_when_executors_cannot_start_the_fabric() throws Exception {
+        ApplicationRun run = plugin("fallback-never", Map.of(NO_SUCH_DEVICE, "no_such_device0", "spark.slipstream.fallback", "never"));
+        assertFalse(run.timedOut, run.logs());
+        assertFalse(run.results.containsKey(SCENARIO) && run.failures.isEmpty(),
+                "the job succeeded although the fabric could not start\n" + run.logs());
+        assertTrue(allLogs(run).contains("spark.slipstream.fallback=never"), "the failure does not say why\n" + run.logs());
+    }
+
+    @Test
+    void with_network_encryption_the_plugin_steps_aside_or_refuses() throws Exception {
+        Map<String, String> crypto = Map.of("spark.authenticate", "true", "spark.authenticate.secret", "slipstream-it-secret",
+                "spark.network.crypto.enabled", "true");
+        Map<String, String> auto = new LinkedHashMap<>(crypto);
+        auto.put("spark.slipstream.fallback", "auto");
+        ApplicationRun stepsAside = plugin("crypto-auto", auto);
+        assertCorrect(stepsAside);
+        String logs = allLogs(stepsAside);
+        assertTrue(logs.contains("spark.network.crypto.enabled is on"), "no warning\n" + stepsAside.logs());
+        assertFalse(logs.contains("serves map outputs over the fabric"), "shuffle data went over the fabric in clear");
+
+        Map<String, String> never = new LinkedHashMap<>(crypto);
+        never.put("spark.slipstream.fallback", "never");
+        ApplicationRun refuses = plugin("crypto-never", never);
+        assertFalse(refuses.timedOut, refuses.logs());
+        assertNotEquals(0, refuses.exitStatus, "the application ran with shuffle data in clear\n" + refuses.logs());
+        assertTrue(allLogs(refuses).contains("must not travel in clear"), refuses.logs());
+    }
+}
