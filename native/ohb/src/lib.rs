@@ -25,6 +25,7 @@ pub mod perftest;
 pub mod report;
 pub mod result;
 pub mod socket;
+pub mod spark_bench;
 pub mod stats;
 pub mod suite;
 
@@ -88,6 +89,16 @@ pub const TESTS: &[TestInfo] = &[
         description: "blocking gets vs iget / bget batches on the hybrid cache with the data spilled, over the fabric",
         variants: "cache-hybrid",
     },
+    TestInfo {
+        name: "spark groupby",
+        description: "OHB's GroupByTest: groupByKey over a cached random data set, job / stage / fetch wait times, checksum",
+        variants: "vanilla (Netty, readHostLocalDisk=false), plugin (SlipstreamShuffleManager), plugin-tcp",
+    },
+    TestInfo {
+        name: "spark sortby",
+        description: "OHB's SortByTest: sortByKey over the same data, the output's order and checksum checked",
+        variants: "as spark groupby",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -95,6 +106,7 @@ pub fn usage() -> String {
     let mut text = String::from(
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
+         \x20      ohb spark groupby|sortby|all [options]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
          Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
@@ -167,6 +179,26 @@ Options for mem hybrid and mem nb --hybrid (after OHB's ohb_memhybrid; mem all r
   --trials N           nb: trials, modes rotated, median reported (default 3, quick 1)
   --req-thresh N       nb: gets in flight before completing them (default 32)
 
+Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 executors x 1 core, own JVMs):
+  --quick              2 mappers x 2000 pairs x 1000 B (4 MB), 2 reducers, 1 repeat, 1g executors
+  --mappers N          map tasks (default 8)
+  --pairs N            pairs per mapper (default 131072: 8 x 131072 x 1000 B = 1.0 GB of values)
+  --value-bytes SIZE   value size (default 1000)
+  --reducers N         reduce tasks (default 8; = --mappers when only that is given)
+  --executor-memory M  per executor and worker, e.g. 4g (default 4g, quick 1g)
+  --repeats N          runs per configuration, interleaved, medians reported (default 3, quick 1)
+  --configs LIST       subset of vanilla,plugin,plugin-tcp (default all three)
+  --conf KEY=VALUE     extra Spark setting for every configuration (repeatable; wins over ours)
+  --seed N             seed of the generated data (default 42)
+  --spark-home DIR     a directory with jars/ (default build/spark/3.5.8)
+  --plugin-jar PATH    default jvm/spark/target/slipstream-spark.jar
+  --app-jar PATH       default jvm/ohb-spark/target/slipstream-ohb-spark.jar
+  --java PATH          java executable (default $JAVA_HOME/bin/java, else java)
+  --timeout-s N        kill an application after N seconds (default 600, quick 180)
+  --log-dir DIR        drivers' output and executors' logs, one directory per run, earlier ones
+                       removed (default build/ohb-spark)
+  --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
+
 Examples:
   ohb fabric lat --quick
   ohb fabric all
@@ -178,6 +210,8 @@ Examples:
   ohb mem hybrid --gets 2000
   ohb mem hybrid --scan normal --spill-factor 2
   ohb mem nb --hybrid
+  ohb spark all --quick
+  ohb spark groupby --configs vanilla --repeats 1
 "#;
     text
 }

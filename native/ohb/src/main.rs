@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Some("__load") => ohb::mem::load_main(&argv[1..]),
         Some("fabric") => fabric_main(&argv[1..]),
         Some("mem") => cache_main(&argv[1..]),
+        Some("spark") => ohb::spark_bench::spark_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {

@@ -1,0 +1,236 @@
+package io.slipstream.ohb.spark;
+
+import java.util.Iterator;
+import java.util.List;
+import java.util.stream.IntStream;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.storage.RDDInfo;
+import org.apache.spark.storage.StorageLevel;
+
+import scala.Tuple2;
+
+/**
+ * OHB's GroupByTest and SortByTest (after Spark's examples) as one Spark application, run by {@code ohb spark}.
+ *
+ * <ol>
+ *   <li>Waits until the expected executors have registered, so the input spreads over all of them.</li>
+ *   <li>Generates the input inside the map tasks ({@link PairGenerator}), caches it and counts it: generation
+ *       is not part of the measurement (as in Spark's GroupByTest).</li>
+ *   <li>The measured job, timed with {@code System.nanoTime} around it: {@code groupByKey(reducers)} or
+ *       {@code sortByKey(true, reducers)} (its range partitioner's sampling job included), each followed by one
+ *       action that summarises every reduce partition ({@link Checksums}).</li>
+ *   <li>Prints {@code OHB_SPARK_RESULT {json}} on stdout: job time, stage times and shuffle metrics of the
+ *       measured stages ({@link ShuffleMetricsListener}), the checksum.</li>
+ * </ol>
+ * Exit status: 0 with a result line, 1 when the run failed, 2 for a bad command line.
+ */
+public final class ShuffleBench {
+    private ShuffleBench() {
+    }
+
+    /** The stdout line `ohb spark` looks for: this prefix, then one JSON object. */
+    static final String RESULT_PREFIX = "OHB_SPARK_RESULT ";
+    /** Executors register a few seconds after the context starts; a cluster that needs more is broken. */
+    static final long EXECUTOR_WAIT_MS = 180_000;
+    /** The listener bus delivers in milliseconds; a minute means it is stuck. */
+    static final long FENCE_WAIT_MS = 60_000;
+
+    public static void main(String[] args) {
+        BenchParams params;
+        try {
+            params = BenchParams.parse(args);
+        } catch (IllegalArgumentException e) {
+            System.err.println("ShuffleBench: " + e.getMessage());
+            System.err.println(BenchParams.USAGE);
+            System.exit(2);
+            return;
+        }
+        int status = 0;
+        try {
+            String json = run(params);
+            System.out.println(RESULT_PREFIX + json);
+        } catch (Throwable e) {
+            System.err.println("ShuffleBench: " + params.test.label + " failed: " + e);
+            e.printStackTrace();
+            status = 1;
+        }
+        System.out.flush();
+        System.err.flush();
+        // Threads a shuffle manager (or Spark) leaves behind must not keep the driver alive.
+        System.exit(status);
+    }
+
+    /** Runs the test; returns the result's JSON. */
+    static String run(BenchParams p) throws Exception {
+        SparkConf conf = new SparkConf().setAppName("ohb-spark-" + p.test.label).setMaster(p.master);
+        p.conf.forEach(conf::set);
+        try (JavaSparkContext sc = new JavaSparkContext(conf)) {
+            sc.setLogLevel("WARN");
+            ShuffleMetricsListener listener = new ShuffleMetricsListener();
+            sc.sc().addSparkListener(listener);
+            waitForExecutors(sc, p.executors);
+
+            List<Integer> mapperIds = IntStream.range(0, p.mappers).boxed().toList();
+            JavaPairRDD<Integer, byte[]> input = sc.parallelize(mapperIds, p.mappers)
+                    .flatMapToPair(new PairGenerator(p.pairsPerMapper, p.valueBytes, p.seed))
+                    .persist(StorageLevel.MEMORY_ONLY());
+            long generateStart = System.nanoTime();
+            long inputRecords = input.count();
+            long generateMs = (System.nanoTime() - generateStart) / 1_000_000;
+            if (inputRecords != p.records()) {
+                throw new IllegalStateException("generated " + inputRecords + " records, expected " + p.records());
+            }
+            int cachedPartitions = cachedPartitions(sc, input.id());
+            System.err.printf("ShuffleBench: %d records generated and cached (%d of %d partitions) in %d ms%n",
+                    inputRecords, cachedPartitions, p.mappers, generateMs);
+
+            sc.setLocalProperty(ShuffleMetricsListener.PHASE, ShuffleMetricsListener.MEASURED);
+            long jobStart = System.nanoTime();
+            List<long[]> summaries = switch (p.test) {
+                case GROUPBY -> input.groupByKey(p.reducers).mapPartitionsWithIndex(ShuffleBench::groupSummary, false)
+                        .collect();
+                case SORTBY -> input.sortByKey(true, p.reducers).mapPartitionsWithIndex(ShuffleBench::sortSummary, false)
+                        .collect();
+            };
+            long jobNs = System.nanoTime() - jobStart;
+            sc.setLocalProperty(ShuffleMetricsListener.PHASE, ShuffleMetricsListener.FENCE);
+            sc.parallelize(List.of(0), 1).count();
+            sc.setLocalProperty(ShuffleMetricsListener.PHASE, null);
+            if (!listener.awaitFence(FENCE_WAIT_MS)) {
+                throw new IllegalStateException("listener events not delivered within " + FENCE_WAIT_MS + " ms");
+            }
+
+            Json json = new Json()
+                    .field("test", p.test.label)
+                    .field("spark_version", sc.version())
+                    .field("master", p.master)
+                    .field("shuffle_manager", conf.get("spark.shuffle.manager", "sort"))
+                    .field("mappers", p.mappers)
+                    .field("pairs_per_mapper", p.pairsPerMapper)
+                    .field("value_bytes", p.valueBytes)
+                    .field("reducers", p.reducers)
+                    .field("seed", p.seed)
+                    .field("executors", p.executors)
+                    .field("input_records", inputRecords)
+                    .field("input_cached_partitions", cachedPartitions)
+                    .field("generate_ms", generateMs)
+                    .field("job_ns", jobNs)
+                    .field("job_ms", jobNs / 1_000_000);
+            addStageFields(json, listener.stages());
+            switch (p.test) {
+                case GROUPBY -> {
+                    Checksums.GroupTotals t = Checksums.groupTotals(summaries);
+                    json.field("records", t.records()).field("groups", t.groups()).field("value_bytes_total", t.valueBytes())
+                            .field("ordered", true).field("checksum", Checksums.hex(t.checksum()));
+                }
+                case SORTBY -> {
+                    Checksums.SortTotals t = Checksums.sortTotals(summaries);
+                    json.field("records", t.records()).field("inversions", t.inversions())
+                            .field("value_bytes_total", t.valueBytes()).field("ordered", t.inversions() == 0)
+                            .field("checksum", Checksums.hex(t.checksum()));
+                }
+            }
+            return json.toString();
+        }
+    }
+
+    static Iterator<long[]> groupSummary(Integer partition, Iterator<Tuple2<Integer, Iterable<byte[]>>> groups) {
+        return List.of(Checksums.groupPartition(partition, groups)).iterator();
+    }
+
+    static Iterator<long[]> sortSummary(Integer partition, Iterator<Tuple2<Integer, byte[]>> records) {
+        return List.of(Checksums.sortPartition(records)).iterator();
+    }
+
+    /** Sums of the measured stages by kind, and each stage attempt. */
+    static void addStageFields(Json json, List<ShuffleMetricsListener.StageRecord> stages) {
+        long mapMs = 0;
+        long reduceMs = 0;
+        long otherMs = 0;
+        long writeBytes = 0;
+        long recordsWritten = 0;
+        long writeTimeNs = 0;
+        long remoteBytes = 0;
+        long localBytes = 0;
+        long remoteBlocks = 0;
+        long localBlocks = 0;
+        long fetchWaitMs = 0;
+        long recordsRead = 0;
+        long gcMs = 0;
+        long failedTasks = 0;
+        boolean allCompleted = true;
+        StringBuilder list = new StringBuilder("[");
+        for (ShuffleMetricsListener.StageRecord s : stages) {
+            long duration = Math.max(s.durationMs, 0);
+            switch (s.kind()) {
+                case "map" -> mapMs += duration;
+                case "reduce" -> reduceMs += duration;
+                default -> otherMs += duration;
+            }
+            writeBytes += s.shuffleWriteBytes;
+            recordsWritten += s.shuffleRecordsWritten;
+            writeTimeNs += s.shuffleWriteTimeNs;
+            remoteBytes += s.remoteBytesRead;
+            localBytes += s.localBytesRead;
+            remoteBlocks += s.remoteBlocksFetched;
+            localBlocks += s.localBlocksFetched;
+            fetchWaitMs += s.fetchWaitMs;
+            recordsRead += s.recordsRead;
+            gcMs += s.gcMs;
+            failedTasks += s.tasksFailed;
+            allCompleted &= s.completed && s.failure == null;
+            if (list.length() > 1) {
+                list.append(',');
+            }
+            list.append(new Json().field("id", s.stageId).field("attempt", s.attempt).field("name", s.name)
+                    .field("kind", s.kind()).field("tasks", s.tasks).field("tasks_succeeded", s.tasksSucceeded)
+                    .field("tasks_failed", s.tasksFailed).field("duration_ms", s.durationMs)
+                    .field("executor_run_ms", s.executorRunMs).field("gc_ms", s.gcMs)
+                    .field("shuffle_write_bytes", s.shuffleWriteBytes).field("remote_bytes_read", s.remoteBytesRead)
+                    .field("local_bytes_read", s.localBytesRead).field("fetch_wait_ms", s.fetchWaitMs)
+                    .field("records_read", s.recordsRead).field("failure", s.failure));
+        }
+        list.append(']');
+        json.field("map_stage_ms", mapMs)
+                .field("reduce_stage_ms", reduceMs)
+                .field("other_stages_ms", otherMs)
+                .field("shuffle_write_bytes", writeBytes)
+                .field("shuffle_records_written", recordsWritten)
+                .field("shuffle_write_time_ms", writeTimeNs / 1_000_000)
+                .field("remote_bytes_read", remoteBytes)
+                .field("local_bytes_read", localBytes)
+                .field("remote_blocks_fetched", remoteBlocks)
+                .field("local_blocks_fetched", localBlocks)
+                .field("fetch_wait_ms", fetchWaitMs)
+                .field("records_read", recordsRead)
+                .field("gc_ms", gcMs)
+                .field("failed_tasks", failedTasks)
+                .field("stage_attempts", stages.size())
+                .field("stages_completed", allCompleted)
+                .raw("stages", list.toString());
+    }
+
+    /** Blocks until {@code executors} executors (besides the driver) have registered. */
+    static void waitForExecutors(JavaSparkContext sc, int executors) throws InterruptedException {
+        long deadline = System.nanoTime() + EXECUTOR_WAIT_MS * 1_000_000;
+        while (sc.sc().statusTracker().getExecutorInfos().length < executors + 1) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException((sc.sc().statusTracker().getExecutorInfos().length - 1) + " of " + executors
+                        + " executors registered within " + EXECUTOR_WAIT_MS + " ms");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private static int cachedPartitions(JavaSparkContext sc, int rddId) {
+        for (RDDInfo info : sc.sc().getRDDStorageInfo()) {
+            if (info.id() == rddId) {
+                return info.numCachedPartitions();
+            }
+        }
+        return 0;
+    }
+}
