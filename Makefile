@@ -77,24 +77,27 @@ test-fuzz: deps
 	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
-smoke: build
+smoke: build spark-homes
 	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
 	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
 	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >/dev/null
 	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >/dev/null
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore)"
+	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >/dev/null
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP)"
 
-demo: build
+demo: build spark-homes
 	$(OHB) fabric all
 	$(OHB) fabric all --jvm
 	$(OHB) mem all
+	$(OHB) spark all
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
-bench: build
+bench: build spark-homes
 	$(OHB) fabric all
 	$(OHB) fabric all --jvm
 	$(OHB) fabric mem --seconds 60
 	$(OHB) mem all
+	$(OHB) spark all
 
 clean:
 	cd native && $(CARGO) clean
