@@ -10,7 +10,8 @@
 //! client and one server compete for the CPUs. Children die with `ohb` (see [`child`]).
 //!
 //! Architecture invariant: ohb uses only the fabric's public API, exactly as an application would;
-//! it measures and reports, and knows nothing of the engines above the fabric.
+//! it measures and reports. Engines above the fabric it meets only as their users do: the cache
+//! through its protocols, Spark through an application (`jvm/ohb-spark`) and its configuration.
 
 pub mod args;
 pub mod cache_bench;
@@ -22,6 +23,7 @@ pub mod machine;
 pub mod measure;
 pub mod mem;
 pub mod perftest;
+pub mod proc_mem;
 pub mod report;
 pub mod result;
 pub mod socket;

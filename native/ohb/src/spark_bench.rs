@@ -17,8 +17,16 @@
 //! fails when the configurations' checksums differ, a sort comes back unsorted, or an application
 //! fails (its logs are shown). Every application is bounded in time and killed after it; its
 //! driver's output and its executors' logs stay in the log directory (`build/ohb-spark/`).
+//!
+//! Executor memory: while an application runs, ohb samples its executors (the processes whose
+//! command line has Spark's executor class and the application's directory) every 250 ms and keeps
+//! each one's peak resident set (`VmHWM`). Against the target "no more than vanilla plus the
+//! configured buffer cap" (`spark.slipstream.buffer.cap`: registered memory, off-heap, so it counts
+//! in RSS, not in the Java heap), each plugin configuration's largest executor is compared with
+//! vanilla's. A result above the target is reported, not failed: RSS also follows the heap's growth.
 
 use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -29,6 +37,7 @@ use serde_json::{json, Value};
 use crate::args::{parse_size, Args};
 use crate::child::{find_repo_root, run_captured, ChildGuard};
 use crate::machine::Machine;
+use crate::proc_mem;
 use crate::report::{format_ratio, write_json};
 use crate::stats::median;
 use crate::suite::Progress;
@@ -44,6 +53,15 @@ pub const LOG_DIR_DEFAULT: &str = "build/ohb-spark";
 pub const MAIN_CLASS: &str = "io.slipstream.ohb.spark.ShuffleBench";
 pub const RESULT_PREFIX: &str = "OHB_SPARK_RESULT ";
 pub const PLUGIN_SHUFFLE_MANAGER: &str = "io.slipstream.spark.SlipstreamShuffleManager";
+/// The main class of an executor's JVM, one argument of its command line.
+pub const EXECUTOR_MAIN_CLASS: &str = "org.apache.spark.executor.CoarseGrainedExecutorBackend";
+/// How often `run_app` samples its executors' peak RSS.
+pub const EXECUTOR_SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
+/// Executor processes one application may start, replacements included; more are not tracked.
+pub const EXECUTOR_PROCESSES_MAX: usize = 64;
+/// The plugin's `spark.slipstream.buffer.cap` and its default (SlipstreamConf).
+pub const BUFFER_CAP_KEY: &str = "spark.slipstream.buffer.cap";
+pub const BUFFER_CAP_DEFAULT: &str = "256m";
 /// Executors of the local cluster, one core each.
 pub const EXECUTORS: usize = 2;
 pub const DRIVER_HEAP: &str = "-Xmx1g";
@@ -299,6 +317,13 @@ impl SparkRun {
         conf
     }
 
+    /// The plugin's buffer cap in a configuration: `--conf spark.slipstream.buffer.cap` or its default.
+    pub fn buffer_cap_bytes(&self, config: SparkConfig) -> Result<u64, String> {
+        let conf = self.spark_conf(config);
+        let value = conf.iter().rev().find(|(k, _)| k == BUFFER_CAP_KEY).map_or(BUFFER_CAP_DEFAULT, |(_, v)| v.as_str());
+        spark_size_bytes(value).map_err(|e| format!("{BUFFER_CAP_KEY}: {e}"))
+    }
+
     /// The driver's class path: Spark's jars, the applications, the plugin for its configurations.
     pub fn class_path(&self, config: SparkConfig) -> String {
         let mut parts = vec![self.spark_home.join("jars").join("*").display().to_string(), self.app_jar.display().to_string()];
@@ -356,6 +381,8 @@ pub struct AppResult {
     pub checksum: String,
     /// Start of `java` to its exit, seconds (JVMs, context, generation, job, shutdown).
     pub app_s: f64,
+    /// The executors' peak resident sets, as sampled from here (empty in `from_json`).
+    pub executor_peaks: ExecutorPeaks,
     /// The whole JSON line, kept in the results file.
     pub raw: Value,
 }
@@ -400,6 +427,7 @@ impl AppResult {
             ordered: v.get("ordered").and_then(Value::as_bool).ok_or("result without \"ordered\"")?,
             checksum: text("checksum")?,
             app_s,
+            executor_peaks: ExecutorPeaks::default(),
             raw: v.clone(),
         })
     }
@@ -432,6 +460,8 @@ pub struct Medians {
     pub local_bytes_read: f64,
     pub shuffle_write_bytes: f64,
     pub app_s: f64,
+    /// Over the runs whose executors were seen: the largest executor's peak RSS.
+    pub executor_peak_rss_mib: Option<f64>,
 }
 
 impl Medians {
@@ -447,6 +477,7 @@ impl Medians {
             local_bytes_read: m(|r| r.local_bytes_read as f64)?,
             shuffle_write_bytes: m(|r| r.shuffle_write_bytes as f64)?,
             app_s: m(|r| r.app_s)?,
+            executor_peak_rss_mib: median(&results.iter().filter_map(|r| r.executor_peaks.max_mib()).collect::<Vec<_>>()),
         })
     }
 }
@@ -454,6 +485,40 @@ impl Medians {
 /// Speed ratio of a time: reference / variant (> 1: the variant is faster). None unless both are positive.
 pub fn time_ratio(reference: f64, variant: f64) -> Option<f64> {
     (reference > 0.0 && variant > 0.0).then(|| reference / variant)
+}
+
+/// A plugin configuration's executor memory against the target "no more than vanilla plus the
+/// buffer cap": the medians of the largest executor's peak RSS.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryTarget {
+    /// This configuration's minus vanilla's.
+    pub delta_mib: f64,
+    pub buffer_cap_mib: f64,
+}
+
+impl MemoryTarget {
+    pub fn within(&self) -> bool {
+        self.delta_mib <= self.buffer_cap_mib
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "executor peak RSS: {:+.1} MiB vs vanilla (cap {} MiB): {} vanilla + cap",
+            self.delta_mib,
+            self.buffer_cap_mib,
+            if self.within() { "within" } else { "above" }
+        )
+    }
+}
+
+/// The memory target of a plugin configuration in a test, or why it cannot be judged.
+pub fn memory_target(result: &TestResult, run: &SparkRun, config: SparkConfig) -> Result<MemoryTarget, String> {
+    debug_assert!(config.uses_plugin(), "vanilla is the reference");
+    let buffer_cap_mib = bytes_mib(run.buffer_cap_bytes(config)?);
+    let rss = |c: SparkConfig| result.config(c).and_then(ConfigRuns::medians).and_then(|m| m.executor_peak_rss_mib);
+    let vanilla_mib = rss(SparkConfig::Vanilla).ok_or("no executor peak RSS of vanilla to compare")?;
+    let config_mib = rss(config).ok_or("no executor peak RSS measured")?;
+    Ok(MemoryTarget { delta_mib: config_mib - vanilla_mib, buffer_cap_mib })
 }
 
 /// The runs of one configuration in one test.
@@ -599,6 +664,77 @@ pub fn app_dir(log_dir: &Path, test: SparkTest, config: SparkConfig, repeat: usi
     log_dir.join(format!("{}-{}-{}", test.name(), config.name(), repeat + 1))
 }
 
+/// Whether a /proc cmdline is one of the executors of the application in `app_dir`: Spark's executor
+/// class is one argument and another names a path under the application's directory (the class
+/// path has `<app_dir>/spark-home/jars/*`). `app_dir` has no trailing slash; one is required after
+/// it, so `groupby-plugin-1` does not match `groupby-plugin-12`'s executors.
+pub fn is_executor_of(cmdline: &[u8], app_dir: &[u8]) -> bool {
+    debug_assert!(!app_dir.is_empty() && !app_dir.ends_with(b"/"));
+    // Most processes fail the first, cheaper test.
+    proc_mem::cmdline_args(cmdline).any(|arg| arg == EXECUTOR_MAIN_CLASS.as_bytes())
+        && proc_mem::cmdline_args(cmdline)
+            .any(|arg| arg.windows(app_dir.len() + 1).any(|w| w.starts_with(app_dir) && w[app_dir.len()] == b'/'))
+}
+
+/// The peak resident set of each executor process of one application (`VmHWM`, KiB), kept across
+/// samples: an executor may exit between two samples, so each sample reads the kernel's peak.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorPeaks {
+    /// (pid, peak KiB), in the order first seen; at most [`EXECUTOR_PROCESSES_MAX`].
+    pub peak_kib: Vec<(u32, u64)>,
+    pub samples: u64,
+    /// Time spent sampling, to show that it stays cheap.
+    pub sample_us_total: u64,
+}
+
+impl ExecutorPeaks {
+    /// Keeps the larger of a process's known peak and `peak_kib`.
+    pub fn record(&mut self, pid: u32, peak_kib: u64) {
+        if let Some((_, known)) = self.peak_kib.iter_mut().find(|(p, _)| *p == pid) {
+            *known = (*known).max(peak_kib);
+        } else if self.peak_kib.len() < EXECUTOR_PROCESSES_MAX {
+            self.peak_kib.push((pid, peak_kib));
+        }
+    }
+
+    /// One scan of /proc: every process whose cmdline makes it an executor of `app_dir`.
+    /// `cmdline` is a buffer reused between samples.
+    pub fn sample(&mut self, app_dir: &[u8], cmdline: &mut Vec<u8>) {
+        let started = Instant::now();
+        for pid in proc_mem::pids() {
+            if proc_mem::read_cmdline(pid, cmdline) && is_executor_of(cmdline, app_dir) {
+                if let Some(kib) = proc_mem::peak_rss_kib(pid) {
+                    self.record(pid, kib);
+                }
+            }
+        }
+        self.samples += 1;
+        self.sample_us_total += started.elapsed().as_micros() as u64;
+    }
+
+    /// The largest executor's peak, MiB; None when no executor was seen.
+    pub fn max_mib(&self) -> Option<f64> {
+        self.peak_kib.iter().map(|&(_, kib)| kib).max().map(|kib| kib as f64 / 1024.0)
+    }
+
+    /// The executors' peaks added up, MiB (not a peak of the sum: the peaks may fall at different times).
+    pub fn sum_mib(&self) -> Option<f64> {
+        (!self.peak_kib.is_empty()).then(|| self.peak_kib.iter().map(|&(_, kib)| kib).sum::<u64>() as f64 / 1024.0)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "executor_peak_rss_mib": self.max_mib(),
+            "executor_peak_rss_sum_mib": self.sum_mib(),
+            "executor_peaks": self.peak_kib.iter()
+                .map(|&(pid, kib)| json!({"pid": pid, "peak_rss_mib": kib as f64 / 1024.0}))
+                .collect::<Vec<_>>(),
+            "rss_samples": self.samples,
+            "rss_sample_us_mean": (self.samples > 0).then(|| self.sample_us_total / self.samples),
+        })
+    }
+}
+
 fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) -> Result<AppResult, String> {
     let dir = app_dir(&run.log_dir, test, config, repeat);
     let home = dir.join("spark-home");
@@ -639,13 +775,20 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
     let group = driver.pid() as libc::pid_t;
     let mut stdout = String::new();
     let mut timed_out = false;
+    let mut peaks = ExecutorPeaks::default();
+    let mut cmdline = Vec::new();
+    let mut sample_next = started;
     loop {
+        if Instant::now() >= sample_next {
+            peaks.sample(dir.as_os_str().as_bytes(), &mut cmdline);
+            sample_next = Instant::now() + EXECUTOR_SAMPLE_INTERVAL;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             timed_out = true;
             break;
         }
-        match driver.next_line(left.min(Duration::from_secs(1))) {
+        match driver.next_line(left.min(sample_next.saturating_duration_since(Instant::now()))) {
             Ok(Some(line)) => {
                 stdout.push_str(&line);
                 stdout.push('\n');
@@ -654,6 +797,8 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
             Err(_) => break, // stdout closed: the driver is exiting
         }
     }
+    // The executors may still be running (or have grown since the last sample) as the driver exits.
+    peaks.sample(dir.as_os_str().as_bytes(), &mut cmdline);
     let status = if timed_out {
         Err(format!("{name} did not finish within {:?}; killed", run.timeout))
     } else {
@@ -669,7 +814,9 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
         if !status.success() {
             return Err(format!("{name}: the driver exited with {status}"));
         }
-        AppResult::from_json(&parse_result_line(&stdout)?, app_s)
+        let mut result = AppResult::from_json(&parse_result_line(&stdout)?, app_s)?;
+        result.executor_peaks = peaks;
+        Ok(result)
     });
     outcome.map_err(|e| format!("{e}\n{}", failure_logs(&dir)))
 }
@@ -739,6 +886,10 @@ fn mib(bytes: f64) -> String {
     format!("{:.1}", bytes / (1u64 << 20) as f64)
 }
 
+fn bytes_mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
 fn ratio_cell(ratio: Option<f64>) -> String {
     ratio.map(format_ratio).unwrap_or_else(|| "-".into())
 }
@@ -792,8 +943,8 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
     }
     let _ = writeln!(
         out,
-        "\n{:<10} | {:>5} | {:>7} | {:>8} | {:>6} | {:>10} | {:>10} | {:>9} | {:>11} | {:>5} | checksum",
-        "config", "runs", "job s", "reduce s", "map s", "fetch wait", "remote MiB", "local MiB", "written MiB", "app s"
+        "\n{:<10} | {:>5} | {:>7} | {:>8} | {:>6} | {:>10} | {:>10} | {:>9} | {:>11} | {:>5} | {:>12} | checksum",
+        "config", "runs", "job s", "reduce s", "map s", "fetch wait", "remote MiB", "local MiB", "written MiB", "app s", "exec RSS MiB"
     );
     for c in &result.configs {
         match c.medians() {
@@ -805,7 +956,7 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
                 };
                 let _ = writeln!(
                     out,
-                    "{:<10} | {:>5} | {:>7} | {:>8} | {:>6} | {:>10} | {:>10} | {:>9} | {:>11} | {:>5.0} | {}",
+                    "{:<10} | {:>5} | {:>7} | {:>8} | {:>6} | {:>10} | {:>10} | {:>9} | {:>11} | {:>5.0} | {:>12} | {}",
                     c.config.name(),
                     m.runs,
                     seconds(m.job_ms),
@@ -816,6 +967,7 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
                     mib(m.local_bytes_read),
                     mib(m.shuffle_write_bytes),
                     m.app_s,
+                    m.executor_peak_rss_mib.map_or_else(|| "-".into(), |x| format!("{x:.1}")),
                     sums.join(",")
                 );
             }
@@ -824,7 +976,12 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
             }
         }
     }
-    let _ = writeln!(out, "(fetch wait: seconds, summed over reduce tasks; app s: java start to exit, as seen by ohb)");
+    let _ = writeln!(
+        out,
+        "(fetch wait: seconds, summed over reduce tasks; app s: java start to exit, as seen by ohb; exec RSS: the largest \
+         executor's peak resident set, VmHWM sampled every {} ms)",
+        EXECUTOR_SAMPLE_INTERVAL.as_millis()
+    );
     let vanilla = result.config(SparkConfig::Vanilla).and_then(ConfigRuns::medians);
     let others: Vec<(SparkConfig, Medians)> = result
         .configs
@@ -844,6 +1001,18 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
                 ratio_cell(time_ratio(v.reduce_stage_ms, m.reduce_stage_ms)),
                 ratio_cell(time_ratio(v.fetch_wait_ms, m.fetch_wait_ms))
             );
+        }
+    }
+    let plugins: Vec<SparkConfig> =
+        result.configs.iter().filter(|c| c.config.uses_plugin() && !c.results.is_empty()).map(|c| c.config).collect();
+    if !plugins.is_empty() {
+        let _ = writeln!(out, "\nexecutor memory, target: no more than vanilla + {BUFFER_CAP_KEY} (off-heap, counted in RSS):");
+        for config in plugins {
+            let line = match memory_target(result, run, config) {
+                Ok(target) => target.describe(),
+                Err(e) => format!("executor peak RSS: not judged: {e}"),
+            };
+            let _ = writeln!(out, "  {:<10} {line}", config.name());
         }
     }
     let all: Vec<Medians> = result.configs.iter().filter_map(ConfigRuns::medians).collect();
@@ -896,7 +1065,8 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
         m.map(|m| {
             json!({"runs": m.runs, "job_ms": m.job_ms, "map_stage_ms": m.map_stage_ms, "reduce_stage_ms": m.reduce_stage_ms,
                    "fetch_wait_ms": m.fetch_wait_ms, "remote_bytes_read": m.remote_bytes_read,
-                   "local_bytes_read": m.local_bytes_read, "shuffle_write_bytes": m.shuffle_write_bytes, "app_s": m.app_s})
+                   "local_bytes_read": m.local_bytes_read, "shuffle_write_bytes": m.shuffle_write_bytes, "app_s": m.app_s,
+                   "executor_peak_rss_mib": m.executor_peak_rss_mib})
         })
     };
     let vanilla = result.config(SparkConfig::Vanilla).and_then(ConfigRuns::medians);
@@ -915,14 +1085,24 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
             };
             let conf: serde_json::Map<String, Value> =
                 run.spark_conf(c.config).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            let target = c.config.uses_plugin().then(|| memory_target(result, run, c.config));
+            let target_ok = target.as_ref().and_then(|t| t.as_ref().ok());
+            let buffer_cap_mib = c.config.uses_plugin().then(|| run.buffer_cap_bytes(c.config).ok()).flatten().map(bytes_mib);
             json!({
                 "name": c.config.name(),
                 "conf": conf,
                 "median": medians_json(m),
                 "vanilla_over_this": ratios,
+                "executor_rss_delta_mib": target_ok.map(|t| t.delta_mib),
+                "buffer_cap_mib": buffer_cap_mib,
+                "within_memory_target": target_ok.map(MemoryTarget::within),
+                "memory_target_note": target.and_then(Result::err),
                 "runs": c.results.iter().map(|r| {
                     let mut v = r.raw.clone();
                     v["app_s"] = json!(r.app_s);
+                    if let (Some(run_json), Value::Object(peaks)) = (v.as_object_mut(), r.executor_peaks.to_json()) {
+                        run_json.extend(peaks);
+                    }
                     v
                 }).collect::<Vec<_>>(),
                 "error": c.error,
@@ -939,7 +1119,11 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
         "workload": {"mappers": w.mappers, "pairs_per_mapper": w.pairs_per_mapper, "value_bytes": w.value_bytes,
                      "reducers": w.reducers, "seed": run.seed},
         "repeats": run.repeats,
-        "units": {"time": "ms (app_s: seconds)", "fetch_wait_ms": "summed over reduce tasks", "ratios": "vanilla / this config, > 1: faster"},
+        "units": {"time": "ms (app_s: seconds)", "fetch_wait_ms": "summed over reduce tasks",
+                  "ratios": "vanilla / this config, > 1: faster",
+                  "executor_peak_rss_mib": format!("the largest executor's VmHWM in MiB, sampled every {} ms",
+                                                   EXECUTOR_SAMPLE_INTERVAL.as_millis()),
+                  "executor_rss_delta_mib": "this config's median minus vanilla's; within_memory_target: delta <= buffer_cap_mib"},
         "configs": configs,
         "checksums_equal": result.checksums().len() <= 1,
         "failures": result.failures(w),
@@ -960,6 +1144,25 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
         other => return Err(format!("memory '{text}': unknown unit '{other}' (use m or g)")),
     };
     n.checked_mul(factor).ok_or_else(|| format!("memory '{text}' overflows"))
+}
+
+/// A size as Spark's `getSizeAsBytes` reads it: digits and an optional unit b, k(b), m(b), g(b),
+/// t(b), p(b), powers of 1024; no unit means bytes.
+pub fn spark_size_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| format!("size '{text}' must start with a whole number"))?;
+    let shift = match unit {
+        "" | "b" => 0,
+        "k" | "kb" => 10,
+        "m" | "mb" => 20,
+        "g" | "gb" => 30,
+        "t" | "tb" => 40,
+        "p" | "pb" => 50,
+        other => return Err(format!("size '{text}': unknown unit '{other}'")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("size '{text}' overflows"))
 }
 
 /// Spark settings, in order.
@@ -1365,6 +1568,156 @@ mod tests {
         assert!(!dir.join("groupby-plugin-3").exists());
         assert!(dir.join("keep-me").exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An executor's /proc cmdline, as a worker of `groupby-plugin-1` starts it (from its log).
+    fn executor_cmdline(app_dir: &str) -> Vec<u8> {
+        let args = [
+            "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+            "-cp",
+            &format!("/work/main/jvm/spark/target/slipstream-spark.jar:{app_dir}/spark-home/conf:{app_dir}/spark-home/jars/*"),
+            "-Xmx1024M",
+            "-Dspark.driver.port=34387",
+            "-XX:+IgnoreUnrecognizedVMOptions",
+            "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+            "--driver-url",
+            "spark://CoarseGrainedScheduler@127.0.0.1:34387",
+            "--executor-id",
+            "0",
+            "--app-id",
+            "app-20261121150248-0000",
+        ];
+        args.iter().flat_map(|a| a.bytes().chain([0])).collect()
+    }
+
+    #[test]
+    fn executors_of_this_application_are_recognised() {
+        let dir = b"/work/main/build/ohb-spark/groupby-plugin-1";
+        assert!(is_executor_of(&executor_cmdline("/work/main/build/ohb-spark/groupby-plugin-1"), dir));
+        for other in [
+            "/work/main/build/ohb-spark/groupby-plugin-12", // a later repeat's directory, whose name extends ours
+            "/work/main/build/ohb-spark/groupby-plugin-tcp-1",
+            "/elsewhere/build/ohb-spark/groupby-plugin-1x",
+        ] {
+            assert!(!is_executor_of(&executor_cmdline(other), dir), "{other}");
+        }
+        // The driver: the application's directory is its working directory, not in its command line; and
+        // a process naming the directory without being an executor.
+        let driver = b"java\0-Xmx1g\0-cp\0/work/main/build/spark/3.5.8/jars/*\0io.slipstream.ohb.spark.ShuffleBench\0groupby\0";
+        assert!(!is_executor_of(driver, dir));
+        let tail = b"tail\0-f\0/work/main/build/ohb-spark/groupby-plugin-1/spark-home/work/app-1/0/stderr\0";
+        assert!(!is_executor_of(tail, dir));
+        let class_as_part =
+            b"java\0-Dx=org.apache.spark.executor.CoarseGrainedExecutorBackend\0/work/main/build/ohb-spark/groupby-plugin-1/x\0";
+        assert!(!is_executor_of(class_as_part, dir), "the class must be a whole argument");
+        assert!(!is_executor_of(b"", dir), "kernel threads and zombies have an empty cmdline");
+    }
+
+    #[test]
+    fn executor_peaks_keep_each_process_maximum() {
+        let mut peaks = ExecutorPeaks::default();
+        assert_eq!((peaks.max_mib(), peaks.sum_mib()), (None, None));
+        peaks.record(100, 300 * 1024);
+        peaks.record(200, 500 * 1024);
+        peaks.record(100, 400 * 1024);
+        peaks.record(200, 100 * 1024); // VmHWM never falls; a smaller value is an older reading
+        assert_eq!(peaks.peak_kib, vec![(100, 400 * 1024), (200, 500 * 1024)]);
+        assert_eq!(peaks.max_mib(), Some(500.0));
+        assert_eq!(peaks.sum_mib(), Some(900.0));
+        for pid in 0..2 * EXECUTOR_PROCESSES_MAX as u32 {
+            peaks.record(1000 + pid, 1);
+        }
+        assert_eq!(peaks.peak_kib.len(), EXECUTOR_PROCESSES_MAX, "at the limit, new processes are not tracked");
+        let v = peaks.to_json();
+        assert_eq!(v["executor_peak_rss_mib"], json!(500.0));
+        assert_eq!(v["executor_peaks"][0], json!({"pid": 100, "peak_rss_mib": 400.0}));
+        // A sample over the real /proc finds no executor of a directory that does not exist.
+        let mut cmdline = Vec::new();
+        let mut none = ExecutorPeaks::default();
+        none.sample(b"/nonexistent/ohb-spark/groupby-vanilla-1", &mut cmdline);
+        assert_eq!((none.peak_kib.len(), none.samples), (0, 1));
+    }
+
+    #[test]
+    fn buffer_cap_is_read_as_spark_reads_sizes() {
+        assert_eq!(spark_size_bytes("256m").unwrap(), 256 << 20);
+        assert_eq!(spark_size_bytes("1G").unwrap(), 1 << 30);
+        assert_eq!(spark_size_bytes("64mb").unwrap(), 64 << 20);
+        assert_eq!(spark_size_bytes("512k").unwrap(), 512 << 10);
+        assert_eq!(spark_size_bytes("1048576").unwrap(), 1 << 20, "no unit: bytes");
+        for bad in ["", "m", "1.5g", "12x", "99999999999p"] {
+            assert!(spark_size_bytes(bad).is_err(), "{bad}");
+        }
+        let run = sample_run();
+        assert_eq!(run.buffer_cap_bytes(SparkConfig::Plugin).unwrap(), 256 << 20, "the plugin's default");
+        let run = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "64m".into())], ..sample_run() };
+        assert_eq!(run.buffer_cap_bytes(SparkConfig::PluginTcp).unwrap(), 64 << 20);
+        let run = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "lots".into())], ..sample_run() };
+        assert!(run.buffer_cap_bytes(SparkConfig::Plugin).unwrap_err().contains(BUFFER_CAP_KEY));
+    }
+
+    #[test]
+    fn executor_memory_against_vanilla_plus_the_cap() {
+        let with_rss = |peaks_mib: &[u64]| {
+            let mut r = app("aa", 10_000, 100);
+            for (i, mib) in peaks_mib.iter().enumerate() {
+                r.executor_peaks.record(i as u32 + 1, mib * 1024);
+            }
+            r
+        };
+        let result = TestResult {
+            test: SparkTest::GroupBy,
+            configs: vec![
+                ConfigRuns { config: SparkConfig::Vanilla, results: vec![with_rss(&[400, 380]), with_rss(&[420, 390])], error: None },
+                ConfigRuns { config: SparkConfig::Plugin, results: vec![with_rss(&[500, 480]), with_rss(&[520, 300])], error: None },
+                ConfigRuns { config: SparkConfig::PluginTcp, results: vec![with_rss(&[700, 300])], error: None },
+            ],
+        };
+        let small_cap = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "128m".into())], ..sample_run() };
+        let plugin = memory_target(&result, &small_cap, SparkConfig::Plugin).unwrap();
+        assert_eq!(plugin, MemoryTarget { delta_mib: 100.0, buffer_cap_mib: 128.0 }, "medians of the per-run maxima");
+        assert!(plugin.within());
+        let tcp = memory_target(&result, &small_cap, SparkConfig::PluginTcp).unwrap();
+        assert!(!tcp.within());
+        assert_eq!(tcp.describe(), "executor peak RSS: +300.0 MiB vs vanilla (cap 128 MiB): above vanilla + cap");
+        let at_limit = MemoryTarget { delta_mib: 128.0, buffer_cap_mib: 128.0 };
+        assert!(at_limit.within());
+        let smaller = MemoryTarget { delta_mib: -2.5, buffer_cap_mib: 256.0 };
+        assert_eq!(smaller.describe(), "executor peak RSS: -2.5 MiB vs vanilla (cap 256 MiB): within vanilla + cap");
+
+        let text = render_test(&result, &sample_run(), &Machine::default(), "java 17");
+        assert!(text.contains("| exec RSS MiB |"), "{text}");
+        let vanilla_row = text.lines().find(|l| l.starts_with("vanilla    |")).unwrap();
+        assert!(vanilla_row.contains("|        400.0 |"), "{vanilla_row}");
+        assert!(text.contains("  plugin     executor peak RSS: +100.0 MiB vs vanilla (cap 256 MiB): within vanilla + cap"), "{text}");
+        assert!(text.contains("  plugin-tcp executor peak RSS: +300.0 MiB vs vanilla (cap 256 MiB): above vanilla + cap"), "{text}");
+        let v = test_json(&result, &sample_run(), &Machine::default(), "java 17");
+        assert_eq!(v["configs"][0]["median"]["executor_peak_rss_mib"], json!(400.0));
+        assert_eq!(v["configs"][0]["within_memory_target"], Value::Null, "vanilla is the reference");
+        assert_eq!(v["configs"][1]["executor_rss_delta_mib"], json!(100.0));
+        assert_eq!(v["configs"][1]["buffer_cap_mib"], json!(256.0));
+        assert_eq!(v["configs"][1]["within_memory_target"], json!(true));
+        assert_eq!(v["configs"][2]["within_memory_target"], json!(false));
+        assert_eq!(v["configs"][1]["runs"][1]["executor_peak_rss_mib"], json!(520.0));
+        assert_eq!(v["configs"][1]["runs"][1]["executor_peak_rss_sum_mib"], json!(820.0));
+        assert_eq!(v["configs"][1]["runs"][1]["checksum"], json!("aa"), "the application's own fields stay");
+
+        // Without executors seen (or without vanilla), the target is not judged.
+        let unmeasured = TestResult {
+            test: SparkTest::GroupBy,
+            configs: vec![
+                ConfigRuns { config: SparkConfig::Vanilla, results: vec![app("aa", 10_000, 100)], error: None },
+                ConfigRuns { config: SparkConfig::Plugin, results: vec![with_rss(&[500])], error: None },
+            ],
+        };
+        assert!(memory_target(&unmeasured, &sample_run(), SparkConfig::Plugin).unwrap_err().contains("vanilla"));
+        let text = render_test(&unmeasured, &sample_run(), &Machine::default(), "java 17");
+        assert!(text.contains("  plugin     executor peak RSS: not judged: no executor peak RSS of vanilla"), "{text}");
+        let vanilla_row = text.lines().find(|l| l.starts_with("vanilla    |")).unwrap();
+        assert!(vanilla_row.contains("|            - |"), "{vanilla_row}");
+        let v = test_json(&unmeasured, &sample_run(), &Machine::default(), "java 17");
+        assert_eq!(v["configs"][1]["within_memory_target"], Value::Null);
+        assert_eq!(v["configs"][1]["buffer_cap_mib"], json!(256.0));
     }
 
     #[test]
