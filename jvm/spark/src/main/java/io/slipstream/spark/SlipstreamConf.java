@@ -48,9 +48,7 @@ final class SlipstreamConf {
         // Spark reads an unsuffixed maxSizeInFlight as MiB.
         maxBytesInFlight = conf.getSizeAsMb("spark.reducer.maxSizeInFlight", "48m") * 1024 * 1024;
         maxRequestsInFlight = conf.getInt("spark.reducer.maxReqsInFlight", Integer.MAX_VALUE);
-        // As Spark's fetcher: a request asks for at most a fifth of what may be in flight, so
-        // several go at once; capped so a response stays well inside one fabric message.
-        requestBytesMax = (int) Math.max(64 << 10, Math.min(maxBytesInFlight / 5, 64L << 20));
+        requestBytesMax = requestBytesMax(maxBytesInFlight);
         authenticate = conf.getBoolean("spark.authenticate", false);
         networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
         if (cacheBytes < 0 || cacheBytes > bufferCapBytes / 2) {
@@ -79,6 +77,21 @@ final class SlipstreamConf {
         } catch (java.net.UnknownHostException e) {
             return "all";
         }
+    }
+
+    /** Room for a response's header (12 bytes per entry) inside its buffer's size class. */
+    static final int RESPONSE_HEADROOM_BYTES = 64 << 10;
+
+    /**
+     * As Spark's fetcher, a request asks for at most a fifth of what may be in flight, so several
+     * go at once. Rounded down to a power of two less the header's room, because the fabric's pool
+     * hands out power-of-two buffers: a 9.6 MiB response would take a 16 MiB buffer on each side.
+     * Between 64 KiB and 64 MiB.
+     */
+    static int requestBytesMax(long maxBytesInFlight) {
+        long fifth = Math.max(maxBytesInFlight / 5, 128 << 10);
+        long power = Math.min(Long.highestOneBit(fifth), 64L << 20);
+        return (int) (power - RESPONSE_HEADROOM_BYTES);
     }
 
     /** Largest fabric message: a full response plus its header. */

@@ -51,6 +51,11 @@ import scala.collection.Iterator;
  * raises Spark's {@link FetchFailedException}, so the scheduler recomputes the lost map outputs.
  */
 final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
+    /** Blocks in one request: a reduce task of a wide shuffle still sends few requests per executor. */
+    private static final int BLOCKS_PER_REQUEST_MAX = 1024;
+    /** Beyond the fabric's own request timeout, the longest the reader waits for any response. */
+    private static final Duration RESPONSE_WAIT_SLACK = Duration.ofSeconds(30);
+
     private final FabricShuffleRuntime runtime;
     private final BaseShuffleHandle<K, ?, C> handle;
     private final int startMapIndex;
@@ -127,8 +132,8 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         }
         SlipstreamConf conf = runtime.conf;
         BlockFetcher fetcher = new BlockFetcher(runtime.node, runtime.authenticator,
-                new BlockFetcher.Limits(conf.maxBytesInFlight, conf.maxRequestsInFlight, conf.requestBytesMax, 1024,
-                        conf.requestTimeout.plus(Duration.ofSeconds(30))),
+                new BlockFetcher.Limits(conf.maxBytesInFlight, conf.maxRequestsInFlight, conf.requestBytesMax,
+                        BLOCKS_PER_REQUEST_MAX, conf.requestTimeout.plus(RESPONSE_WAIT_SLACK)),
                 remote);
         context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) done -> fetcher.close());
         fetcher.start();
