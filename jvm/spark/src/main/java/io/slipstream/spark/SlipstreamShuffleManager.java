@@ -33,6 +33,10 @@ import org.slf4j.LoggerFactory;
 public class SlipstreamShuffleManager extends SortShuffleManager {
     private static final Logger LOG = LoggerFactory.getLogger(SlipstreamShuffleManager.class);
 
+    /** How long an executor's starter thread waits for the block manager before leaving the start to the first task. */
+    private static final java.time.Duration EAGER_START_WAIT = java.time.Duration.ofMinutes(2);
+    private static final java.time.Duration EAGER_START_POLL = java.time.Duration.ofMillis(50);
+
     private final SparkConf sparkConf;
     private final boolean isDriver;
     private final SlipstreamConf conf;
@@ -66,7 +70,38 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
         }
         if (isDriver) {
             startDriver();
+        } else {
+            startWhenExecutorIsReady();
         }
+    }
+
+    /**
+     * Executors: the fabric needs the block manager's identity, which does not exist yet when Spark
+     * constructs the shuffle manager. A daemon thread starts it as soon as it does, so the first
+     * map task does not pay for UCX's start; a task that comes first starts it itself (runtime()).
+     */
+    private void startWhenExecutorIsReady() {
+        Thread starter = new Thread(() -> {
+            long deadline = System.nanoTime() + EAGER_START_WAIT.toNanos();
+            while (!startAttempted && System.nanoTime() < deadline) {
+                SparkEnv env = SparkEnv.get();
+                if (env != null && env.blockManager() != null && env.blockManager().blockManagerId() != null) {
+                    try {
+                        runtime();
+                    } catch (RuntimeException e) {
+                        // fallback=never: the tasks that need the fabric fail with this, not this thread.
+                    }
+                    return;
+                }
+                try {
+                    Thread.sleep(EAGER_START_POLL.toMillis());
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        }, "slipstream-start");
+        starter.setDaemon(true);
+        starter.start();
     }
 
     /** Spark instantiates shuffle managers with (SparkConf, boolean) when it can; this one is for older callers. */
