@@ -191,8 +191,9 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
         FabricShuffleRuntime started = runtime();
         @SuppressWarnings("unchecked")
         BaseShuffleHandle<K, ?, C> base = (BaseShuffleHandle<K, ?, C>) handle;
-        if (started == null || base.dependency().isShuffleMergeFinalizedMarked()) {
-            // No fabric here, or push-based shuffle's merged blocks (served by the external service).
+        if (started == null || isDriver || base.dependency().isShuffleMergeFinalizedMarked()) {
+            // No fabric here; or the driver running tasks itself (local mode: every block is local);
+            // or push-based shuffle's merged blocks (served by the external service).
             return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
         }
         return new SlipstreamShuffleReader<>(started, base, startMapIndex, endMapIndex, startPartition, endPartition, context,
