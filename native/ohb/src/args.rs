@@ -91,6 +91,22 @@ impl Args {
 }
 
 /// Parses a size: `8`, `4K`, `4KiB`, `64k`, `1M`, `1MiB`, `4MB` (K/M/G are powers of 1024).
+/// A comma-separated list of names (`--variants a,b`), each parsed by `parse`; duplicates dropped,
+/// an unknown name or an empty list is an error naming `flag`.
+pub fn parse_list<T: PartialEq>(text: &str, flag: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
+    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let item = parse(word).ok_or_else(|| format!("{flag}: unknown '{word}'"))?;
+        if !items.contains(&item) {
+            items.push(item);
+        }
+    }
+    if items.is_empty() {
+        return Err(format!("{flag} needs at least one entry"));
+    }
+    Ok(items)
+}
+
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

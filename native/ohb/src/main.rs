@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ohb::args::{parse_size, parse_sizes, Args};
+use ohb::args::{parse_list, parse_size, parse_sizes, Args};
 use ohb::child::{find_repo_root, Launcher};
 use ohb::fabric_bench::{parse_transport, SendPath};
 use ohb::jvm::{default_java, run_jvm, JvmRun, DEFAULT_JAR, JVM_TIMEOUT_DEFAULT};
@@ -453,16 +453,3 @@ fn hybrid_run_from(
     Ok(run)
 }
 
-fn parse_list<T: PartialEq>(text: &str, flag: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
-    let mut items = Vec::new();
-    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-        let item = parse(word).ok_or_else(|| format!("{flag}: unknown '{word}'"))?;
-        if !items.contains(&item) {
-            items.push(item);
-        }
-    }
-    if items.is_empty() {
-        return Err(format!("{flag} needs at least one entry"));
-    }
-    Ok(items)
-}

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::args::{parse_size, Args};
+use crate::args::{parse_list, parse_size, Args};
 use crate::child::{find_repo_root, run_captured, ChildGuard};
 use crate::machine::Machine;
 use crate::proc_mem;
@@ -1188,20 +1188,6 @@ pub fn split_conf_flags(argv: &[String]) -> Result<(Vec<String>, ConfPairs), Str
         }
     }
     Ok((rest, conf))
-}
-
-fn parse_list<T: PartialEq>(text: &str, flag: &str, parse: fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
-    let mut items = Vec::new();
-    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-        let item = parse(word).ok_or_else(|| format!("{flag}: unknown '{word}'"))?;
-        if !items.contains(&item) {
-            items.push(item);
-        }
-    }
-    if items.is_empty() {
-        return Err(format!("{flag} needs at least one entry"));
-    }
-    Ok(items)
 }
 
 /// The run a command line describes (nothing started yet).
