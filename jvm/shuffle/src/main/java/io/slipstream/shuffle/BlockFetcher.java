@@ -414,12 +414,10 @@ public final class BlockFetcher implements AutoCloseable {
     }
 
     private void deliver(Wanted wanted, ByteBuffer data, Runnable onRelease) {
-        FetchedBlock[] self = new FetchedBlock[1];
-        self[0] = new FetchedBlock(wanted, data, () -> {
-            delivered.remove(self[0]);
+        ready.add(new FetchedBlock(wanted, data, block -> {
+            delivered.remove(block);
             onRelease.run();
-        });
-        ready.add(self[0]);
+        }));
         blocksLeft--;
         remoteBlocks++;
     }

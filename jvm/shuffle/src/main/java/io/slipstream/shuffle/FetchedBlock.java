@@ -10,10 +10,10 @@ import java.nio.ByteBuffer;
 public final class FetchedBlock {
     private final BlockFetcher.Wanted wanted;
     private final ByteBuffer data;
-    private final Runnable onRelease;
+    private final java.util.function.Consumer<FetchedBlock> onRelease;
     private boolean released;
 
-    FetchedBlock(BlockFetcher.Wanted wanted, ByteBuffer data, Runnable onRelease) {
+    FetchedBlock(BlockFetcher.Wanted wanted, ByteBuffer data, java.util.function.Consumer<FetchedBlock> onRelease) {
         this.wanted = wanted;
         this.data = data;
         this.onRelease = onRelease;
@@ -49,7 +49,7 @@ public final class FetchedBlock {
     public void release() {
         if (!released) {
             released = true;
-            onRelease.run();
+            onRelease.accept(this);
         }
     }
 }

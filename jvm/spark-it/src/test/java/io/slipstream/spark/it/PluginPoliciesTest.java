@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -33,16 +32,9 @@ class PluginPoliciesTest {
     }
 
     private static ApplicationRun plugin(String variant, Map<String, String> conf) throws Exception {
-        Path pluginJar = Path.of(System.getProperty("slipstream.it.pluginJar", "../spark/target/slipstream-spark.jar"))
-                .toAbsolutePath().normalize();
-        if (!Files.isRegularFile(pluginJar)) {
-            fail("the plugin jar " + pluginJar + " is missing: build jvm/spark first (mvn -f jvm/pom.xml install)");
-        }
+        Path pluginJar = ShuffleOnSparkTest.pluginJar();
         SparkHome home = newest();
-        Map<String, String> settings = new LinkedHashMap<>();
-        settings.put("spark.shuffle.manager", ShuffleOnSparkTest.PLUGIN_SHUFFLE_MANAGER);
-        settings.put("spark.driver.extraClassPath", pluginJar.toString());
-        settings.put("spark.executor.extraClassPath", pluginJar.toString());
+        Map<String, String> settings = ShuffleOnSparkTest.pluginSettings(pluginJar);
         // A failing task is retried once, not three times: these runs expect failures.
         settings.put("spark.task.maxFailures", "2");
         settings.putAll(conf);

@@ -65,18 +65,11 @@ class ShuffleOnSparkTest {
      */
     private ApplicationRun pluginShuffle(SparkHome home, String variant, Map<String, String> conf,
             List<String> scenarios) throws Exception {
-        Path pluginJar = Path.of(System.getProperty("slipstream.it.pluginJar", "../spark/target/slipstream-spark.jar"))
-                .toAbsolutePath().normalize();
-        if (!Files.isRegularFile(pluginJar)) {
-            fail("the plugin jar " + pluginJar + " is missing: build jvm/spark first (mvn -f jvm/pom.xml install)");
-        }
+        Path pluginJar = pluginJar();
         String name = "spark-" + home.version + "-" + variant;
         ApplicationRun run = runs.get(name);
         if (run == null) {
-            Map<String, String> settings = new LinkedHashMap<>();
-            settings.put("spark.shuffle.manager", PLUGIN_SHUFFLE_MANAGER);
-            settings.put("spark.driver.extraClassPath", pluginJar.toString());
-            settings.put("spark.executor.extraClassPath", pluginJar.toString());
+            Map<String, String> settings = pluginSettings(pluginJar);
             // No silent fall back to Spark's own transfer: these runs are there to test the plugin's.
             settings.put("spark.slipstream.fallback", "never");
             settings.putAll(conf);
@@ -84,6 +77,25 @@ class ShuffleOnSparkTest {
             runs.put(name, run);
         }
         return run;
+    }
+
+    /** The plugin jar the tests use (built by jvm/spark); fails, not skips, when it is missing. */
+    static Path pluginJar() {
+        Path pluginJar = Path.of(System.getProperty("slipstream.it.pluginJar", "../spark/target/slipstream-spark.jar"))
+                .toAbsolutePath().normalize();
+        if (!Files.isRegularFile(pluginJar)) {
+            fail("the plugin jar " + pluginJar + " is missing: build jvm/spark first (mvn -f jvm/pom.xml install)");
+        }
+        return pluginJar;
+    }
+
+    /** The settings that make an application use the plugin, as the README tells users (Spark 3.5's way). */
+    static Map<String, String> pluginSettings(Path pluginJar) {
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("spark.shuffle.manager", PLUGIN_SHUFFLE_MANAGER);
+        settings.put("spark.driver.extraClassPath", pluginJar.toString());
+        settings.put("spark.executor.extraClassPath", pluginJar.toString());
+        return settings;
     }
 
     private synchronized Map<String, Outcome> references() throws Exception {
