@@ -410,6 +410,10 @@ impl std::fmt::Debug for Response {
 impl Node {
     /// Starts a node: a UCX context and worker, a listener if `config.listen` is set, the progress
     /// thread and, in Staged mode, the handler threads. Inline and Staged modes need a handler.
+    ///
+    /// Run one node per process: with UCX 1.13, several nodes in one process that open and close
+    /// connections concurrently can abort the process (docs/fabric.md, "Several nodes in one
+    /// process").
     pub fn start(config: Config, handler: Option<Arc<dyn Handler>>) -> Result<Node> {
         config.validate()?;
         match (config.handler_mode, &handler) {
