@@ -1,6 +1,6 @@
-//! Memory of processes ohb did not start itself (Spark's executors), from /proc: which processes
-//! exist, their command lines, and their peak resident set (`VmHWM`, which the kernel keeps, so a
-//! sampler sees a peak that fell between two of its samples).
+//! Memory and CPU time of processes ohb did not start itself (Spark's executors), from /proc: which
+//! processes exist, their command lines, their peak resident set (`VmHWM`, which the kernel keeps, so
+//! a sampler sees a peak that fell between two of its samples) and the CPU time of their threads.
 
 use std::io::Read;
 
@@ -38,6 +38,46 @@ pub fn status_field_kib(status: &str, field: &str) -> Option<u64> {
     (words.next() == Some("kB") && words.next().is_none()).then_some(value)
 }
 
+/// Clock ticks per second, the unit of CPU times in /proc/PID/task/TID/stat.
+pub fn clock_ticks_per_s() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as u64 } else { 100 }
+}
+
+/// Calls `f(tid, name, cpu_ticks)` for each thread of process `pid` that can still be read: its
+/// name (`comm`, at most 15 bytes) and the CPU time it has used, user plus system, in clock ticks.
+/// `buf` is reused between calls.
+pub fn for_each_thread_cpu(pid: u32, buf: &mut String, mut f: impl FnMut(u32, &str, u64)) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else { continue };
+        buf.clear();
+        let Ok(mut file) = std::fs::File::open(format!("/proc/{pid}/task/{tid}/stat")) else { continue };
+        if file.read_to_string(buf).is_err() {
+            continue;
+        }
+        if let Some((name, ticks)) = parse_stat_cpu(buf) {
+            f(tid, name, ticks);
+        }
+    }
+}
+
+/// The name and utime + stime (ticks) of a /proc `stat` line: `TID (NAME) STATE PPID ...`, where
+/// utime and stime are the 12th and 13th fields after the name. The name may hold spaces and
+/// parentheses, so it ends at the last ')'.
+pub fn parse_stat_cpu(stat: &str) -> Option<(&str, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    if close < open {
+        return None;
+    }
+    let mut fields = stat[close + 1..].split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((&stat[open + 1..close], utime + stime))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +107,18 @@ mod tests {
     }
 
     #[test]
+    fn thread_cpu_from_stat_lines() {
+        let stat = "4242 (C2 CompilerThre) S 1 4200 4200 0 -1 1077936192 9 0 0 0 1234 56 0 0 20 0 60 0";
+        assert_eq!(parse_stat_cpu(stat), Some(("C2 CompilerThre", 1290)));
+        let odd_name = "7 (a) b (c) R 1 7 7 0 -1 0 0 0 0 0 5 6 0 0";
+        assert_eq!(parse_stat_cpu(odd_name), Some(("a) b (c", 11)), "the name ends at the last ')'");
+        assert_eq!(parse_stat_cpu("7 (short) R 1 7"), None, "too few fields");
+        assert_eq!(parse_stat_cpu("7 (x) R 1 7 7 0 -1 0 0 0 0 0 x 6"), None);
+        assert_eq!(parse_stat_cpu(""), None);
+        assert_eq!(parse_stat_cpu(") 7 ("), None);
+    }
+
+    #[test]
     fn this_process_is_readable() {
         let me = std::process::id();
         assert!(pids().contains(&me));
@@ -76,5 +128,19 @@ mod tests {
         assert!(peak_rss_kib(me).is_some_and(|kib| kib > 0));
         assert!(!read_cmdline(u32::MAX, &mut buf) && buf.is_empty());
         assert_eq!(peak_rss_kib(u32::MAX), None);
+        // This thread has used some CPU by now: it has run the checks above.
+        let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+        while std::time::Instant::now() < spin_until {
+            std::hint::spin_loop();
+        }
+        let (mut threads, mut ticks) = (0, 0);
+        let mut stat = String::new();
+        for_each_thread_cpu(me, &mut stat, |_, _, t| {
+            threads += 1;
+            ticks += t;
+        });
+        assert!(threads >= 1 && ticks >= 1, "{threads} threads, {ticks} ticks");
+        assert!(clock_ticks_per_s() >= 1);
+        for_each_thread_cpu(u32::MAX, &mut stat, |_, _, _| panic!("no such process"));
     }
 }

@@ -25,6 +25,7 @@
 //! in RSS, not in the Java heap), each plugin configuration's largest executor is compared with
 //! vanilla's. A result above the target is reported, not failed: RSS also follows the heap's growth.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -55,10 +56,12 @@ pub const RESULT_PREFIX: &str = "OHB_SPARK_RESULT ";
 pub const PLUGIN_SHUFFLE_MANAGER: &str = "io.slipstream.spark.SlipstreamShuffleManager";
 /// The main class of an executor's JVM, one argument of its command line.
 pub const EXECUTOR_MAIN_CLASS: &str = "org.apache.spark.executor.CoarseGrainedExecutorBackend";
-/// How often `run_app` samples its executors' peak RSS.
+/// How often `run_app` samples its executors' peak RSS and their threads' CPU time.
 pub const EXECUTOR_SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 /// Executor processes one application may start, replacements included; more are not tracked.
 pub const EXECUTOR_PROCESSES_MAX: usize = 64;
+/// Executor threads one application's CPU accounting tracks (an executor runs about 80); more are not tracked.
+pub const EXECUTOR_THREADS_MAX: usize = 8192;
 /// The plugin's `spark.slipstream.buffer.cap` and its default (SlipstreamConf).
 pub const BUFFER_CAP_KEY: &str = "spark.slipstream.buffer.cap";
 pub const BUFFER_CAP_DEFAULT: &str = "256m";
@@ -383,6 +386,8 @@ pub struct AppResult {
     pub app_s: f64,
     /// The executors' peak resident sets, as sampled from here (empty in `from_json`).
     pub executor_peaks: ExecutorPeaks,
+    /// The CPU time of the executors' threads, as sampled from here (empty in `from_json`).
+    pub executor_threads: ExecutorThreads,
     /// The whole JSON line, kept in the results file.
     pub raw: Value,
 }
@@ -428,6 +433,7 @@ impl AppResult {
             checksum: text("checksum")?,
             app_s,
             executor_peaks: ExecutorPeaks::default(),
+            executor_threads: ExecutorThreads::default(),
             raw: v.clone(),
         })
     }
@@ -462,6 +468,9 @@ pub struct Medians {
     pub app_s: f64,
     /// Over the runs whose executors were seen: the largest executor's peak RSS.
     pub executor_peak_rss_mib: Option<f64>,
+    /// Over the runs whose executors' threads were seen: their CPU seconds, all threads then each
+    /// role of [`ThreadRole::ALL`].
+    pub executor_cpu_s: [Option<f64>; 1 + ThreadRole::ALL.len()],
 }
 
 impl Medians {
@@ -478,6 +487,10 @@ impl Medians {
             shuffle_write_bytes: m(|r| r.shuffle_write_bytes as f64)?,
             app_s: m(|r| r.app_s)?,
             executor_peak_rss_mib: median(&results.iter().filter_map(|r| r.executor_peaks.max_mib()).collect::<Vec<_>>()),
+            executor_cpu_s: std::array::from_fn(|i| {
+                let role = i.checked_sub(1).map(|r| ThreadRole::ALL[r]);
+                median(&results.iter().filter_map(|r| r.executor_threads.cpu_s(role)).collect::<Vec<_>>())
+            }),
         })
     }
 }
@@ -685,6 +698,8 @@ pub struct ExecutorPeaks {
     pub samples: u64,
     /// Time spent sampling, to show that it stays cheap.
     pub sample_us_total: u64,
+    /// The executors found by the last sample.
+    pub live: Vec<u32>,
 }
 
 impl ExecutorPeaks {
@@ -701,10 +716,12 @@ impl ExecutorPeaks {
     /// `cmdline` is a buffer reused between samples.
     pub fn sample(&mut self, app_dir: &[u8], cmdline: &mut Vec<u8>) {
         let started = Instant::now();
+        self.live.clear();
         for pid in proc_mem::pids() {
             if proc_mem::read_cmdline(pid, cmdline) && is_executor_of(cmdline, app_dir) {
                 if let Some(kib) = proc_mem::peak_rss_kib(pid) {
                     self.record(pid, kib);
+                    self.live.push(pid);
                 }
             }
         }
@@ -732,6 +749,102 @@ impl ExecutorPeaks {
             "rss_samples": self.samples,
             "rss_sample_us_mean": (self.samples > 0).then(|| self.sample_us_total / self.samples),
         })
+    }
+}
+
+/// What an executor thread works on, told by its name (`comm`, cut to 15 bytes): to show where an
+/// executor's CPU goes, and how much of it the shuffle's transport takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThreadRole {
+    /// Spark's task threads ("Executor task launch worker ..."): map and reduce work, including
+    /// reading shuffle blocks, deserializing, aggregating and sorting.
+    Tasks,
+    /// The shuffle's transport threads: Netty's `shuffle-client-*` and `shuffle-server-*` for
+    /// vanilla Spark; the fabric's progress and handler threads, the plugin's Java fabric threads and
+    /// its prefetcher.
+    Transport,
+    /// The JVM's JIT compilers.
+    Jit,
+    /// The garbage collector and the VM thread.
+    Gc,
+    Other,
+}
+
+impl ThreadRole {
+    pub const ALL: [ThreadRole; 5] = [ThreadRole::Tasks, ThreadRole::Transport, ThreadRole::Jit, ThreadRole::Gc, ThreadRole::Other];
+
+    pub fn of(name: &str) -> ThreadRole {
+        const TRANSPORT: [&str; 6] =
+            ["shuffle-client-", "shuffle-server-", "fabric-progress", "fabric-handler", "slipstream-fabr", "slipstream-pref"];
+        if name.starts_with("Executor task") {
+            ThreadRole::Tasks
+        } else if TRANSPORT.iter().any(|p| name.starts_with(p)) {
+            ThreadRole::Transport
+        } else if name.contains("CompilerThre") {
+            ThreadRole::Jit
+        } else if name.starts_with("GC Thread") || name.starts_with("G1 ") || name == "VM Thread" {
+            ThreadRole::Gc
+        } else {
+            ThreadRole::Other
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadRole::Tasks => "tasks",
+            ThreadRole::Transport => "transport",
+            ThreadRole::Jit => "jit",
+            ThreadRole::Gc => "gc",
+            ThreadRole::Other => "other",
+        }
+    }
+}
+
+/// The CPU time of each thread of one application's executors over their whole lives (generation,
+/// map and reduce stages, start and shutdown), kept across samples: the last reading of each
+/// thread counts, so a thread that ends between two samples loses what it used since the previous one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorThreads {
+    /// (pid, tid) -> (role, CPU ticks); at most [`EXECUTOR_THREADS_MAX`] threads.
+    pub ticks: HashMap<(u32, u32), (ThreadRole, u64)>,
+    pub ticks_per_s: u64,
+}
+
+impl ExecutorThreads {
+    pub fn record(&mut self, pid: u32, tid: u32, name: &str, ticks: u64) {
+        if let Some(known) = self.ticks.get_mut(&(pid, tid)) {
+            known.1 = known.1.max(ticks);
+        } else if self.ticks.len() < EXECUTOR_THREADS_MAX {
+            self.ticks.insert((pid, tid), (ThreadRole::of(name), ticks));
+        }
+    }
+
+    /// Reads the threads of the executors `pids`; `stat` is a buffer reused between samples.
+    pub fn sample(&mut self, pids: &[u32], stat: &mut String) {
+        if self.ticks_per_s == 0 {
+            self.ticks_per_s = proc_mem::clock_ticks_per_s();
+        }
+        for &pid in pids {
+            proc_mem::for_each_thread_cpu(pid, stat, |tid, name, ticks| self.record(pid, tid, name, ticks));
+        }
+    }
+
+    /// CPU seconds of the threads of `role` (all roles: None), over every executor.
+    pub fn cpu_s(&self, role: Option<ThreadRole>) -> Option<f64> {
+        if self.ticks.is_empty() || self.ticks_per_s == 0 {
+            return None;
+        }
+        let ticks: u64 = self.ticks.values().filter(|(r, _)| role.is_none_or(|role| *r == role)).map(|(_, t)| t).sum();
+        Some(ticks as f64 / self.ticks_per_s as f64)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut by_role = serde_json::Map::new();
+        by_role.insert("total".into(), json!(self.cpu_s(None)));
+        for role in ThreadRole::ALL {
+            by_role.insert(role.name().into(), json!(self.cpu_s(Some(role))));
+        }
+        json!({"executor_cpu_s": by_role, "executor_threads": self.ticks.len()})
     }
 }
 
@@ -776,11 +889,14 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
     let mut stdout = String::new();
     let mut timed_out = false;
     let mut peaks = ExecutorPeaks::default();
+    let mut threads = ExecutorThreads::default();
     let mut cmdline = Vec::new();
+    let mut stat = String::new();
     let mut sample_next = started;
     loop {
         if Instant::now() >= sample_next {
             peaks.sample(dir.as_os_str().as_bytes(), &mut cmdline);
+            threads.sample(&peaks.live, &mut stat);
             sample_next = Instant::now() + EXECUTOR_SAMPLE_INTERVAL;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -799,6 +915,7 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
     }
     // The executors may still be running (or have grown since the last sample) as the driver exits.
     peaks.sample(dir.as_os_str().as_bytes(), &mut cmdline);
+    threads.sample(&peaks.live, &mut stat);
     let status = if timed_out {
         Err(format!("{name} did not finish within {:?}; killed", run.timeout))
     } else {
@@ -816,6 +933,7 @@ fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) 
         }
         let mut result = AppResult::from_json(&parse_result_line(&stdout)?, app_s)?;
         result.executor_peaks = peaks;
+        result.executor_threads = threads;
         Ok(result)
     });
     outcome.map_err(|e| format!("{e}\n{}", failure_logs(&dir)))
@@ -1015,6 +1133,30 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
             let _ = writeln!(out, "  {:<10} {line}", config.name());
         }
     }
+    if result.configs.iter().filter_map(ConfigRuns::medians).any(|m| m.executor_cpu_s[0].is_some()) {
+        let _ = writeln!(
+            out,
+            "\nexecutor CPU seconds by thread, both executors over their whole lives (generation, map, reduce), medians:"
+        );
+        let _ = write!(out, "{:<10} | {:>7}", "config", "total");
+        for role in ThreadRole::ALL {
+            let _ = write!(out, " | {:>9}", role.name());
+        }
+        let _ = writeln!(out);
+        for c in &result.configs {
+            let Some(m) = c.medians() else { continue };
+            let _ = write!(out, "{:<10} | {:>7}", c.config.name(), m.executor_cpu_s[0].map_or_else(|| "-".into(), |x| format!("{x:.2}")));
+            for cpu in &m.executor_cpu_s[1..] {
+                let _ = write!(out, " | {:>9}", cpu.map_or_else(|| "-".into(), |x| format!("{x:.2}")));
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(
+            out,
+            "(transport: Netty's shuffle-client/server threads for vanilla; the fabric's progress and handler threads and the \
+             plugin's fabric and prefetch threads; fetching, deserializing and aggregating run in the task threads)"
+        );
+    }
     let all: Vec<Medians> = result.configs.iter().filter_map(ConfigRuns::medians).collect();
     if let Some(note) = small_fetch_wait_note(&all) {
         let _ = writeln!(out, "note: {note}");
@@ -1066,7 +1208,11 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
             json!({"runs": m.runs, "job_ms": m.job_ms, "map_stage_ms": m.map_stage_ms, "reduce_stage_ms": m.reduce_stage_ms,
                    "fetch_wait_ms": m.fetch_wait_ms, "remote_bytes_read": m.remote_bytes_read,
                    "local_bytes_read": m.local_bytes_read, "shuffle_write_bytes": m.shuffle_write_bytes, "app_s": m.app_s,
-                   "executor_peak_rss_mib": m.executor_peak_rss_mib})
+                   "executor_peak_rss_mib": m.executor_peak_rss_mib,
+                   "executor_cpu_s": std::iter::once(("total", m.executor_cpu_s[0]))
+                       .chain(ThreadRole::ALL.iter().zip(&m.executor_cpu_s[1..]).map(|(r, &x)| (r.name(), x)))
+                       .map(|(k, x)| (k.to_string(), json!(x)))
+                       .collect::<serde_json::Map<String, Value>>()})
         })
     };
     let vanilla = result.config(SparkConfig::Vanilla).and_then(ConfigRuns::medians);
@@ -1100,8 +1246,10 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                 "runs": c.results.iter().map(|r| {
                     let mut v = r.raw.clone();
                     v["app_s"] = json!(r.app_s);
-                    if let (Some(run_json), Value::Object(peaks)) = (v.as_object_mut(), r.executor_peaks.to_json()) {
-                        run_json.extend(peaks);
+                    for sampled in [r.executor_peaks.to_json(), r.executor_threads.to_json()] {
+                        if let (Some(run_json), Value::Object(sampled)) = (v.as_object_mut(), sampled) {
+                            run_json.extend(sampled);
+                        }
                     }
                     v
                 }).collect::<Vec<_>>(),
@@ -1123,6 +1271,7 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                   "ratios": "vanilla / this config, > 1: faster",
                   "executor_peak_rss_mib": format!("the largest executor's VmHWM in MiB, sampled every {} ms",
                                                    EXECUTOR_SAMPLE_INTERVAL.as_millis()),
+                  "executor_cpu_s": "CPU seconds of the executors' threads over their whole lives, by role (ThreadRole)",
                   "executor_rss_delta_mib": "this config's median minus vanilla's; within_memory_target: delta <= buffer_cap_mib"},
         "configs": configs,
         "checksums_equal": result.checksums().len() <= 1,
@@ -1622,6 +1771,87 @@ mod tests {
         let mut none = ExecutorPeaks::default();
         none.sample(b"/nonexistent/ohb-spark/groupby-vanilla-1", &mut cmdline);
         assert_eq!((none.peak_kib.len(), none.samples), (0, 1));
+    }
+
+    #[test]
+    fn executor_threads_are_told_apart_by_name() {
+        // Names as /proc shows them (comm, cut to 15 bytes), seen in executors of both configurations.
+        let cases = [
+            ("Executor task l", ThreadRole::Tasks),
+            ("shuffle-client-", ThreadRole::Transport),
+            ("shuffle-server-", ThreadRole::Transport),
+            ("fabric-progress", ThreadRole::Transport),
+            ("fabric-handler-", ThreadRole::Transport),
+            ("slipstream-fabr", ThreadRole::Transport),
+            ("slipstream-pref", ThreadRole::Transport),
+            ("C2 CompilerThre", ThreadRole::Jit),
+            ("C1 CompilerThre", ThreadRole::Jit),
+            ("GC Thread#1", ThreadRole::Gc),
+            ("G1 Conc#0", ThreadRole::Gc),
+            ("G1 Refine#0", ThreadRole::Gc),
+            ("VM Thread", ThreadRole::Gc),
+            ("VM Periodic Tas", ThreadRole::Other),
+            ("rpc-client-3-1", ThreadRole::Other),
+            ("java", ThreadRole::Other),
+            ("", ThreadRole::Other),
+        ];
+        for (name, role) in cases {
+            assert_eq!(ThreadRole::of(name), role, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn executor_cpu_is_summed_by_role_and_shown_beside_vanilla() {
+        let mut threads = ExecutorThreads { ticks_per_s: 100, ..ExecutorThreads::default() };
+        assert_eq!(threads.cpu_s(None), None, "nothing seen: no figure, not zero");
+        threads.record(10, 11, "Executor task l", 300);
+        threads.record(10, 12, "shuffle-client-", 50);
+        threads.record(10, 11, "Executor task l", 500); // a later reading of the same thread
+        threads.record(10, 11, "Executor task l", 400); // an older reading never lowers it
+        threads.record(20, 11, "Executor task l", 100); // the same tid in another process
+        threads.record(20, 21, "C2 CompilerThre", 250);
+        assert_eq!(threads.cpu_s(None), Some(9.0));
+        assert_eq!(threads.cpu_s(Some(ThreadRole::Tasks)), Some(6.0));
+        assert_eq!(threads.cpu_s(Some(ThreadRole::Transport)), Some(0.5));
+        assert_eq!(threads.cpu_s(Some(ThreadRole::Gc)), Some(0.0));
+        let v = threads.to_json();
+        assert_eq!(v["executor_cpu_s"]["total"], json!(9.0));
+        assert_eq!(v["executor_cpu_s"]["jit"], json!(2.5));
+        assert_eq!(v["executor_threads"], json!(4));
+        let mut full = ExecutorThreads { ticks_per_s: 100, ..ExecutorThreads::default() };
+        for tid in 0..2 * EXECUTOR_THREADS_MAX as u32 {
+            full.record(1, tid, "java", 1);
+        }
+        assert_eq!(full.ticks.len(), EXECUTOR_THREADS_MAX, "at the limit, new threads are not tracked");
+        // A sample of this process's own threads (it is no executor, but any process will do).
+        let mut me = ExecutorThreads::default();
+        me.sample(&[std::process::id()], &mut String::new());
+        assert!(me.ticks_per_s > 0 && !me.ticks.is_empty());
+
+        let with_cpu = |transport_ticks: u64| {
+            let mut r = app("aa", 10_000, 100);
+            r.executor_threads = ExecutorThreads { ticks_per_s: 100, ..ExecutorThreads::default() };
+            r.executor_threads.record(1, 1, "Executor task l", 1000);
+            r.executor_threads.record(1, 2, "fabric-progress", transport_ticks);
+            r
+        };
+        let result = TestResult {
+            test: SparkTest::GroupBy,
+            configs: vec![
+                ConfigRuns { config: SparkConfig::Vanilla, results: vec![with_cpu(100), with_cpu(300), with_cpu(200)], error: None },
+                ConfigRuns { config: SparkConfig::Plugin, results: vec![app("aa", 10_000, 100)], error: None },
+            ],
+        };
+        let text = render_test(&result, &sample_run(), &Machine::default(), "java 17");
+        let header = text.lines().find(|l| l.starts_with("config     |   total |")).expect("a CPU table");
+        assert!(header.contains("tasks") && header.contains("transport") && header.contains("jit"), "{header}");
+        let vanilla = text.lines().find(|l| l.starts_with("vanilla    |   12.00 |"));
+        assert!(vanilla.is_some_and(|l| l.contains("|     10.00 |      2.00 |")), "medians per role: {text}");
+        assert!(text.lines().any(|l| l.starts_with("plugin     |       - |")), "unmeasured is '-': {text}");
+        let v = test_json(&result, &sample_run(), &Machine::default(), "java 17");
+        assert_eq!(v["configs"][0]["median"]["executor_cpu_s"]["transport"], json!(2.0));
+        assert_eq!(v["configs"][1]["median"]["executor_cpu_s"]["total"], Value::Null);
+        assert_eq!(v["configs"][0]["runs"][1]["executor_cpu_s"]["transport"], json!(3.0));
     }
 
     #[test]
