@@ -468,9 +468,8 @@ pub struct Medians {
     pub app_s: f64,
     /// Over the runs whose executors were seen: the largest executor's peak RSS.
     pub executor_peak_rss_mib: Option<f64>,
-    /// Over the runs whose executors' threads were seen: their CPU seconds, all threads then each
-    /// role of [`ThreadRole::ALL`].
-    pub executor_cpu_s: [Option<f64>; 1 + ThreadRole::ALL.len()],
+    /// Over the runs whose executors' threads were seen: their CPU seconds, one per [`CPU_COLUMNS`].
+    pub executor_cpu_s: [Option<f64>; CPU_COLUMNS.len()],
 }
 
 impl Medians {
@@ -487,10 +486,8 @@ impl Medians {
             shuffle_write_bytes: m(|r| r.shuffle_write_bytes as f64)?,
             app_s: m(|r| r.app_s)?,
             executor_peak_rss_mib: median(&results.iter().filter_map(|r| r.executor_peaks.max_mib()).collect::<Vec<_>>()),
-            executor_cpu_s: std::array::from_fn(|i| {
-                let role = i.checked_sub(1).map(|r| ThreadRole::ALL[r]);
-                median(&results.iter().filter_map(|r| r.executor_threads.cpu_s(role)).collect::<Vec<_>>())
-            }),
+            executor_cpu_s: CPU_COLUMNS
+                .map(|(_, role)| median(&results.iter().filter_map(|r| r.executor_threads.cpu_s(role)).collect::<Vec<_>>())),
         })
     }
 }
@@ -788,16 +785,21 @@ impl ThreadRole {
             ThreadRole::Other
         }
     }
+}
 
-    pub fn name(self) -> &'static str {
-        match self {
-            ThreadRole::Tasks => "tasks",
-            ThreadRole::Transport => "transport",
-            ThreadRole::Jit => "jit",
-            ThreadRole::Gc => "gc",
-            ThreadRole::Other => "other",
-        }
-    }
+/// The columns of the executors' CPU time, in the table and the JSON: all threads, then each role.
+pub const CPU_COLUMNS: [(&str, Option<ThreadRole>); 1 + ThreadRole::ALL.len()] = [
+    ("total", None),
+    ("tasks", Some(ThreadRole::Tasks)),
+    ("transport", Some(ThreadRole::Transport)),
+    ("jit", Some(ThreadRole::Jit)),
+    ("gc", Some(ThreadRole::Gc)),
+    ("other", Some(ThreadRole::Other)),
+];
+
+/// `{"total": s, "tasks": s, ...}`: CPU seconds, one per [`CPU_COLUMNS`].
+fn cpu_columns_json(seconds: [Option<f64>; CPU_COLUMNS.len()]) -> Value {
+    Value::Object(CPU_COLUMNS.iter().zip(seconds).map(|((name, _), s)| (name.to_string(), json!(s))).collect())
 }
 
 /// The CPU time of each thread of one application's executors over their whole lives (generation,
@@ -839,12 +841,8 @@ impl ExecutorThreads {
     }
 
     pub fn to_json(&self) -> Value {
-        let mut by_role = serde_json::Map::new();
-        by_role.insert("total".into(), json!(self.cpu_s(None)));
-        for role in ThreadRole::ALL {
-            by_role.insert(role.name().into(), json!(self.cpu_s(Some(role))));
-        }
-        json!({"executor_cpu_s": by_role, "executor_threads": self.ticks.len()})
+        let seconds = CPU_COLUMNS.map(|(_, role)| self.cpu_s(role));
+        json!({"executor_cpu_s": cpu_columns_json(seconds), "executor_threads": self.ticks.len()})
     }
 }
 
@@ -1138,16 +1136,19 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
             out,
             "\nexecutor CPU seconds by thread, both executors over their whole lives (generation, map, reduce), medians:"
         );
-        let _ = write!(out, "{:<10} | {:>7}", "config", "total");
-        for role in ThreadRole::ALL {
-            let _ = write!(out, " | {:>9}", role.name());
+        // The total's column is narrower than the roles'.
+        let width = |column: usize| if column == 0 { 7 } else { 9 };
+        let _ = write!(out, "{:<10}", "config");
+        for (column, (name, _)) in CPU_COLUMNS.iter().enumerate() {
+            let _ = write!(out, " | {name:>w$}", w = width(column));
         }
         let _ = writeln!(out);
         for c in &result.configs {
             let Some(m) = c.medians() else { continue };
-            let _ = write!(out, "{:<10} | {:>7}", c.config.name(), m.executor_cpu_s[0].map_or_else(|| "-".into(), |x| format!("{x:.2}")));
-            for cpu in &m.executor_cpu_s[1..] {
-                let _ = write!(out, " | {:>9}", cpu.map_or_else(|| "-".into(), |x| format!("{x:.2}")));
+            let _ = write!(out, "{:<10}", c.config.name());
+            for (column, cpu) in m.executor_cpu_s.iter().enumerate() {
+                let cell = cpu.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+                let _ = write!(out, " | {cell:>w$}", w = width(column));
             }
             let _ = writeln!(out);
         }
@@ -1209,10 +1210,7 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                    "fetch_wait_ms": m.fetch_wait_ms, "remote_bytes_read": m.remote_bytes_read,
                    "local_bytes_read": m.local_bytes_read, "shuffle_write_bytes": m.shuffle_write_bytes, "app_s": m.app_s,
                    "executor_peak_rss_mib": m.executor_peak_rss_mib,
-                   "executor_cpu_s": std::iter::once(("total", m.executor_cpu_s[0]))
-                       .chain(ThreadRole::ALL.iter().zip(&m.executor_cpu_s[1..]).map(|(r, &x)| (r.name(), x)))
-                       .map(|(k, x)| (k.to_string(), json!(x)))
-                       .collect::<serde_json::Map<String, Value>>()})
+                   "executor_cpu_s": cpu_columns_json(m.executor_cpu_s)})
         })
     };
     let vanilla = result.config(SparkConfig::Vanilla).and_then(ConfigRuns::medians);
@@ -1797,6 +1795,9 @@ mod tests {
         ];
         for (name, role) in cases {
             assert_eq!(ThreadRole::of(name), role, "{name:?}");
+        }
+        for role in ThreadRole::ALL {
+            assert_eq!(CPU_COLUMNS.iter().filter(|(_, r)| *r == Some(role)).count(), 1, "{role:?} has one column");
         }
     }
 
