@@ -32,6 +32,11 @@ pub(super) struct Conn {
     /// the temporary lane, which shared memory with peer error handling rejects ("Invalid
     /// am_short_iov length"); so messages wait in `backlog` until then.
     pub(super) ready: bool,
+    /// The wire-up flush is in flight. UCX 1.22 crashes (use after free in
+    /// `ucp_ep_flush_resume_slow_path_callback`) when an endpoint is closed while its flush is
+    /// pending, so a close requested then (`close_after_wireup`, with its `force`) waits for it.
+    pub(super) wireup_flushing: bool,
+    pub(super) close_after_wireup: Option<bool>,
     pub(super) backlog: VecDeque<(Header, Payload, Option<u64>)>,
     /// Extra `ucp_am_send_nbx` flags for this connection (`UCP_AM_SEND_FLAG_EAGER` for same-host peers).
     pub(super) send_flags: u32,
@@ -107,6 +112,8 @@ impl NodeInner {
                 last_used_ms: coarse_ms(),
                 requests_in_flight: 0,
                 ready: false,
+                wireup_flushing: false,
+                close_after_wireup: None,
                 backlog: VecDeque::new(),
                 send_flags,
             },
@@ -130,6 +137,7 @@ impl NodeInner {
             self.on_conn_ready(state, conn_id, Err(ucx_error("ucp_ep_flush_nbx", u::ucs_ptr_status(status_ptr))));
         } else {
             state.ucx_ops_in_flight += 1;
+            state.conns.get_mut(&conn_id).expect("connection just inserted").wireup_flushing = true;
         }
         conn_id
     }
@@ -180,6 +188,10 @@ impl NodeInner {
 
     /// Starts closing an endpoint; `force` drops what is queued on it (for failed peers).
     pub(super) fn close_conn(&self, state: &mut WorkerState, conn_id: u64, force: bool) {
+        if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
+            conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
+            return;
+        }
         let Some(conn) = state.conns.remove(&conn_id) else { return };
         state.by_ep.remove(&(conn.ep as usize));
         if let Some(addr) = conn.outgoing_peer {
@@ -227,9 +239,20 @@ pub(super) fn reap_closed_endpoints(state: &mut WorkerState) {
 unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut FlushCtx);
     let node = &*ctx.node;
-    node.state().ucx_ops_in_flight -= 1;
+    let state = node.state();
+    state.ucx_ops_in_flight -= 1;
+    if let Some(conn) = state.conns.get_mut(&ctx.conn_id) {
+        conn.wireup_flushing = false;
+        if let Some(force) = conn.close_after_wireup {
+            // Not closed here: UCX may be completing this flush from inside its own failure
+            // handling of the endpoint (ucp_ep_set_failed), which a close would pull out from under it.
+            state.to_close.push((ctx.conn_id, force));
+            u::ucp_request_free(request);
+            return;
+        }
+    }
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_ep_flush_nbx", status)) };
-    node.on_conn_ready(node.state(), ctx.conn_id, result);
+    node.on_conn_ready(state, ctx.conn_id, result);
     u::ucp_request_free(request);
 }
 
@@ -296,6 +319,8 @@ mod tests {
             last_used_ms,
             requests_in_flight: 0,
             ready: true,
+            wireup_flushing: false,
+            close_after_wireup: None,
             backlog: VecDeque::new(),
             send_flags: 0,
         }

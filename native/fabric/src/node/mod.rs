@@ -516,8 +516,14 @@ impl NodeInner {
             self.close_conn(state, conn_id, failed);
         }
         let grace_end = Instant::now() + CLOSE_GRACE;
-        while !state.closing.is_empty() && Instant::now() < grace_end {
+        let waiting = |state: &WorkerState| {
+            !state.closing.is_empty() || !state.to_close.is_empty() || state.conns.values().any(|c| c.wireup_flushing)
+        };
+        while waiting(state) && Instant::now() < grace_end {
             unsafe { u::ucp_worker_progress(self.worker) };
+            for (conn_id, force) in std::mem::take(&mut state.to_close) {
+                self.close_conn(state, conn_id, force);
+            }
             reap_closed_endpoints(state);
         }
         state.partials.clear();
