@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 
 use crate::args::{format_size, Args};
 use crate::child::{rss_bytes, ChildGuard, Launcher};
-use crate::fabric_bench::{transport_name, OP_ACK, OP_ECHO};
+use crate::fabric::node::{transport_name, OP_ACK, OP_ECHO};
 use crate::machine::Machine;
-use crate::suite::{loopback, SERVER_START_TIMEOUT};
+use crate::fabric::suite::{loopback, SERVER_START_TIMEOUT};
 
 const MIB: f64 = 1048576.0;
 /// Longest accepted `--seconds`.
@@ -169,7 +169,7 @@ pub fn load_main(argv: &[String]) -> Result<(), String> {
     let window: usize = args.number::<usize>("window")?.unwrap_or(4).clamp(1, WINDOW_MAX);
     let size_max_bytes = crate::args::parse_size(args.value("max-size").unwrap_or("4M"))?;
     let transport =
-        crate::fabric_bench::parse_transport(args.value("transport").unwrap_or("auto")).ok_or("bad --transport")?;
+        crate::fabric::node::parse_transport(args.value("transport").unwrap_or("auto")).ok_or("bad --transport")?;
     let mut config = Config { transport, request_timeout: REQUEST_TIMEOUT, ..Config::default() };
     if let Some(mib) = args.number::<usize>("pool-cap-mib")? {
         config.pool_cap_bytes = mib << 20;

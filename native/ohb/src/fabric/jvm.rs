@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use crate::child::ChildGuard;
 use crate::machine::Machine;
-use crate::measure::Plan;
-use crate::result::{BenchResult, Mode, Point, Variant, VariantResult};
-use crate::suite::{perftest_points, Progress};
+use crate::fabric::measure::Plan;
+use crate::fabric::result::{BenchResult, Mode, Point, Variant, VariantResult};
+use crate::fabric::suite::perftest_points;
+use crate::progress::Progress;
 
 pub const MAIN_CLASS: &str = "io.slipstream.ohb.FabricBench";
 /// The jar, relative to the repository root.
@@ -46,14 +47,6 @@ pub struct JvmRun {
     /// Variants for the JVM bench (`--variants`), `None` for its default set.
     pub jvm_variants: Option<Vec<String>>,
     pub progress: bool,
-}
-
-/// `$JAVA_HOME/bin/java` if set, else `java` from PATH.
-pub fn default_java() -> PathBuf {
-    match std::env::var_os("JAVA_HOME") {
-        Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
-        _ => PathBuf::from("java"),
-    }
 }
 
 /// The java command line (without the program).
