@@ -157,3 +157,34 @@ fn a_link_taken_down_fails_requests_in_bounded_time_and_works_again_when_back() 
     eprintln!("link back up: {answer}");
     assert_ok(&client.ask("FETCH 4194304", ANSWER), "a large transfer after the link came back");
 }
+
+/// The namespaces go away with the guard, also when the test using them panics, and namespaces
+/// left by a test process that no longer exists are removed by the next `Hosts::pair`.
+#[test]
+fn namespaces_are_removed_after_a_panic_and_stale_ones_are_swept() {
+    let ours = || -> Vec<String> {
+        let list = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|name| name.starts_with(&format!("slipstream-t{}-", std::process::id())))
+            .map(str::to_string)
+            .collect()
+    };
+    let panicked = std::panic::catch_unwind(|| {
+        let hosts = Hosts::pair();
+        assert_eq!(ours().len(), 2, "two namespaces while the guard lives");
+        let _server = server(&hosts, 0);
+        panic!("a failing test");
+    });
+    assert!(panicked.is_err());
+    assert!(ours().is_empty(), "left behind after a panic: {:?}", ours());
+
+    // A namespace of the same prefix whose creator is gone (pids never exceed 2^22 on Linux).
+    let stale = "slipstream-t4194305-0a";
+    let status = std::process::Command::new("ip").args(["netns", "add", stale]).status().unwrap();
+    assert!(status.success());
+    let _hosts = Hosts::pair();
+    let list = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(stale), "the stale namespace {stale} was not removed");
+}
