@@ -134,15 +134,8 @@ impl Hosts {
     /// Starts `program args...` on the host, in fresh IPC, PID and mount namespaces with a private
     /// `/dev/shm`; its stdin and stdout are pipes to the test.
     pub fn spawn(&self, host: usize, program: &str, args: &[&str]) -> HostProcess {
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", &self.namespaces[host]])
-            // --kill-child: if unshare dies (the test kills it), the kernel kills the program too.
-            .args(["unshare", "--ipc", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc"])
-            .args(["sh", "-c", "mount -t tmpfs -o size=64m slipstream-shm /dev/shm && exec \"$0\" \"$@\"", program])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+        let mut command = command_in(&self.namespaces[host], program);
+        command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
         if std::env::var_os("UCX_LOG_FILE").is_none() {
             // UCX logs to stdout by default, which is the process's answer channel here.
             command.env("UCX_LOG_FILE", "stderr");
@@ -224,6 +217,18 @@ impl Drop for HostProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A command that runs `program` (arguments to be added) on the host of network namespace
+/// `namespace`, in fresh IPC, PID and mount namespaces with a private `/dev/shm`. Killing the
+/// command's process (unshare) kills the program and its PID namespace (`--kill-child`).
+pub fn command_in(namespace: &str, program: &str) -> Command {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", namespace])
+        .args(["unshare", "--ipc", "--pid", "--mount", "--fork", "--kill-child", "--mount-proc"])
+        .args(["sh", "-c", "mount -t tmpfs -o size=64m slipstream-shm /dev/shm && exec \"$0\" \"$@\"", program]);
+    command
 }
 
 /// `kind:[inode]` of `/proc/<pid>/ns/<kind>` (`pid` may be `self`).
