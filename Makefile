@@ -13,7 +13,7 @@ OHB         := $(ROOT)/native/target/release/ohb
 APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essential \
                 openjdk-17-jdk-headless maven procps \
                 memcached libmemcached-tools python3-pymemcache \
-                python3-pip unzip
+                python3-pip unzip iproute2
 # cargo-fuzz drives the cache parsers' fuzz targets (stable Rust, RUSTC_BOOTSTRAP=1).
 CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
