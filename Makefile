@@ -118,13 +118,15 @@ test-fuzz: deps
 	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
+# Tables go to build/smoke-*.txt; stderr stays on the terminal: a failed point makes ohb exit
+# non-zero and name the point and the reason there.
 smoke: build spark-homes
-	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
-	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
-	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >/dev/null
-	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >/dev/null
-	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >/dev/null
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP)"
+	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >build/smoke-lat.txt
+	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >build/smoke-lat-jvm.txt
+	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >build/smoke-mem-lat.txt
+	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
+	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >build/smoke-spark.txt
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP); tables in build/smoke-*.txt"
 
 demo: build spark-homes
 	$(OHB) fabric all

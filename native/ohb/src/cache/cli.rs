@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::args::{parse_list, parse_size, parse_sizes, Args};
+use crate::args::{format_size, parse_list, parse_size, parse_sizes, Args};
 use crate::cache::CacheVariant;
 use crate::cache::hybrid::{run_hybrid, FitRun, HybridRun, NbHybridRun, SPILL_FACTOR_DEFAULT};
 use crate::cache::hybrid::keys::Scan;
@@ -15,6 +15,8 @@ use crate::cache::throughput::{render_throughput, run_throughput, throughput_jso
 use crate::cache::workload::Workload;
 use crate::child::find_repo_root;
 use crate::machine::Machine;
+use crate::output::{fail_if_points_failed, write_json};
+use crate::table::first_line;
 
 const CACHE_VALUE_FLAGS: &[&str] = &[
     "sizes",
@@ -81,7 +83,7 @@ pub fn cache_main(argv: &[String]) -> Result<(), String> {
             root.clone().unwrap_or_else(|| PathBuf::from(".")).join("results").join(format!("ohb-mem-{name}.json"))
         })
     };
-    let mut failed_points = 0usize;
+    let mut failures = Vec::new();
     let small_sizes = || -> Result<Vec<usize>, String> {
         match args.value("sizes") {
             Some(text) => parse_sizes(text),
@@ -93,13 +95,9 @@ pub fn cache_main(argv: &[String]) -> Result<(), String> {
         let result = run_hybrid(&run)?;
         print!("{}", render_nb_hybrid(&result, &run, &machine));
         let path = json_path("nb-hybrid");
-        crate::output::write_json(&path, &hybrid_json(&result, &run, &machine))?;
+        write_json(&path, &hybrid_json(&result, &run, &machine))?;
         println!("results: {}\n", path.display());
-        let failed = result.failures();
-        if failed > 0 {
-            return Err(format!("{failed} measurement(s) failed (see the errors above)"));
-        }
-        return Ok(());
+        return fail_if_points_failed("mem nb --hybrid", &result.failures());
     }
     // Built (and its flags checked) before anything runs.
     let hybrid_run = if test == "hybrid" || test == "all" {
@@ -130,9 +128,12 @@ pub fn cache_main(argv: &[String]) -> Result<(), String> {
         let points = run_latency(&run)?;
         print!("{}", render_latency(&points, &run, &machine));
         let path = json_path("lat");
-        crate::output::write_json(&path, &latency_json(&points, &run, &machine))?;
+        write_json(&path, &latency_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
-        failed_points += points.iter().filter(|p| p.error.is_some()).count();
+        failures.extend(points.iter().filter_map(|p| {
+            let why = first_line(p.error.as_deref()?);
+            Some(format!("lat {} {} {}: {why}", p.variant.name(), p.workload.name(), format_size(p.size_bytes)))
+        }));
     }
     if test == "thr" || test == "all" {
         let run = ThroughputRun {
@@ -151,9 +152,12 @@ pub fn cache_main(argv: &[String]) -> Result<(), String> {
         let points = run_throughput(&run)?;
         print!("{}", render_throughput(&points, &run, &machine));
         let path = json_path("thr");
-        crate::output::write_json(&path, &throughput_json(&points, &run, &machine))?;
+        write_json(&path, &throughput_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
-        failed_points += points.iter().filter(|p| p.error.is_some()).count();
+        failures.extend(points.iter().filter_map(|p| {
+            let why = first_line(p.error.as_deref()?);
+            Some(format!("thr {} {} {}: {why}", p.variant.name(), p.workload.name(), format_size(p.size_bytes)))
+        }));
     }
     if test == "nb" || test == "all" {
         let requests = match args.value("reqtype") {
@@ -180,22 +184,22 @@ pub fn cache_main(argv: &[String]) -> Result<(), String> {
         let points = run_nonblocking(&run)?;
         print!("{}", render_nonblocking(&points, &run, &machine));
         let path = json_path("nb");
-        crate::output::write_json(&path, &nonblocking_json(&points, &run, &machine))?;
+        write_json(&path, &nonblocking_json(&points, &run, &machine))?;
         println!("results: {}\n", path.display());
-        failed_points += points.iter().filter(|p| p.error.is_some()).count();
+        failures.extend(points.iter().filter_map(|p| {
+            let why = first_line(p.error.as_deref()?);
+            Some(format!("nb {} {} {}: {why}", p.variant.name(), p.request.name(), format_size(p.size_bytes)))
+        }));
     }
     if let Some(run) = hybrid_run {
         let result = run_hybrid(&run)?;
         print!("{}", render_hybrid(&result, &run, &machine));
         let path = json_path("hybrid");
-        crate::output::write_json(&path, &hybrid_json(&result, &run, &machine))?;
+        write_json(&path, &hybrid_json(&result, &run, &machine))?;
         println!("results: {}\n", path.display());
-        failed_points += result.failures();
+        failures.extend(result.failures().into_iter().map(|f| format!("hybrid {f}")));
     }
-    if failed_points > 0 {
-        return Err(format!("{failed_points} point(s) failed (see the errors above)"));
-    }
-    Ok(())
+    fail_if_points_failed(&format!("mem {test}"), &failures)
 }
 
 /// Which parts of the hybrid bench a command runs.

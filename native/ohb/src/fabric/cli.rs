@@ -12,7 +12,7 @@ use crate::fabric::node::{parse_transport, SendPath};
 use crate::fabric::render::{default_json_path, render, result_json};
 use crate::fabric::result::{Mode, Variant};
 use crate::fabric::suite::{default_sizes, quick_sizes, run_rust, FabricRun};
-use crate::output::write_json;
+use crate::output::{fail_if_points_failed, write_json};
 
 const BENCH_VALUE_FLAGS: &[&str] = &[
     "sizes",
@@ -51,10 +51,14 @@ pub fn fabric_main(argv: &[String]) -> Result<(), String> {
             if modes.len() > 1 && args.value("json").is_some() {
                 return Err("--json names one file; 'fabric all' writes one default file per test".into());
             }
+            let mut failures = Vec::new();
+            let several = modes.len() > 1;
             for mode in modes {
-                bench(mode, &args)?;
+                let failed = bench(mode, &args)?;
+                failures.extend(failed.into_iter().map(|f| if several { format!("{} {f}", mode.name()) } else { f }));
             }
-            Ok(())
+            let layer = if args.switch("jvm") { " --jvm" } else { "" };
+            fail_if_points_failed(&format!("fabric {test}{layer}"), &failures)
         }
         "mem" => {
             let args = Args::parse(&argv[1..], MEM_VALUE_FLAGS, MEM_SWITCH_FLAGS)?;
@@ -89,7 +93,8 @@ fn plan_from(args: &Args, quick: bool) -> Result<Plan, String> {
     Ok(Plan { budget: Duration::from_millis(budget_ms), iterations, warmup: args.number("warmup")?, window, trials })
 }
 
-fn bench(mode: Mode, args: &Args) -> Result<(), String> {
+/// Runs one test, prints its table and writes its JSON; returns the failed points.
+fn bench(mode: Mode, args: &Args) -> Result<Vec<String>, String> {
     let quick = args.switch("quick");
     let sizes = match args.value("sizes") {
         Some(text) => parse_sizes(text)?,
@@ -139,7 +144,7 @@ fn bench(mode: Mode, args: &Args) -> Result<(), String> {
         .unwrap_or_else(|| default_json_path(repo_root.as_deref(), mode.name(), layer));
     write_json(&path, &result_json(&result))?;
     println!("results: {}\n", path.display());
-    Ok(())
+    Ok(result.failures())
 }
 
 fn variants_from(args: &Args) -> Result<Option<Vec<Variant>>, String> {
@@ -178,5 +183,5 @@ fn mem(args: &Args) -> Result<(), String> {
         .unwrap_or_else(|| default_json_path(find_repo_root().as_deref(), "mem", "rust"));
     write_json(&path, &report.to_json())?;
     println!("results: {}", path.display());
-    Ok(())
+    fail_if_points_failed("fabric mem", &report.failures())
 }

@@ -305,6 +305,27 @@ impl MemReport {
         self.max_of(|s| s.client_rss_bytes).map(|m| m <= self.allowed_bytes())
     }
 
+    /// What went wrong in the run itself (not the targets): a process never sampled, requests that
+    /// failed, or a load that answered nothing.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.server_pass().is_none() {
+            failures.push("server: no RSS sample".to_string());
+        }
+        if self.client_pass().is_none() {
+            failures.push("client: no RSS sample".to_string());
+        }
+        let count = |k: &str| self.final_load.get(k).and_then(Value::as_u64).unwrap_or(0);
+        if count("errors") > 0 {
+            let kinds = self.final_load.get("error_kinds").map(|k| k.to_string()).unwrap_or_default();
+            failures.push(format!("load: {} request(s) failed {kinds}", count("errors")));
+        }
+        if count("requests_ok") == 0 {
+            failures.push("load: no request answered".to_string());
+        }
+        failures
+    }
+
     pub fn to_json(&self) -> Value {
         let cap = self.run.pool_cap_bytes as i64;
         let over = |m: Option<u64>| m.map(|m| m as i64 - cap);
@@ -538,6 +559,34 @@ mod tests {
         assert!(MemRun { pool_cap_bytes: 2 << 20, ..run.clone() }.validate().is_err());
         assert!(MemRun { window: 0, ..run.clone() }.validate().is_err());
         assert_eq!(run.node_args()[3], "64");
+    }
+
+    #[test]
+    fn failed_requests_and_missing_samples_are_failures() {
+        let run = MemRun {
+            seconds: 1,
+            threads: 1,
+            window: 1,
+            size_max_bytes: 4096,
+            pool_cap_bytes: 64 << 20,
+            overhead_bytes: 17 << 20,
+            transport: Transport::Auto,
+            progress: false,
+        };
+        let sample = Sample { server_rss_bytes: Some(1 << 20), client_rss_bytes: Some(1 << 20), ..Sample::default() };
+        let mut report = MemReport {
+            run,
+            machine: Machine::default(),
+            server_rss_idle_bytes: 0,
+            samples: vec![sample],
+            final_load: json!({"requests_ok": 10, "errors": 0}),
+        };
+        assert!(report.failures().is_empty());
+        report.final_load = json!({"requests_ok": 10, "errors": 2, "error_kinds": {"Timeout": 2}});
+        assert_eq!(report.failures(), vec![r#"load: 2 request(s) failed {"Timeout":2}"#.to_string()]);
+        report.samples.clear();
+        report.final_load = json!({});
+        assert_eq!(report.failures(), ["server: no RSS sample", "client: no RSS sample", "load: no request answered"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::args::{parse_list, parse_size, Args};
 use crate::child::find_repo_root;
 use crate::machine::Machine;
-use crate::output::write_json;
+use crate::output::{fail_if_points_failed, write_json};
 use crate::spark::{
     run_spark, APP_JAR, APP_TIMEOUT_DEFAULT, APP_TIMEOUT_QUICK, LOG_DIR_DEFAULT, PLUGIN_JAR, SPARK_HOME_DEFAULT,
 };
@@ -207,10 +207,7 @@ pub fn spark_main(argv: &[String]) -> Result<(), String> {
         println!("results: {path}");
     }
     println!("ohb spark {test}: {:.0} s in all; logs in {}", started.elapsed().as_secs_f64(), run.log_dir.display());
-    if !failures.is_empty() {
-        return Err(format!("{} failure(s):\n  {}", failures.len(), failures.join("\n  ")));
-    }
-    Ok(())
+    fail_if_points_failed(&format!("spark {test}"), &failures)
 }
 
 #[cfg(test)]

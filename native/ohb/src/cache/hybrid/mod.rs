@@ -26,6 +26,7 @@ use crate::cache::hybrid::servers::{HybridServer, Unmeasured};
 use crate::cache::hybrid::spill::{measure_spill, SpillMeasure, SpillRow};
 use crate::cache::nonblocking::NbProgress;
 use crate::cache::servers::ServerSettings;
+use crate::table::first_line;
 
 pub mod fit;
 pub mod gets;
@@ -141,11 +142,16 @@ pub struct HybridResult {
 
 impl HybridResult {
     /// Measurements that failed (a "not available" row is not one).
-    pub fn failures(&self) -> usize {
-        let failed = |u: &Unmeasured| usize::from(u.is_failure());
-        self.spill.iter().map(|r| r.outcome.as_ref().err().map_or(0, failed)).sum::<usize>()
-            + self.fit.as_ref().and_then(|f| f.as_ref().err()).map_or(0, failed)
-            + self.nb.as_ref().and_then(|n| n.as_ref().err()).map_or(0, failed)
+    /// Every measurement that failed ("not available" is no failure), as "PART: why".
+    pub fn failures(&self) -> Vec<String> {
+        let failed = |part: String, u: &Unmeasured| match u {
+            Unmeasured::Failed(why) => Some(format!("{part}: {}", first_line(why))),
+            Unmeasured::NotAvailable(_) => None,
+        };
+        let spill = self.spill.iter().filter_map(|r| failed(format!("spill {}", r.server.name()), r.outcome.as_ref().err()?));
+        let fit = self.fit.as_ref().and_then(|f| failed("fit in memory".into(), f.as_ref().err()?));
+        let nb = self.nb.as_ref().and_then(|n| failed("nb --hybrid".into(), n.as_ref().err()?));
+        spill.chain(fit).chain(nb).collect()
     }
 
     pub fn spill_measure(&self, server: HybridServer) -> Option<&SpillMeasure> {

@@ -570,7 +570,7 @@ mod tests {
                 stats: vec![],
             })),
         };
-        assert_eq!(result.failures(), 1);
+        assert_eq!(result.failures().len(), 1, "{:?}", result.failures());
         let checks = hybrid_checks(&result, &run);
         let pass: Vec<Option<bool>> = checks.iter().map(|c| c.pass).collect();
         // success 100 % met; 655/60 = 10.9x met; fit worst 1.1x (fabric p50) missed; iget 2.6x met, bget 2.4x missed.
@@ -620,7 +620,7 @@ mod tests {
             fit: Some(Err(Unmeasured::NotAvailable("no flags".into()))),
             nb: None,
         };
-        assert_eq!(result.failures(), 0);
+        assert!(result.failures().is_empty(), "{:?}", result.failures());
         let checks = hybrid_checks(&result, &run);
         assert_eq!(checks.len(), 3);
         assert!(checks.iter().all(|c| c.pass.is_none()));
@@ -658,7 +658,7 @@ mod tests {
         assert!(text.contains("ssd_reads=7"), "{text}");
         assert!(!text.contains("success rate"), "{text}");
         let failed = HybridResult { nb: Some(Err(Unmeasured::Failed("x".into()))), ..result };
-        assert_eq!(failed.failures(), 1);
+        assert_eq!(failed.failures().len(), 1, "{:?}", failed.failures());
         assert_eq!(hybrid_checks(&failed, &run)[0].detail, "cache-hybrid FAILED");
     }
 }
