@@ -422,3 +422,34 @@ fn one_node_at_its_in_flight_limit_does_not_hold_up_another() {
     drop(held);
     assert!(fifth.join().unwrap().is_err(), "closing the node ends the wait");
 }
+
+#[test]
+fn an_inline_handler_that_waits_for_another_node_gets_an_error_at_once() {
+    // A handler on the progress thread cannot wait for a response: the worker it would need is
+    // the one running it (all nodes of the process share it). It gets an error, not a hang.
+    let backend = server(HandlerMode::Inline, Transport::Auto);
+    let backend_addr = backend.local_addr().unwrap();
+    let caller = client(Transport::Auto);
+    let forwarder = {
+        let caller = caller.clone();
+        let handler = move |request: Request| {
+            match caller.endpoint(backend_addr).and_then(|e| e.request(1, b"inner")?.wait()) {
+                Ok(response) => request.respond(&response),
+                Err(e) => request.fail(&e.to_string()),
+            }
+        };
+        let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..Config::default() };
+        Node::start(config, Some(Arc::new(handler))).unwrap()
+    };
+    let outer = client(Transport::Auto);
+    let start = Instant::now();
+    let result = outer.endpoint(forwarder.local_addr().unwrap()).unwrap().request(1, b"outer").unwrap().wait();
+    match result {
+        Err(Error::Remote(message)) => assert!(message.contains("progress thread"), "{message}"),
+        other => panic!("expected the handler's error, got {other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    // The same call from a thread of its own is served.
+    let response = caller.endpoint(backend_addr).unwrap().request(1, b"direct").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"direct");
+}

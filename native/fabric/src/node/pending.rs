@@ -357,6 +357,16 @@ impl NodeInner {
     }
 
     pub(super) fn wait_slot(&self, slot: &Slot, request_id: u64, deadline_ms: u64) -> Result<Response> {
+        if self.in_progress_here() && !slot.done.load(Ordering::SeqCst) {
+            // This thread runs the worker (an Inline handler or a completion callback): nothing
+            // else can progress it, so the wait could only end at the deadline. Say so at once.
+            let _ = self.with_state(|_, state| Ok(state.pending.remove(request_id)));
+            return Err(Error::Config(
+                "waiting for a response on the progress thread (in an Inline handler or a completion callback) cannot complete: \
+                 use Staged or Pull mode, or request_with"
+                    .into(),
+            ));
+        }
         // Spin first, driving progress ourselves: no thread hand-off on the response path. But
         // only while fewer waiters spin than there are spare cores: more spinners than cores
         // starve the threads that would answer them (measured on 2 cores with 4 waiting threads:

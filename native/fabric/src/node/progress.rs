@@ -99,12 +99,16 @@ impl Runtime {
             // SAFETY: under the lock; callbacks reach nodes through `by_ep` and their contexts.
             events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
         }
-        let nodes: Vec<*const NodeInner> = shared.nodes.iter().map(Arc::as_ptr).collect();
+        // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map).
+        let node_count = shared.nodes.len();
+        // SAFETY (for every `node_at` below): under the lock; the list holds an Arc of each node for
+        // the whole round and does not change during it.
+        let node_at = |i: usize| unsafe { &*Arc::as_ptr(&self.shared().nodes[i]) };
         let mut busy = false;
-        for &node in &nodes {
-            // SAFETY: the list holds an Arc of each node for the whole round; under the lock.
-            let (node, state) = unsafe { (&*node, (*node).state()) };
-            let (node_events, node_busy) = node.round(state);
+        for i in 0..node_count {
+            let node = node_at(i);
+            // SAFETY: under the lock, and no other reference to this node's state is alive.
+            let (node_events, node_busy) = node.round(unsafe { node.state() });
             events += node_events;
             busy |= node_busy;
         }
@@ -113,10 +117,10 @@ impl Runtime {
         shared.progress_calls = shared.progress_calls.wrapping_add(1);
         if events > 0 || shared.progress_calls.is_multiple_of(64) {
             let now = Instant::now();
-            for &node in &nodes {
+            for i in 0..node_count {
+                let node = node_at(i);
                 // SAFETY: as above.
-                let (node, state) = unsafe { (&*node, (*node).state()) };
-                node.run_timers(state, now);
+                node.run_timers(unsafe { node.state() }, now);
             }
             self.retire_finished();
         }
