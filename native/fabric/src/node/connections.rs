@@ -7,6 +7,7 @@ use std::ffi::c_void;
 use std::net::SocketAddr;
 use std::ptr;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use ucx_sys as u;
 
@@ -17,7 +18,8 @@ use crate::ucx;
 use crate::wire::Header;
 
 use super::send::Payload;
-use super::{NodeInner, WorkerState};
+use super::runtime::Runtime;
+use super::{NodeInner, NodeState};
 
 pub(super) struct Conn {
     pub(super) ep: u::ucp_ep_h,
@@ -57,7 +59,7 @@ struct FlushCtx {
 
 impl NodeInner {
     /// The live connection to `peer`, created if absent or failed.
-    pub(super) fn connection_to(&self, state: &mut WorkerState, peer: SocketAddr) -> Result<u64> {
+    pub(super) fn connection_to(&self, state: &mut NodeState, peer: SocketAddr) -> Result<u64> {
         if let Some(&conn_id) = state.by_peer.get(&peer) {
             match state.conns.get(&conn_id) {
                 Some(conn) if !conn.failed => return Ok(conn_id),
@@ -67,6 +69,8 @@ impl NodeInner {
             }
         }
         let (storage, len) = ucx::sockaddr(&peer);
+        // SAFETY: under the runtime's lock (the caller holds `state`); zeroed parameters with the
+        // used fields set; `storage` outlives the call.
         let ep = unsafe {
             let mut params: u::ucp_ep_params_t = std::mem::zeroed();
             params.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
@@ -78,9 +82,10 @@ impl NodeInner {
             params.sockaddr.addrlen = len;
             params.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
             params.err_handler.cb = Some(ep_error_callback);
-            params.err_handler.arg = self as *const NodeInner as *mut c_void;
+            // The runtime outlives every endpoint; the callback finds the node through `by_ep`.
+            params.err_handler.arg = Arc::as_ptr(&self.runtime) as *mut c_void;
             let mut ep: u::ucp_ep_h = ptr::null_mut();
-            check("ucp_ep_create", u::ucp_ep_create(self.worker, &params, &mut ep))?;
+            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker, &params, &mut ep))?;
             ep
         };
         let conn_id = self.add_conn(state, ep, Some(peer), peer.to_string());
@@ -89,7 +94,7 @@ impl NodeInner {
         Ok(conn_id)
     }
 
-    pub(super) fn add_conn(&self, state: &mut WorkerState, ep: u::ucp_ep_h, outgoing_peer: Option<SocketAddr>, peer_name: String) -> u64 {
+    pub(super) fn add_conn(&self, state: &mut NodeState, ep: u::ucp_ep_h, outgoing_peer: Option<SocketAddr>, peer_name: String) -> u64 {
         // Over TCP, UCX's rendezvous emulates a remote get in software and needs the peer's
         // progress for every fragment: eager sends are faster at every size (docs/fabric.md), and a
         // peer dying mid-message only breaks its own TCP stream. Through shared memory, eager is
@@ -118,8 +123,11 @@ impl NodeInner {
                 send_flags,
             },
         );
-        state.by_ep.insert(ep as usize, conn_id);
+        // SAFETY: under the runtime's lock (the caller holds `state`).
+        unsafe { self.runtime.shared() }.by_ep.insert(ep as usize, (self as *const NodeInner, conn_id));
         self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: under the runtime's lock; the context box is freed here unless UCX took it (then
+        // `wireup_flush_callback` frees it); the node outlives the flush (`NodeInner::ucx_busy`).
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA;
@@ -143,7 +151,7 @@ impl NodeInner {
     }
 
     /// The endpoint's transports are wired up: send what waited.
-    fn on_conn_ready(&self, state: &mut WorkerState, conn_id: u64, result: Result<()>) {
+    fn on_conn_ready(&self, state: &mut NodeState, conn_id: u64, result: Result<()>) {
         if let Err(e) = result {
             self.fail_conn(state, conn_id, &e.to_string());
             return;
@@ -167,7 +175,7 @@ impl NodeInner {
     }
 
     /// Marks a connection failed, fails its requests in flight and schedules its endpoint's close.
-    pub(super) fn fail_conn(&self, state: &mut WorkerState, conn_id: u64, reason: &str) {
+    pub(super) fn fail_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) {
         let Some(conn) = state.conns.get_mut(&conn_id) else { return };
         if conn.failed {
             return;
@@ -187,19 +195,21 @@ impl NodeInner {
     }
 
     /// Starts closing an endpoint; `force` drops what is queued on it (for failed peers).
-    pub(super) fn close_conn(&self, state: &mut WorkerState, conn_id: u64, force: bool) {
+    pub(super) fn close_conn(&self, state: &mut NodeState, conn_id: u64, force: bool) {
         if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
             conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
             return;
         }
         let Some(conn) = state.conns.remove(&conn_id) else { return };
-        state.by_ep.remove(&(conn.ep as usize));
+        // SAFETY: under the runtime's lock (the caller holds `state`).
+        unsafe { self.runtime.shared() }.by_ep.remove(&(conn.ep as usize));
         if let Some(addr) = conn.outgoing_peer {
             if state.by_peer.get(&addr) == Some(&conn_id) {
                 state.by_peer.remove(&addr);
             }
         }
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: under the runtime's lock; the endpoint left every table above, so it is closed once.
         unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -211,7 +221,7 @@ impl NodeInner {
         }
     }
 
-    pub(super) fn close_idle_connections(&self, state: &mut WorkerState, now_ms: u64) {
+    pub(super) fn close_idle_connections(&self, state: &mut NodeState, now_ms: u64) {
         let idle_timeout_ms = self.config.idle_timeout.as_millis() as u64;
         let idle: Vec<u64> = state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms)).map(|(&id, _)| id).collect();
         for conn_id in idle {
@@ -223,7 +233,7 @@ impl NodeInner {
 }
 
 /// Frees the endpoint-close requests UCX has finished.
-pub(super) fn reap_closed_endpoints(state: &mut WorkerState) {
+pub(super) fn reap_closed_endpoints(state: &mut NodeState) {
     state.closing.retain(|&request| unsafe {
         if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
             true
@@ -234,7 +244,9 @@ pub(super) fn reap_closed_endpoints(state: &mut WorkerState) {
     });
 }
 
-// UCX callbacks of connections. Each runs under the node's lock, inside progress or a UCX call.
+// UCX callbacks of connections. Each runs under the runtime's lock, inside progress or a UCX call,
+// so each may use the state of the node it names (the node outlives the operation or listener
+// behind the callback: `NodeInner::ucx_busy`, `NodeInner::close`).
 
 unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut FlushCtx);
@@ -279,9 +291,9 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
     params.conn_request = conn_request;
     params.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = Some(ep_error_callback);
-    params.err_handler.arg = arg;
+    params.err_handler.arg = Arc::as_ptr(&node.runtime) as *mut c_void;
     let mut ep: u::ucp_ep_h = ptr::null_mut();
-    let status = u::ucp_ep_create(node.worker, &params, &mut ep);
+    let status = u::ucp_ep_create(node.runtime.worker, &params, &mut ep);
     if status != u::UCS_OK {
         log_warn!("accepting a connection from {peer_name} failed: {}", u::status_string(status));
         return;
@@ -291,9 +303,11 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
 }
 
 unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status: u::ucs_status_t) {
-    let node = &*(arg as *const NodeInner);
+    let runtime = &*(arg as *const Runtime);
+    // An endpoint no node knows any more (closed, its node gone) has nothing left to fail.
+    let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(ep as usize)) else { return };
+    let node = &*node;
     let state = node.state();
-    let Some(&conn_id) = state.by_ep.get(&(ep as usize)) else { return };
     let reason = u::status_string(status);
     // A peer that closes cleanly shows up here as "connection reset": a normal disconnect.
     if status == u::UCS_ERR_CONNECTION_RESET {

@@ -8,16 +8,19 @@
 //! - `receive.rs`: the active-message callback: decoding, routing, messages made whole.
 //! - `reassembly.rs`: chunks of large messages put back together (the bitmap of chunks seen).
 //! - `stages.rs`: the SEDA stages after receive: dispatch queue, handler threads, `Request`.
+//! - `runtime.rs`: the UCX context, worker and progress thread shared by the nodes of a process,
+//!   and the map from endpoints to their nodes.
 //! - `progress.rs`: who drives the worker: the progress thread (spin, then sleep on the event
 //!   fd), callers helping while they wait, timers.
 //! - `id_map.rs`: the cheap hash of the integer-keyed tables on the hot path.
 //!
-//! Locking: every UCX call on the worker, and every access to `WorkerState`, happens under
-//! `NodeInner::lock`. UCX callbacks run inside `ucp_worker_progress` (or a send/close call), so they
-//! too run under the lock; they reach the state through `NodeInner::state()`. A thread that holds
-//! the lock for this node marks itself in `IN_PROGRESS`, so code reached from a callback (an inline
-//! handler answering, a completion callback sending a new request) uses the state directly instead
-//! of taking the lock again.
+//! Locking: every UCX call on the worker, and every access to a node's `NodeState`, happens under
+//! the lock of the node's runtime (`runtime.rs`: the worker shared by the nodes of a process). UCX
+//! callbacks run inside `ucp_worker_progress` (or a send/close call), so they too run under the
+//! lock; they reach a node's state through `NodeInner::state()`. A thread that holds the lock marks
+//! itself (`runtime::InProgressMark`), so code reached from a callback (an inline handler
+//! answering, a completion callback sending a new request, on this node or another of the
+//! runtime) uses the state directly instead of taking the lock again.
 //!
 //! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
@@ -29,15 +32,16 @@ mod pending;
 mod progress;
 mod reassembly;
 mod receive;
+mod runtime;
 mod send;
 mod stages;
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use std::ptr;
@@ -45,16 +49,16 @@ use std::ptr;
 use ucx_sys as u;
 
 use crate::config::{Config, HandlerMode};
-use crate::error::{check, ucx_error, Error, Result};
+use crate::error::{check, Error, Result};
 use crate::pool::{Buffer, Pool};
 use crate::queue::BoundedQueue;
-use crate::ucx::{self, Context};
-use crate::wire;
+use crate::ucx;
 
 use connections::{Conn, reap_closed_endpoints};
 use id_map::IdMap;
 use pending::{PendingTable, Slot};
 use reassembly::Reassembly;
+use runtime::{InProgressMark, Runtime};
 use send::{Outgoing, SendCtx};
 
 pub use pending::{Endpoint, Pending, Response};
@@ -62,26 +66,6 @@ pub use stages::{Handler, Request};
 
 /// How long `close` waits for endpoints to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-thread_local! {
-    static IN_PROGRESS: Cell<*const NodeInner> = const { Cell::new(ptr::null()) };
-}
-
-/// Marks this thread as holding a node's lock (see `IN_PROGRESS`) until dropped, restoring the
-/// previous mark (a thread can hold the locks of two nodes).
-struct InProgressMark(*const NodeInner);
-
-impl InProgressMark {
-    fn enter(node: &NodeInner) -> InProgressMark {
-        InProgressMark(IN_PROGRESS.with(|p| p.replace(node)))
-    }
-}
-
-impl Drop for InProgressMark {
-    fn drop(&mut self) {
-        IN_PROGRESS.with(|p| p.set(self.0));
-    }
-}
 
 /// Counters of a node; a snapshot from `Node::stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,11 +95,10 @@ struct Counters {
     peers_failed: AtomicU64,
 }
 
-/// Everything of the node that only the holder of `NodeInner::lock` may touch.
-struct WorkerState {
+/// Everything of the node that only the holder of its runtime's lock may touch.
+struct NodeState {
     listener: u::ucp_listener_h,
     conns: IdMap<u64, Conn>,
-    by_ep: IdMap<usize, u64>,
     by_peer: HashMap<SocketAddr, u64>,
     next_conn_id: u64,
     next_request_id: u64,
@@ -134,8 +117,6 @@ struct WorkerState {
     send_ctx_free: Vec<Box<SendCtx>>,
     last_timeout_scan: Instant,
     last_idle_scan: Instant,
-    /// Idle progress rounds read the clock for timers only every 64th time.
-    progress_calls: u64,
     /// UCX operations posted and not completed (sends, rendezvous receives, wire-up flushes). While
     /// any are, the progress thread must not sleep: UCX raises no event when, say, a shared-memory
     /// FIFO has room again for the next fragment of an eager send.
@@ -145,43 +126,26 @@ struct WorkerState {
 pub(crate) struct NodeInner {
     config: Config,
     pool: Pool,
-    lock: Mutex<()>,
-    state: UnsafeCell<WorkerState>,
-    worker: u::ucp_worker_h,
-    efd: i32,
+    /// The worker, its lock and its progress thread, shared with the other nodes of the process.
+    runtime: Arc<Runtime>,
+    state: UnsafeCell<NodeState>,
     local_addr: Option<SocketAddr>,
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
     handler: Option<Arc<dyn Handler>>,
-    /// The progress thread is (about to be) asleep on the event fd: wake it with `ucp_worker_signal`.
-    sleeping: AtomicBool,
-    /// Threads waiting for the lock: the progress thread yields to them.
-    lock_waiters: AtomicUsize,
-    /// Callers spinning on their own completion while driving progress: the progress thread backs off.
-    helpers: AtomicUsize,
-    /// Callers parked on a response (see `leave_helpers`).
-    parked_waiters: AtomicUsize,
-    /// The progress thread waits here while helpers drive progress, so that it neither competes
-    /// for the two cores nor wakes on every event; the last helper to leave wakes it.
-    helpers_gone: (Mutex<()>, std::sync::Condvar),
-    progress_waiting_for_helpers: AtomicBool,
-    /// Counts helper sessions. A caller issuing request after request is a helper only while it
-    /// waits; between requests the count of helpers is 0 for a moment. The progress thread keeps
-    /// deferring to helpers while this moves, instead of arming the event fd and waking on every
-    /// response it is not needed for.
-    helper_sessions: AtomicU64,
     /// One handler thread at a time spins in `next_request`.
     puller_spinning: AtomicBool,
     closed: AtomicBool,
+    /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
+    retired: AtomicBool,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
+    /// The handler threads (Staged mode).
     threads: Mutex<Vec<JoinHandle<()>>>,
-    // Keeps the context alive until the worker is gone (declared last: dropped last).
-    _context: Arc<Context>,
 }
 
-// SAFETY: the raw UCX handles and the `UnsafeCell` state are only used under `lock` (see the
-// module comment); everything else is Sync on its own.
+// SAFETY: the raw UCX handles and the `UnsafeCell` state are only used under the runtime's lock
+// (see the module comment); everything else is Sync on its own.
 unsafe impl Send for NodeInner {}
 // SAFETY: as for Send.
 unsafe impl Sync for NodeInner {}
@@ -202,12 +166,10 @@ pub struct Node {
     _owner: Arc<Owner>,
 }
 impl Node {
-    /// Starts a node: a UCX context and worker, a listener if `config.listen` is set, the progress
-    /// thread and, in Staged mode, the handler threads. Inline and Staged modes need a handler.
-    ///
-    /// Run one node per process: with UCX 1.13, several nodes in one process that open and close
-    /// connections concurrently can abort the process (docs/fabric.md, "Several nodes in one
-    /// process").
+    /// Starts a node: a listener if `config.listen` is set and, in Staged mode, the handler
+    /// threads, on the process's UCX runtime (context, worker and progress thread), which the
+    /// first node starts and the nodes of the process share (docs/fabric.md, "Several nodes in
+    /// one process"). Inline and Staged modes need a handler.
     pub fn start(config: Config, handler: Option<Arc<dyn Handler>>) -> Result<Node> {
         config.validate()?;
         match (config.handler_mode, &handler) {
@@ -216,31 +178,16 @@ impl Node {
             }
             _ => {}
         }
-        let context = Arc::new(Context::new(&config)?);
-        let pool = Pool::new(context.clone(), config.pool_cap_bytes, config.max_message_bytes);
-        let worker = unsafe {
-            let mut params: u::ucp_worker_params_t = std::mem::zeroed();
-            params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
-            params.thread_mode = u::UCS_THREAD_MODE_MULTI;
-            let mut worker: u::ucp_worker_h = ptr::null_mut();
-            check("ucp_worker_create", u::ucp_worker_create(context.handle, &params, &mut worker))?;
-            worker
-        };
-        let mut efd = -1;
-        let status = unsafe { u::ucp_worker_get_efd(worker, &mut efd) };
-        if status != u::UCS_OK {
-            unsafe { u::ucp_worker_destroy(worker) };
-            return Err(ucx_error("ucp_worker_get_efd", status));
-        }
+        let runtime = Runtime::acquire(&config)?;
+        let pool = Pool::new(runtime.context.clone(), config.pool_cap_bytes, config.max_message_bytes);
         let depth = config.dispatch_queue_depth;
         let now = Instant::now();
         let inner = Arc::new(NodeInner {
             pool,
-            lock: Mutex::new(()),
-            state: UnsafeCell::new(WorkerState {
+            runtime,
+            state: UnsafeCell::new(NodeState {
                 listener: ptr::null_mut(),
                 conns: IdMap::default(),
-                by_ep: IdMap::default(),
                 by_peer: HashMap::new(),
                 next_conn_id: 1,
                 next_request_id: 1,
@@ -253,47 +200,33 @@ impl Node {
                 send_ctx_free: Vec::new(),
                 last_timeout_scan: now,
                 last_idle_scan: now,
-                progress_calls: 0,
                 ucx_ops_in_flight: 0,
             }),
-            worker,
-            efd,
             local_addr: None,
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
             handler,
-            sleeping: AtomicBool::new(false),
-            lock_waiters: AtomicUsize::new(0),
-            helpers: AtomicUsize::new(0),
-            parked_waiters: AtomicUsize::new(0),
-            helpers_gone: (Mutex::new(()), std::sync::Condvar::new()),
-            progress_waiting_for_helpers: AtomicBool::new(false),
-            helper_sessions: AtomicU64::new(0),
             puller_spinning: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
-            _context: context,
             config,
         });
-        // Register the AM handler, then the listener; both refer to the node by address.
-        let setup = (|| -> Result<Option<SocketAddr>> {
-            let node_ptr = Arc::as_ptr(&inner) as *mut c_void;
-            unsafe {
-                let mut params: u::ucp_am_handler_param_t = std::mem::zeroed();
-                params.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID
-                    | u::UCP_AM_HANDLER_PARAM_FIELD_CB
-                    | u::UCP_AM_HANDLER_PARAM_FIELD_ARG
-                    | u::UCP_AM_HANDLER_PARAM_FIELD_FLAGS) as u64;
-                params.id = wire::AM_ID;
-                params.cb = Some(receive::am_recv_callback);
-                params.arg = node_ptr;
-                params.flags = u::UCP_AM_FLAG_WHOLE_MSG;
-                check("ucp_worker_set_am_recv_handler", u::ucp_worker_set_am_recv_handler(worker, &params))?;
-            }
+        // Join the runtime, then listen: the listener's accept callback refers to the node by
+        // address, and the node stays registered (alive) until its listener is destroyed.
+        let setup = {
+            let runtime = &inner.runtime;
+            let _guard = runtime.lock_for_caller();
+            let _mark = InProgressMark::enter(runtime);
+            // SAFETY: under the runtime's lock (taken above).
+            runtime.register(unsafe { runtime.shared() }, inner.clone());
             match inner.config.listen {
                 None => Ok(None),
+                // SAFETY: under the runtime's lock; the parameter structs are zeroed and their used
+                // fields set; the node outlives its listener (destroyed in `close`, before the node
+                // leaves the runtime).
                 Some(addr) => unsafe {
                     let (storage, len) = ucx::sockaddr(&addr);
                     let mut params: u::ucp_listener_params_t = std::mem::zeroed();
@@ -302,18 +235,20 @@ impl Node {
                     params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
                     params.sockaddr.addrlen = len;
                     params.conn_handler.cb = Some(connections::conn_request_callback);
-                    params.conn_handler.arg = node_ptr;
+                    params.conn_handler.arg = Arc::as_ptr(&inner) as *mut c_void;
                     let mut listener: u::ucp_listener_h = ptr::null_mut();
-                    check("ucp_listener_create", u::ucp_listener_create(worker, &params, &mut listener))?;
-                    (*inner.state.get()).listener = listener;
-                    let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
-                    attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
-                    check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
-                    let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
-                    Ok(Some(ucx::socket_addr(storage)?))
+                    let created = check("ucp_listener_create", u::ucp_listener_create(runtime.worker, &params, &mut listener));
+                    created.and_then(|()| {
+                        inner.state().listener = listener;
+                        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
+                        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
+                        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
+                        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
+                        Ok(Some(ucx::socket_addr(storage)?))
+                    })
                 },
             }
-        })();
+        };
         let local_addr = match setup {
             Ok(addr) => addr,
             Err(e) => {
@@ -321,19 +256,11 @@ impl Node {
                 return Err(e);
             }
         };
-        // Only this thread holds `inner` so far: setting a field through the Arc is still exclusive.
+        // SAFETY: `local_addr` is read only through `Node::local_addr`, and no `Node` exists yet;
+        // the runtime's copy of the Arc never reads it.
         unsafe { (*(Arc::as_ptr(&inner) as *mut NodeInner)).local_addr = local_addr };
 
         let mut threads = Vec::new();
-        {
-            let inner = inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("fabric-progress".into())
-                    .spawn(move || inner.progress_loop())
-                    .expect("spawning the progress thread"),
-            );
-        }
         if let (HandlerMode::Staged { threads: count }, Some(_)) = (inner.config.handler_mode, &inner.handler) {
             for i in 0..count {
                 let inner = inner.clone();
@@ -425,37 +352,40 @@ impl Node {
 }
 
 impl NodeInner {
-    /// The worker state. Only valid while this thread holds `lock` (directly or in a UCX callback).
+    /// The node's state.
+    ///
+    /// # Safety
+    /// Only while this thread holds the runtime's lock (directly or in a UCX callback), and
+    /// without another live reference from an earlier call.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn state(&self) -> &mut WorkerState {
+    unsafe fn state(&self) -> &mut NodeState {
         &mut *self.state.get()
     }
 
     fn in_progress_here(&self) -> bool {
-        IN_PROGRESS.with(|p| std::ptr::eq(p.get(), self))
+        self.runtime.in_progress_here()
     }
 
-    /// Runs `f` with the worker state, taking the lock unless this thread already holds it.
-    fn with_state<T>(&self, f: impl FnOnce(&NodeInner, &mut WorkerState) -> Result<T>) -> Result<T> {
+    /// Runs `f` with the node's state, taking the runtime's lock unless this thread holds it.
+    fn with_state<T>(&self, f: impl FnOnce(&NodeInner, &mut NodeState) -> Result<T>) -> Result<T> {
         if self.in_progress_here() {
+            // Another node's callback may reach a closed node of the same runtime.
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            // SAFETY: this thread holds the runtime's lock (the mark says so).
             return f(self, unsafe { self.state() });
         }
-        let guard = self.lock_for_caller();
+        let guard = self.runtime.lock_for_caller();
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        let mark = InProgressMark::enter(self);
+        let mark = InProgressMark::enter(&self.runtime);
+        // SAFETY: under the runtime's lock, taken above.
         let result = f(self, unsafe { self.state() });
         drop(mark);
         drop(guard);
         result
-    }
-
-    fn lock_for_caller(&self) -> MutexGuard<'_, ()> {
-        self.lock_waiters.fetch_add(1, Ordering::SeqCst);
-        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.lock_waiters.fetch_sub(1, Ordering::SeqCst);
-        guard
     }
 
     fn check_len(&self, len: usize) -> Result<()> {
@@ -475,9 +405,13 @@ impl NodeInner {
     }
 
     fn wake(&self) {
-        if self.sleeping.load(Ordering::SeqCst) {
-            unsafe { u::ucp_worker_signal(self.worker) };
-        }
+        self.runtime.wake();
+    }
+
+    /// Whether UCX still holds pointers into this node (operations in flight, endpoints closing):
+    /// until then a closed node stays registered with the runtime.
+    fn ucx_busy(state: &NodeState) -> bool {
+        state.ucx_ops_in_flight > 0 || !state.closing.is_empty()
     }
 
     fn close(&self) {
@@ -486,7 +420,6 @@ impl NodeInner {
         }
         self.dispatch.close();
         self.respond.close();
-        unsafe { u::ucp_worker_signal(self.worker) };
         let current = std::thread::current().id();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap());
         for thread in threads {
@@ -499,8 +432,10 @@ impl NodeInner {
             request.discard();
         }
         drop(self.respond.drain());
-        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mark = InProgressMark::enter(self);
+        let runtime = &self.runtime;
+        let guard = runtime.lock_for_caller();
+        let mark = InProgressMark::enter(runtime);
+        // SAFETY: under the runtime's lock, taken above.
         let state = unsafe { self.state() };
         for request in state.overflow.drain(..) {
             request.discard();
@@ -516,26 +451,32 @@ impl NodeInner {
             self.close_conn(state, conn_id, failed);
         }
         let grace_end = Instant::now() + CLOSE_GRACE;
-        let waiting = |state: &WorkerState| {
+        let waiting = |state: &NodeState| {
             !state.closing.is_empty() || !state.to_close.is_empty() || state.conns.values().any(|c| c.wireup_flushing)
         };
         while waiting(state) && Instant::now() < grace_end {
-            unsafe { u::ucp_worker_progress(self.worker) };
+            // SAFETY: under the runtime's lock; callbacks reach other nodes through their own state.
+            unsafe { u::ucp_worker_progress(runtime.worker) };
             for (conn_id, force) in std::mem::take(&mut state.to_close) {
                 self.close_conn(state, conn_id, force);
             }
             reap_closed_endpoints(state);
         }
         state.partials.clear();
-        unsafe {
-            if !state.listener.is_null() {
-                u::ucp_listener_destroy(state.listener);
-                state.listener = ptr::null_mut();
-            }
-            u::ucp_worker_destroy(self.worker);
+        if !state.listener.is_null() {
+            // SAFETY: under the runtime's lock; the listener is this node's and destroyed once.
+            unsafe { u::ucp_listener_destroy(state.listener) };
+            state.listener = ptr::null_mut();
         }
         state.send_ctx_free.clear();
+        // Endpoints that did not finish closing within the grace stay with the node, which the
+        // runtime keeps (and reaps) until UCX is done with them.
+        self.retired.store(true, Ordering::SeqCst);
+        // SAFETY: under the runtime's lock.
+        let shared = unsafe { runtime.shared() };
+        shared.nodes.retain(|n| !(std::ptr::eq(Arc::as_ptr(n), self) && !NodeInner::ucx_busy(state)));
         drop(mark);
         drop(guard);
+        runtime.release();
     }
 }

@@ -14,7 +14,7 @@ use crate::wire::{self, Header, Kind};
 use super::id_map::IdMap;
 use super::progress::{SPINNING_WAITERS_MAX, WAITER_SPIN};
 use super::send::Payload;
-use super::{Node, NodeInner, WorkerState};
+use super::{Node, NodeInner, NodeState};
 
 pub(super) enum Waiter {
     Slot(Arc<Slot>),
@@ -336,12 +336,12 @@ impl NodeInner {
             if coarse_ms() >= deadline_ms {
                 return Err(Error::Timeout { after_ms: self.config.request_timeout.as_millis() as u64 });
             }
-            self.help_progress_or_sleep();
+            self.runtime.help_progress_or_sleep();
         }
     }
 
     /// Completes a request in flight (if still there) with `result`.
-    pub(super) fn complete_pending(&self, state: &mut WorkerState, request_id: u64, result: Result<Response>) {
+    pub(super) fn complete_pending(&self, state: &mut NodeState, request_id: u64, result: Result<Response>) {
         let Some(entry) = state.pending.remove(request_id) else { return };
         if let Some(conn) = state.conns.get_mut(&entry.conn_id) {
             conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
@@ -357,20 +357,31 @@ impl NodeInner {
     }
 
     pub(super) fn wait_slot(&self, slot: &Slot, request_id: u64, deadline_ms: u64) -> Result<Response> {
+        if self.in_progress_here() && !slot.done.load(Ordering::SeqCst) {
+            // This thread runs the worker (an Inline handler or a completion callback): nothing
+            // else can progress it, so the wait could only end at the deadline. Say so at once.
+            let _ = self.with_state(|_, state| Ok(state.pending.remove(request_id)));
+            return Err(Error::Config(
+                "waiting for a response on the progress thread (in an Inline handler or a completion callback) cannot complete: \
+                 use Staged or Pull mode, or request_with"
+                    .into(),
+            ));
+        }
         // Spin first, driving progress ourselves: no thread hand-off on the response path. But
         // only while fewer waiters spin than there are spare cores: more spinners than cores
         // starve the threads that would answer them (measured on 2 cores with 4 waiting threads:
         // 2k requests/s instead of 100k+). The others park; whoever progresses completes them.
-        if self.helpers.load(Ordering::SeqCst) < *SPINNING_WAITERS_MAX {
+        let runtime = &self.runtime;
+        if runtime.helpers.load(Ordering::SeqCst) < *SPINNING_WAITERS_MAX {
             let spin = WAITER_SPIN.min(Duration::from_millis(deadline_ms.saturating_sub(coarse_ms())));
-            self.spin_as_helper(spin, |_| slot.done.load(Ordering::SeqCst));
+            runtime.spin_as_helper(spin, &self.closed, |_| slot.done.load(Ordering::SeqCst));
         }
         // Then park; the progress thread (woken by the event fd) completes the slot and unparks us.
         if !slot.done.load(Ordering::SeqCst) {
             slot.park_here();
-            self.parked_waiters.fetch_add(1, Ordering::SeqCst);
-            if self.helpers.load(Ordering::SeqCst) == 0 {
-                self.wake_progress_from_helpers();
+            runtime.parked_waiters.fetch_add(1, Ordering::SeqCst);
+            if runtime.helpers.load(Ordering::SeqCst) == 0 {
+                runtime.wake_progress_from_helpers();
             }
             while !slot.done.load(Ordering::SeqCst) {
                 let now_ms = coarse_ms();
@@ -379,7 +390,7 @@ impl NodeInner {
                 }
                 std::thread::park_timeout(Duration::from_millis((deadline_ms - now_ms).min(100)));
             }
-            self.parked_waiters.fetch_sub(1, Ordering::SeqCst);
+            runtime.parked_waiters.fetch_sub(1, Ordering::SeqCst);
         }
         if !slot.done.load(Ordering::SeqCst) {
             // Past the deadline: withdraw the request, unless it completed meanwhile.
@@ -396,7 +407,7 @@ impl NodeInner {
         slot.take_result().unwrap_or(Err(Error::Closed))
     }
 
-    pub(super) fn expire_requests(&self, state: &mut WorkerState) {
+    pub(super) fn expire_requests(&self, state: &mut NodeState) {
         let now_ms = coarse_ms();
         for request_id in state.pending.expired(now_ms) {
             self.counters.requests_timed_out.fetch_add(1, Ordering::Relaxed);

@@ -17,8 +17,9 @@ use crate::wire::{self, Header, Kind};
 
 use super::pending::Response;
 use super::reassembly::{ChunkTarget, PartialKey};
+use super::runtime::Runtime;
 use super::send::{Outgoing, Payload};
-use super::{NodeInner, Request, WorkerState};
+use super::{NodeInner, Request, NodeState};
 
 struct RecvCtx {
     node: *const NodeInner,
@@ -27,17 +28,15 @@ struct RecvCtx {
 }
 
 impl NodeInner {
-
-    /// The receive stage for one active message. Returns UCS_OK (data consumed) in every case but a
-    /// rendezvous receive that was started (UCS_INPROGRESS is not needed: `ucp_am_recv_data_nbx`
-    /// takes the descriptor).
-    unsafe fn on_active_message(&self, header: &[u8], data: *mut c_void, length: usize, param: &u::ucp_am_recv_param_t) {
+    /// The receive stage for one active message that came on connection `conn_id` of this node.
+    /// The message is consumed in every case (UCS_OK): a rendezvous receive, if started, takes
+    /// the descriptor (`ucp_am_recv_data_nbx`).
+    ///
+    /// # Safety
+    /// Under the runtime's lock, inside the AM callback: `data` holds `length` bytes (or is a
+    /// rendezvous descriptor when `param` says so).
+    unsafe fn on_active_message(&self, conn_id: u64, header: &[u8], data: *mut c_void, length: usize, param: &u::ucp_am_recv_param_t) {
         let state = self.state();
-        let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
-        let Some(&conn_id) = state.by_ep.get(&(reply_ep as usize)) else {
-            log_debug!("message from an unknown endpoint dropped");
-            return;
-        };
         let header = match Header::decode(header, length, self.config.max_message_bytes) {
             Ok(h) => h,
             Err(e) => {
@@ -103,7 +102,7 @@ impl NodeInner {
         rparam.cb.recv_am = Some(recv_data_callback);
         rparam.user_data = ctx as *mut c_void;
         rparam.memh = memh;
-        let status_ptr = u::ucp_am_recv_data_nbx(self.worker, data, destination as *mut c_void, length, &rparam);
+        let status_ptr = u::ucp_am_recv_data_nbx(self.runtime.worker, data, destination as *mut c_void, length, &rparam);
         if status_ptr.is_null() {
             drop(Box::from_raw(ctx));
             self.on_chunk_done(state, key, length, Ok(()));
@@ -115,7 +114,7 @@ impl NodeInner {
         }
     }
 
-    fn on_chunk_done(&self, state: &mut WorkerState, key: PartialKey, len: usize, result: Result<()>) {
+    fn on_chunk_done(&self, state: &mut NodeState, key: PartialKey, len: usize, result: Result<()>) {
         if let Err(e) = &result {
             log_warn!("receiving a chunk of message {} failed: {e}", key.1);
         }
@@ -125,7 +124,7 @@ impl NodeInner {
     }
 
     /// A whole message has arrived (or could not be stored).
-    fn on_message(&self, state: &mut WorkerState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
+    fn on_message(&self, state: &mut NodeState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
         match header.kind {
             Kind::Request => {
                 let payload = match payload {
@@ -162,7 +161,7 @@ impl NodeInner {
     }
 }
 
-// UCX callbacks of the receive path. Each runs under the node's lock, inside progress.
+// UCX callbacks of the receive path. Each runs under the runtime's lock, inside progress.
 
 pub(super) unsafe extern "C" fn am_recv_callback(
     arg: *mut c_void,
@@ -172,9 +171,17 @@ pub(super) unsafe extern "C" fn am_recv_callback(
     length: usize,
     param: *const u::ucp_am_recv_param_t,
 ) -> u::ucs_status_t {
-    let node = &*(arg as *const NodeInner);
+    // The handler's argument is the runtime (registered once per worker); the endpoint the
+    // message came on names the node and connection.
+    let runtime = &*(arg as *const Runtime);
+    let param = &*param;
+    let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
+    let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(reply_ep as usize)) else {
+        log_debug!("message from an unknown endpoint dropped");
+        return u::UCS_OK;
+    };
     let header = if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
-    node.on_active_message(header, data, length, &*param);
+    (*node).on_active_message(conn_id, header, data, length, param);
     u::UCS_OK
 }
 

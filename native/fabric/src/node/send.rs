@@ -14,7 +14,8 @@ use crate::log::log_warn;
 use crate::pool::Buffer;
 use crate::wire::{self, Header, Kind};
 
-use super::{InProgressMark, NodeInner, WorkerState};
+use super::runtime::InProgressMark;
+use super::{NodeInner, NodeState};
 
 /// The bytes of a message and who owns them until UCX is done with them.
 pub(super) enum Payload {
@@ -68,7 +69,7 @@ impl NodeInner {
 
     /// Posts a whole message (request or response) as one or more chunks. Errors fail the request
     /// (for requests) or are logged (for responses); a failed send also fails the connection.
-    pub(super) fn send_message(&self, state: &mut WorkerState, conn_id: u64, mut header: Header, payload: Payload, request_id: Option<u64>) {
+    pub(super) fn send_message(&self, state: &mut NodeState, conn_id: u64, mut header: Header, payload: Payload, request_id: Option<u64>) {
         let Some(conn) = state.conns.get(&conn_id) else {
             if let Some(id) = request_id {
                 self.complete_pending(state, id, Err(Error::PeerFailed { peer: format!("connection {conn_id}"), reason: "closed".into() }));
@@ -127,7 +128,7 @@ impl NodeInner {
     #[allow(clippy::too_many_arguments)]
     fn post_send(
         &self,
-        state: &mut WorkerState,
+        state: &mut NodeState,
         ep: u::ucp_ep_h,
         send_flags: u32,
         header: &Header,
@@ -147,8 +148,12 @@ impl NodeInner {
         ctx.request_id = request_id;
         let (bytes, memh) = ctx.payload.bytes();
         debug_assert!(offset + len <= bytes.len());
+        // SAFETY: offset + len <= bytes.len() (the chunk ranges cover the payload).
         let data = unsafe { bytes.as_ptr().add(offset) };
         let ctx_ptr = Box::into_raw(ctx);
+        // SAFETY: under the runtime's lock (the caller holds `state`). The header and payload live
+        // in the context box until UCX completes the send (`send_callback` frees it) or fails it
+        // at once (freed below); the node outlives the send (`NodeInner::ucx_busy`).
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -170,9 +175,11 @@ impl NodeInner {
             )
         };
         if status_ptr.is_null() {
+            // SAFETY: completed in place: UCX kept no reference to the box.
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Ok(())
         } else if u::ucs_ptr_is_err(status_ptr) {
+            // SAFETY: failed in place: UCX kept no reference to the box.
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Err(ucx_error("ucp_am_send_nbx", u::ucs_ptr_status(status_ptr)))
         } else {
@@ -181,7 +188,7 @@ impl NodeInner {
         }
     }
 
-    fn recycle_send_ctx(&self, state: &mut WorkerState, mut ctx: Box<SendCtx>) {
+    fn recycle_send_ctx(&self, state: &mut NodeState, mut ctx: Box<SendCtx>) {
         ctx.payload = Payload::None; // returns the buffer to the pool
         if state.send_ctx_free.len() < 1024 {
             state.send_ctx_free.push(ctx);
@@ -194,13 +201,15 @@ impl NodeInner {
         }
         self.counters.requests_served.fetch_add(1, Ordering::Relaxed);
         if self.in_progress_here() {
+            // SAFETY: this thread holds the runtime's lock (the mark says so).
             unsafe { self.state() }.outbox.push_back(outgoing);
             return;
         }
         // The respond stage's fast path: with the worker free, post the response from this
         // thread; only under contention does it go through the respond queue.
-        if let Ok(guard) = self.lock.try_lock() {
-            let mark = InProgressMark::enter(self);
+        if let Ok(guard) = self.runtime.lock.try_lock() {
+            let mark = InProgressMark::enter(&self.runtime);
+            // SAFETY: under the runtime's lock, taken above.
             self.send_outgoing(unsafe { self.state() }, outgoing);
             drop(mark);
             drop(guard);
@@ -214,7 +223,7 @@ impl NodeInner {
         self.wake();
     }
 
-    pub(super) fn send_outgoing(&self, state: &mut WorkerState, outgoing: Outgoing) {
+    pub(super) fn send_outgoing(&self, state: &mut NodeState, outgoing: Outgoing) {
         let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
         let header = Header {
             kind,
@@ -230,6 +239,8 @@ impl NodeInner {
     }
 }
 
+// Runs under the runtime's lock, inside progress (or the send call): `user_data` is the box
+// `post_send` gave UCX, returned exactly once.
 unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut SendCtx);
     let node = &*ctx.node;

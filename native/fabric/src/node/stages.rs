@@ -12,7 +12,7 @@ use crate::wire;
 
 use super::progress::WAITER_SPIN;
 use super::send::{Outgoing, Payload};
-use super::{NodeInner, WorkerState};
+use super::{NodeInner, NodeState};
 
 /// Handles requests arriving at a node (Inline and Staged modes).
 pub trait Handler: Send + Sync + 'static {
@@ -113,7 +113,7 @@ impl Drop for Request {
 }
 
 impl NodeInner {
-    pub(super) fn dispatch_request(&self, state: &mut WorkerState, request: Request) {
+    pub(super) fn dispatch_request(&self, state: &mut NodeState, request: Request) {
         if self.handler.is_none() && self.config.handler_mode != HandlerMode::Pull {
             request.fail("this node serves no requests");
             return;
@@ -164,7 +164,7 @@ impl NodeInner {
         }
         if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
             let mut found = None;
-            self.spin_as_helper(WAITER_SPIN.min(timeout), |_| {
+            self.runtime.spin_as_helper(WAITER_SPIN.min(timeout), &self.closed, |_| {
                 found = self.dispatch.try_pop();
                 found.is_some()
             });
