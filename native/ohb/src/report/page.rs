@@ -147,3 +147,38 @@ pub fn markdown(runs: &[Run], input: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(file: &str, commit: &str) -> Run {
+        Run {
+            file: file.into(),
+            bench: "fabric lat".into(),
+            machine: "2 x cpu".into(),
+            commit: commit.into(),
+            written_utc: String::new(),
+            command: String::new(),
+            charts: vec![],
+            tables: vec![],
+            targets: vec![],
+        }
+    }
+
+    #[test]
+    fn runs_of_different_commits_are_flagged_not_merged() {
+        let same = [run("a.json", "c1"), run("b.json", "c1")];
+        assert!(!html(&same, &[vec![], vec![]], "results/").contains("mixed-origins"));
+        let mixed = [run("a.json", "c1"), run("b.json", "c2")];
+        let page = html(&mixed, &[vec![], vec![]], "results/");
+        assert!(page.contains("id=\"mixed-origins\"") && page.contains("2 different machines or commits"), "{page}");
+        assert!(markdown(&mixed, "results/").contains("2 different machines or commits"));
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+        assert_eq!(md_cell("a|b\nc"), "a\\|b c");
+    }
+}
