@@ -1,5 +1,5 @@
 # Slipstream: one entry point for both build tools (cargo for native/, Maven for jvm/).
-#   make demo   install what is missing, build, run the fabric benchmark and print the comparison
+#   make demo   install what is missing, build, run every ohb suite and write the report (report/index.html)
 #   make test   install what is missing, build, run every test
 SHELL := /bin/bash
 .ONESHELL:
@@ -9,11 +9,12 @@ ROOT        := $(CURDIR)
 CARGO       ?= cargo
 MVN         ?= mvn -B -q -ntp
 OHB         := $(ROOT)/native/target/release/ohb
-# Debian packages the build, the tests and the benchmarks need.
+# Debian packages the build, the tests and the benchmarks need (fonts-dejavu-core: the text of
+# ohb report's PNG charts; chromium: the report's headless-browser test).
 APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essential \
                 openjdk-17-jdk-headless maven procps \
                 memcached libmemcached-tools python3-pymemcache \
-                python3-pip unzip iproute2
+                python3-pip unzip iproute2 fonts-dejavu-core chromium
 # cargo-fuzz drives the cache parsers' fuzz targets (stable Rust, RUSTC_BOOTSTRAP=1).
 CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
@@ -133,6 +134,7 @@ demo: build spark-homes
 	$(OHB) fabric all --jvm
 	$(OHB) mem all
 	$(OHB) spark all
+	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
 bench: build spark-homes
@@ -141,6 +143,7 @@ bench: build spark-homes
 	$(OHB) fabric mem --seconds 60
 	$(OHB) mem all
 	$(OHB) spark all
+	$(OHB) report
 
 clean:
 	cd native && $(CARGO) clean

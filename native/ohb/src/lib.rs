@@ -30,6 +30,7 @@ pub mod machine;
 pub mod output;
 pub mod proc_mem;
 pub mod progress;
+pub mod report;
 pub mod spark;
 pub mod stats;
 pub mod table;

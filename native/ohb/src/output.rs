@@ -2,16 +2,59 @@
 //! error that makes `ohb` exit non-zero.
 
 use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-/// Writes pretty JSON, creating the directory.
+use crate::child::find_repo_root;
+
+/// Writes pretty JSON, creating the directory. An object gets a `run` stamp (commit, time,
+/// command) unless it has one, so `ohb report` can tell runs apart.
 pub fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     }
-    let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
+    let mut value = value.clone();
+    if let Some(object) = value.as_object_mut() {
+        object.entry("run").or_insert_with(run_stamp);
+    }
+    let text = serde_json::to_string_pretty(&value).expect("JSON values serialize");
     std::fs::write(path, text + "\n").map_err(|e| format!("write {}: {e}", path.display()))
+}
+
+/// `{"commit": "1a2b3c4d5e6f", "written_utc": "2026-11-24T22:05:00Z", "command": "ohb fabric lat"}`;
+/// the commit gets `+dirty` when tracked files differ from it, `unknown` without git.
+pub fn run_stamp() -> Value {
+    let git = |args: &[&str]| -> Option<String> {
+        let root = find_repo_root()?;
+        let out = Command::new("git").arg("-C").arg(root).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let commit = match (git(&["rev-parse", "--short=12", "HEAD"]), git(&["status", "--porcelain", "--untracked-files=no"])) {
+        (Some(commit), Some(status)) if !status.is_empty() => format!("{commit}+dirty"),
+        (Some(commit), _) => commit,
+        (None, _) => "unknown".into(),
+    };
+    let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    json!({"commit": commit, "written_utc": utc_text(seconds), "command": format!("ohb {}", args.join(" "))})
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of seconds since the epoch (civil calendar from days, H. Hinnant's algorithm).
+pub fn utc_text(seconds: u64) -> String {
+    let days = (seconds / 86400) as i64;
+    let rest = seconds % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 /// Failed points listed in the error at most (the rest are counted): a run where every point failed
@@ -38,6 +81,13 @@ pub fn fail_if_points_failed(run_name: &str, failures: &[String]) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_text(1_795_993_445), "2026-11-29T23:04:05Z");
+    }
 
     #[test]
     fn failures_are_listed_up_to_the_limit() {

@@ -78,6 +78,7 @@ pub fn usage() -> String {
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|all [options]\n\
+         \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
          Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
@@ -170,6 +171,13 @@ Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 exe
                        removed (default build/ohb-spark)
   --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
 
+Options for report (results as charts, an HTML page and a Markdown summary):
+  --input DIR          the JSON files to draw (default results/ under the repository root)
+  --out DIR            where index.html, summary.md and charts/ go (default report/)
+
+Exit status: 0 when every point was measured, 2 on bad arguments or when any point failed (each
+failed point and why on stderr, after the table and the JSON).
+
 Examples:
   ohb fabric lat --quick
   ohb fabric all
@@ -183,6 +191,7 @@ Examples:
   ohb mem nb --hybrid
   ohb spark all --quick
   ohb spark groupby --configs vanilla --repeats 1
+  ohb report --input results --out report
 "#;
     text
 }

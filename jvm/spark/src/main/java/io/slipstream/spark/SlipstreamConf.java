@@ -2,14 +2,45 @@ package io.slipstream.spark;
 
 import io.slipstream.fabric.FabricTransport;
 import java.time.Duration;
+import java.util.List;
 import java.util.Locale;
 import org.apache.spark.SparkConf;
 
 /**
- * The plugin's settings, all under {@code spark.slipstream.*} (defaults in the README), plus the
- * Spark settings it honours. Read once per process.
+ * The plugin's settings, all under {@code spark.slipstream.*}, plus the Spark settings it honours.
+ * Read once per process. Each setting is declared once below ({@link #SETTINGS}: key, default,
+ * meaning); the constructor reads them and docs/configuration.md is generated from them
+ * (SlipstreamConfTest fails when the document and the declarations disagree).
  */
 final class SlipstreamConf {
+    /** A user setting: its key, its default in the form Spark parses, and its one-line meaning. */
+    record Setting(String key, String defaultValue, String meaning) {}
+
+    static final Setting FALLBACK = new Setting("spark.slipstream.fallback", "auto",
+            "when the fabric cannot serve (cannot start, network encryption on, a peer without fabric): `auto` uses "
+            + "Spark's transfer service with one warning, `never` fails fast, `always` never uses the fabric");
+    static final Setting TRANSPORT = new Setting("spark.slipstream.transport", "auto",
+            "`auto`: UCX picks (shared memory on one host, RDMA verbs on clusters, TCP otherwise; `UCX_TLS` respected); "
+            + "`tcp`: TCP only");
+    static final Setting BIND_ADDRESS = new Setting("spark.slipstream.bindAddress", "",
+            "address the fabric listens on; empty: the executor's block-manager host, the driver's "
+            + "`spark.driver.bindAddress`/`host`");
+    static final Setting NET_DEVICES = new Setting("spark.slipstream.netDevices", "",
+            "network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1`); empty: `lo` when listening on a "
+            + "loopback address, else `all` (Spark listens beyond this host, the fabric follows it)");
+    static final Setting BUFFER_CAP = new Setting("spark.slipstream.buffer.cap", "256m",
+            "registered memory per process (off-heap; responses in flight and the cache), a hard cap");
+    static final Setting CACHE_SIZE = new Setting("spark.slipstream.cache.size", "64m",
+            "map-output prefetch cache per executor, inside the buffer cap (at most half); `0` disables; an output "
+            + "above a quarter of it is not cached");
+    static final Setting SERVER_THREADS = new Setting("spark.slipstream.server.threads", "2",
+            "threads serving fetch requests per executor (1 to 64)");
+    static final Setting REQUEST_TIMEOUT = new Setting("spark.slipstream.requestTimeout", "60s",
+            "a fetch without an answer by then fails (and becomes a fetch failure)");
+    /** Every user setting, in the order the documentation lists them. */
+    static final List<Setting> SETTINGS =
+            List.of(FALLBACK, TRANSPORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP, CACHE_SIZE, SERVER_THREADS, REQUEST_TIMEOUT);
+
     /** Set by the driver's manager for the executors: where the peer directory listens. */
     static final String DIRECTORY_ADDRESS = "spark.slipstream.directory.address";
 
@@ -37,14 +68,14 @@ final class SlipstreamConf {
     final boolean networkCrypto;
 
     SlipstreamConf(SparkConf conf) {
-        fallback = parseEnum(Fallback.class, conf.get("spark.slipstream.fallback", "auto"), "spark.slipstream.fallback");
-        transport = parseEnum(FabricTransport.class, conf.get("spark.slipstream.transport", "auto"), "spark.slipstream.transport");
-        bindAddress = conf.get("spark.slipstream.bindAddress", "");
-        netDevices = conf.get("spark.slipstream.netDevices", "");
-        bufferCapBytes = conf.getSizeAsBytes("spark.slipstream.buffer.cap", "256m");
-        cacheBytes = conf.getSizeAsBytes("spark.slipstream.cache.size", "64m");
-        serverThreads = conf.getInt("spark.slipstream.server.threads", 2);
-        requestTimeout = Duration.ofMillis(conf.getTimeAsMs("spark.slipstream.requestTimeout", "60s"));
+        fallback = parseEnum(Fallback.class, conf.get(FALLBACK.key(), FALLBACK.defaultValue()), FALLBACK.key());
+        transport = parseEnum(FabricTransport.class, conf.get(TRANSPORT.key(), TRANSPORT.defaultValue()), TRANSPORT.key());
+        bindAddress = conf.get(BIND_ADDRESS.key(), BIND_ADDRESS.defaultValue());
+        netDevices = conf.get(NET_DEVICES.key(), NET_DEVICES.defaultValue());
+        bufferCapBytes = conf.getSizeAsBytes(BUFFER_CAP.key(), BUFFER_CAP.defaultValue());
+        cacheBytes = conf.getSizeAsBytes(CACHE_SIZE.key(), CACHE_SIZE.defaultValue());
+        serverThreads = conf.getInt(SERVER_THREADS.key(), Integer.parseInt(SERVER_THREADS.defaultValue()));
+        requestTimeout = Duration.ofMillis(conf.getTimeAsMs(REQUEST_TIMEOUT.key(), REQUEST_TIMEOUT.defaultValue()));
         // Spark reads an unsuffixed maxSizeInFlight as MiB.
         maxBytesInFlight = conf.getSizeAsMb("spark.reducer.maxSizeInFlight", "48m") * 1024 * 1024;
         maxRequestsInFlight = conf.getInt("spark.reducer.maxReqsInFlight", Integer.MAX_VALUE);

@@ -1,0 +1,295 @@
+//! From the JSON files the suites write to [`Run`]s: which charts each kind of result gets.
+//!
+//! Each suite's JSON is read as that suite writes it (`fabric/result.rs`, `cache/*`, `spark/render.rs`);
+//! a file no extractor recognises is an error naming the file, never skipped silently.
+
+use serde_json::Value;
+
+use crate::fabric::render::{ratio_columns, speed_ratio};
+use crate::fabric::result::{BenchResult, Mode};
+use crate::machine::Machine;
+use crate::report::model::{slug, Chart, ChartKind, Run, Series, Table, Target, XFormat};
+
+const MIB: f64 = 1048576.0;
+
+/// One run from one file's JSON.
+pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
+    let bench = v.get("bench").or_else(|| v.get("test")).and_then(Value::as_str).unwrap_or("").to_string();
+    let machine = match v.get("machine") {
+        Some(m) => {
+            let m = Machine::from_json(m);
+            format!("{} x {}, Linux {}, UCX {}", m.cpus, m.model, m.kernel, m.ucx)
+        }
+        None => "unknown machine".into(),
+    };
+    let stamp = |k: &str| v.pointer(&format!("/run/{k}")).and_then(Value::as_str).map(str::to_string);
+    let mut run = Run {
+        file: file.to_string(),
+        bench: bench.clone(),
+        machine,
+        commit: stamp("commit").unwrap_or_else(|| "unknown commit".into()),
+        written_utc: stamp("written_utc").unwrap_or_default(),
+        command: stamp("command").unwrap_or_default(),
+        charts: Vec::new(),
+        tables: Vec::new(),
+        targets: targets_of(v),
+    };
+    let id = |suffix: &str| slug(&format!("{} {suffix}", file.trim_end_matches(".json")));
+    match bench.as_str() {
+        "fabric lat" | "fabric bw" | "fabric rate" => fabric_charts(&mut run, v, &id)?,
+        "fabric mem" => fabric_mem_chart(&mut run, v, &id),
+        "mem lat" => cache_charts(&mut run, v, &id, "workload", &[("us_p50", "p50 latency, us", true)]),
+        "mem thr" => cache_charts(&mut run, v, &id, "workload", &[("ops_per_s", "operations/s", false)]),
+        "mem nb" => cache_charts(
+            &mut run,
+            v,
+            &id,
+            "request",
+            &[("nonblocking_ops_per_s", "operations/s, non-blocking", false), ("blocking_ops_per_s", "operations/s, blocking", false)],
+        ),
+        "mem hybrid" => hybrid_charts(&mut run, v, &id),
+        "spark groupby" | "spark sortby" => spark_charts(&mut run, v, &id),
+        "spark all" => {
+            for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
+                spark_charts(&mut run, test, &id);
+            }
+        }
+        other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
+    }
+    Ok(run)
+}
+
+fn targets_of(v: &Value) -> Vec<Target> {
+    let list = v.get("targets").and_then(Value::as_array).cloned().unwrap_or_default();
+    list.iter()
+        .map(|t| Target {
+            name: t.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            verdict: match t.get("pass").and_then(Value::as_bool) {
+                Some(true) => "PASS".into(),
+                Some(false) => "FAIL".into(),
+                None => "reported".into(),
+            },
+            detail: t.get("detail").and_then(Value::as_str).unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+fn lines(id: String, title: String, x_label: &str, y_label: &str, y_log: bool, series: Vec<Series>) -> Chart {
+    Chart {
+        id,
+        title,
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        y_log,
+        kind: ChartKind::Lines { series, x_format: XFormat::Size, x_log: true },
+    }
+}
+
+/// Latency, bandwidth or rate against size per variant, and the ratio columns of the table as
+/// their own chart (the point of those tests: the fabric against the default it replaces).
+fn fabric_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) -> Result<(), String> {
+    let result = BenchResult::from_json(v).map_err(|e| format!("{}: {e}", run.file))?;
+    let mode = result.mode().ok_or_else(|| format!("{}: no test mode in '{}'", run.file, result.bench))?;
+    let (metric, y_label): (fn(&crate::fabric::result::Point) -> Option<f64>, &str) = match mode {
+        Mode::Lat => (|p| p.lat_us_p50, "round trip p50, us"),
+        Mode::Bw => (|p| p.bw_mb_s, "bandwidth, MB/s (2^20)"),
+        Mode::Rate => (|p| p.msg_rate, "messages/s"),
+    };
+    let series = result
+        .variants
+        .iter()
+        .map(|variant| Series {
+            name: variant.name.clone(),
+            points: variant.points.iter().filter_map(|p| Some((p.size_bytes as f64, metric(p)?))).collect(),
+        })
+        .collect();
+    let layer = &result.layer;
+    run.charts.push(lines(id("values"), format!("{} ({layer})", result.bench), "message size", y_label, true, series));
+    let columns = ratio_columns(&result);
+    if !columns.is_empty() {
+        let sizes = result.sizes();
+        let mut series: Vec<Series> = columns
+            .iter()
+            .map(|c| Series {
+                name: format!("{} vs {}", c.variant, c.reference),
+                points: sizes
+                    .iter()
+                    .filter_map(|&size| {
+                        let variant = result.variant(c.variant)?.point(size)?;
+                        let reference = result.variant(c.reference)?.point(size)?;
+                        Some((size as f64, speed_ratio(mode, variant, reference)?))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let (first, last) = (sizes.first().copied().unwrap_or(1) as f64, sizes.last().copied().unwrap_or(1) as f64);
+        series.push(Series { name: "equal (1.00x)".into(), points: vec![(first, 1.0), (last, 1.0)] });
+        let title = format!("{} ({layer}): speed ratios", result.bench);
+        run.charts.push(lines(id("ratios"), title, "message size", "speed ratio, > 1: faster", true, series));
+    }
+    Ok(())
+}
+
+/// Resident memory of both processes over the run against the allowance.
+fn fabric_mem_chart(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let samples = v.get("samples").and_then(Value::as_array).cloned().unwrap_or_default();
+    let curve = |key: &str| -> Vec<(f64, f64)> {
+        samples.iter().filter_map(|s| Some((s.get("t_s")?.as_f64()?, s.get(key)?.as_f64()? / MIB))).collect()
+    };
+    let mut series = vec![
+        Series { name: "server RSS".into(), points: curve("server_rss_bytes") },
+        Series { name: "client RSS".into(), points: curve("client_rss_bytes") },
+    ];
+    if let (Some(allowed), Some(first), Some(last)) = (
+        v.pointer("/summary/allowed_bytes").and_then(Value::as_f64),
+        series[0].points.first().map(|p| p.0),
+        series[0].points.last().map(|p| p.0),
+    ) {
+        series.push(Series { name: "allowed (pool cap + overhead)".into(), points: vec![(first, allowed / MIB), (last, allowed / MIB)] });
+    }
+    run.charts.push(Chart {
+        id: id("rss"),
+        title: "fabric mem: resident memory under load".into(),
+        x_label: "seconds".into(),
+        y_label: "RSS, MiB".into(),
+        y_log: false,
+        kind: ChartKind::Lines { series, x_format: XFormat::Number, x_log: false },
+    });
+}
+
+/// The cache suite's points: one chart per operation (GET, SET, MIX; iget, bget, ...) and metric,
+/// one line per server.
+fn cache_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String, group_key: &str, metrics: &[(&str, &str, bool)]) {
+    let points = v.get("points").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut groups: Vec<String> = Vec::new();
+    let mut variants: Vec<String> = Vec::new();
+    for p in &points {
+        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        if !groups.contains(&text(group_key)) {
+            groups.push(text(group_key));
+        }
+        if !variants.contains(&text("variant")) {
+            variants.push(text("variant"));
+        }
+    }
+    for group in &groups {
+        for &(metric, y_label, y_log) in metrics {
+            let series = variants
+                .iter()
+                .map(|variant| Series {
+                    name: variant.clone(),
+                    points: points
+                        .iter()
+                        .filter(|p| p[group_key] == group.as_str() && p["variant"] == variant.as_str() && p["error"].is_null())
+                        .filter_map(|p| Some((p.get("size_bytes")?.as_f64()?, p.get(metric)?.as_f64()?)))
+                        .collect(),
+                })
+                .collect();
+            let title = format!("{} {group}: {y_label}", run.bench);
+            run.charts.push(lines(id(&format!("{group} {metric}")), title, "value size", y_label, y_log, series));
+        }
+    }
+}
+
+fn bars(id: String, title: String, x_label: &str, y_label: &str, bars: Vec<(String, f64)>) -> Chart {
+    Chart { id, title, x_label: x_label.into(), y_label: y_label.into(), y_log: false, kind: ChartKind::Bars { bars } }
+}
+
+/// Data larger than memory: average latency with the miss penalty and the share of gets answered,
+/// one bar per server.
+fn hybrid_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let spill = v.get("spill").and_then(Value::as_array).cloned().unwrap_or_default();
+    let bar_of = |key: &str| -> Vec<(String, f64)> {
+        spill
+            .iter()
+            .filter_map(|s| Some((s.get("server")?.as_str()?.to_string(), s.get(key)?.as_f64()?)))
+            .collect()
+    };
+    let latency = bar_of("us_avg_with_penalty");
+    if !latency.is_empty() {
+        let title = "mem hybrid: average get latency with the miss penalty".to_string();
+        run.charts.push(bars(id("latency"), title, "server", "us, average incl. penalty", latency));
+        let title = "mem hybrid: gets answered".to_string();
+        run.charts.push(bars(id("success"), title, "server", "% of gets that hit", bar_of("success_percent")));
+    }
+    let modes = v.pointer("/nb/modes").and_then(Value::as_array).cloned().unwrap_or_default();
+    let nb: Vec<(String, f64)> =
+        modes.iter().filter_map(|m| Some((m.get("mode")?.as_str()?.to_string(), m.get("ops_per_s")?.as_f64()?))).collect();
+    if !nb.is_empty() {
+        let title = "mem nb --hybrid: gets/s, blocking vs iget / bget".to_string();
+        run.charts.push(bars(id("nb"), title, "mode", "gets/s", nb));
+    }
+}
+
+/// Job time (median) per shuffle configuration, and executors' peak memory.
+fn spark_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
+    let bench = test.get("bench").and_then(Value::as_str).unwrap_or("spark");
+    let configs = test.get("configs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let bar_of = |pointer: &str, scale: f64| -> Vec<(String, f64)> {
+        configs
+            .iter()
+            .filter_map(|c| Some((c.get("name")?.as_str()?.to_string(), c.pointer(pointer)?.as_f64()? * scale)))
+            .collect()
+    };
+    let job = bar_of("/median/job_ms", 1e-3);
+    if !job.is_empty() {
+        run.charts.push(bars(id(&format!("{bench} job")), format!("{bench}: job time (median)"), "configuration", "seconds", job));
+    }
+    let rss = bar_of("/median/executor_peak_rss_mib", 1.0);
+    if !rss.is_empty() {
+        let title = format!("{bench}: largest executor's peak RSS (median)");
+        run.charts.push(bars(id(&format!("{bench} rss")), title, "configuration", "MiB", rss));
+    }
+    let failures: Vec<Vec<String>> = test
+        .get("failures")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| Some(vec![f.as_str()?.to_string()]))
+        .collect();
+    if !failures.is_empty() {
+        let table_id = id(&format!("{bench} failures"));
+        run.tables.push(Table { id: table_id, title: format!("{bench}: failures"), header: vec!["failure".into()], rows: failures });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The shape `spark/render.rs`'s `test_json` writes, cut to what the report reads.
+    #[test]
+    fn spark_all_gives_job_time_and_memory_bars_per_test() {
+        let test = |name: &str| {
+            json!({"bench": format!("spark {name}"), "configs": [
+                {"name": "vanilla", "median": {"job_ms": 12000.0, "executor_peak_rss_mib": 900.0}},
+                {"name": "plugin", "median": {"job_ms": 10000.0, "executor_peak_rss_mib": 1000.0}},
+                {"name": "plugin-tcp", "median": null, "error": "boom"}],
+              "failures": ["plugin-tcp: boom"]})
+        };
+        let v = json!({"bench": "spark all", "tests": [test("groupby"), test("sortby")]});
+        let run = run_of("ohb-spark-all.json", &v).unwrap();
+        assert_eq!(run.commit, "unknown commit");
+        assert_eq!(run.machine, "unknown machine");
+        let ids: Vec<&str> = run.charts.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["ohb-spark-all-spark-groupby-job", "ohb-spark-all-spark-groupby-rss", "ohb-spark-all-spark-sortby-job", "ohb-spark-all-spark-sortby-rss"]);
+        assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 12.0), ("plugin".into(), 10.0)] });
+        assert_eq!(run.tables.len(), 2);
+        assert_eq!(run.tables[0].rows, [vec!["plugin-tcp: boom".to_string()]]);
+    }
+
+    #[test]
+    fn unknown_results_are_an_error_naming_the_file() {
+        let e = run_of("x.json", &json!({"bench": "hbase ycsb"})).unwrap_err();
+        assert!(e.contains("x.json") && e.contains("hbase ycsb"), "{e}");
+    }
+
+    #[test]
+    fn targets_keep_their_verdict() {
+        let v = json!({"targets": [{"name": "a", "pass": true, "detail": "d"}, {"name": "b", "pass": null, "detail": ""}]});
+        let verdicts: Vec<String> = targets_of(&v).into_iter().map(|t| t.verdict).collect();
+        assert_eq!(verdicts, ["PASS", "reported"]);
+    }
+}
