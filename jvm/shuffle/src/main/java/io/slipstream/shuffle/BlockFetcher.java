@@ -37,8 +37,23 @@ import java.util.concurrent.TimeUnit;
  * naming one of the blocks concerned; the fetcher is then unusable and must be closed.
  */
 public final class BlockFetcher implements AutoCloseable {
-    /** A block to fetch: its expected length (a hint: the real one comes with the response) and the caller's tag. */
-    public record Wanted(MapOutputBlock block, long expectedBytes, Object tag) {}
+    /**
+     * A block to fetch: its expected length (a hint: the real one comes with the response), the
+     * most it can really have (a peer that says more is refused: nothing is allocated from a
+     * peer's word beyond this) and the caller's tag.
+     */
+    public record Wanted(MapOutputBlock block, long expectedBytes, long maxBytes, Object tag) {
+        public Wanted {
+            if (expectedBytes < 0 || maxBytes < 0) {
+                throw new IllegalArgumentException(block + ": negative size " + expectedBytes + " / " + maxBytes);
+            }
+        }
+
+        /** No bound but {@link #BLOCK_BYTES_MAX}. */
+        public Wanted(MapOutputBlock block, long expectedBytes, Object tag) {
+            this(block, expectedBytes, BLOCK_BYTES_MAX, tag);
+        }
+    }
 
     /**
      * Bounds of one fetcher.
@@ -79,7 +94,7 @@ public final class BlockFetcher implements AutoCloseable {
         }
     }
 
-    private record Sent(PeerQueue peer, Piece[] pieces, int reservation) {}
+    private record Sent(PeerQueue peer, Piece[] pieces, int reservation, byte[] requestTag) {}
 
     private record Completion(Sent sent, FabricBuffer response, Throwable error) {}
 
@@ -301,7 +316,8 @@ public final class BlockFetcher implements AutoCloseable {
                     .putLong(piece.offset()).putLong(piece.maxBytes());
         }
         body.flip();
-        Sent sent = new Sent(queue, batch.toArray(new Piece[0]), reservation);
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_FETCH, body);
+        Sent sent = new Sent(queue, batch.toArray(new Piece[0]), reservation, authenticator.requestTag(payload));
         bytesInFlight += reservation;
         requestsInFlight++;
         requestsSent++;
@@ -309,7 +325,7 @@ public final class BlockFetcher implements AutoCloseable {
         peakBytesInFlight = Math.max(peakBytesInFlight, bytesInFlight);
         peakRequestsInFlight = Math.max(peakRequestsInFlight, requestsInFlight);
         try {
-            queue.endpoint.requestAsync(ShuffleProtocol.OP_FETCH, authenticator.seal(ShuffleProtocol.OP_FETCH, body))
+            queue.endpoint.requestAsync(ShuffleProtocol.OP_FETCH, payload)
                     .whenComplete((response, error) -> completed(new Completion(sent, response, error)));
         } catch (RuntimeException e) {
             completed(new Completion(sent, null, e));
@@ -342,7 +358,8 @@ public final class BlockFetcher implements AutoCloseable {
         }
         Response response = new Response(completion.response(), sent.reservation());
         try {
-            ByteBuffer view = completion.response().byteBuffer();
+            ByteBuffer view = authenticator.openResponse(ShuffleProtocol.OP_FETCH, sent.requestTag(),
+                    completion.response().byteBuffer()).slice();
             ShuffleProtocol.need(view, ShuffleProtocol.RESPONSE_HEADER_BYTES);
             int count = view.getInt();
             if (count != sent.pieces().length) {
@@ -350,11 +367,20 @@ public final class BlockFetcher implements AutoCloseable {
             }
             ShuffleProtocol.need(view, count * ShuffleProtocol.RESPONSE_ENTRY_BYTES);
             int dataPosition = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+            // Never more than was asked for: the reservation is the response's budget.
+            if ((long) view.limit() - dataPosition > sent.reservation()) {
+                throw new ShuffleProtocol.ProtocolException((view.limit() - dataPosition) + " bytes of data for "
+                        + sent.reservation() + " asked");
+            }
             for (Piece piece : sent.pieces()) {
                 long total = view.getLong();
                 int returned = view.getInt();
+                if (total < 0 || total > piece.wanted().maxBytes()) {
+                    throw new ShuffleProtocol.ProtocolException(piece.wanted().block() + " said to have " + total
+                            + " bytes; it can have at most " + piece.wanted().maxBytes());
+                }
                 long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
-                if (total < 0 || piece.offset() > total || returned < 0 || returned > end - piece.offset()
+                if (piece.offset() > total || returned < 0 || returned > end - piece.offset()
                         || (long) dataPosition + returned > view.limit()) {
                     throw new ShuffleProtocol.ProtocolException(piece.wanted().block() + ": bad entry (" + total + " bytes, "
                             + returned + " returned from " + piece.offset() + ")");
@@ -362,6 +388,11 @@ public final class BlockFetcher implements AutoCloseable {
                 accept(sent.peer(), piece, total, returned, view, dataPosition, response);
                 dataPosition += returned;
             }
+            if (dataPosition != view.limit()) {
+                throw new ShuffleProtocol.ProtocolException((view.limit() - dataPosition) + " bytes beyond the entries");
+            }
+        } catch (RequestAuthenticator.AuthenticationException e) {
+            throw fail(sent.pieces()[0].wanted(), sent.peer().peer, "response from " + sent.peer().peer + " refused: " + e.getMessage(), e);
         } catch (ShuffleProtocol.ProtocolException e) {
             throw fail(sent.pieces()[0].wanted(), sent.peer().peer, "malformed response from " + sent.peer().peer + ": " + e.getMessage(), e);
         } finally {

@@ -62,14 +62,23 @@ public final class ShuffleServer {
             request.fail(e.getMessage());
             return;
         }
+        byte[] requestTag = authenticator.requestTag(request.payloadBuffer());
         try {
             switch (request.op()) {
-                case ShuffleProtocol.OP_FETCH -> fetch(request, body);
-                case ShuffleProtocol.OP_REGISTER -> request.respond(requireDirectory().register(body));
-                case ShuffleProtocol.OP_LOOKUP -> request.respond(requireDirectory().lookup(body));
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag);
+                case ShuffleProtocol.OP_REGISTER -> request.respond(
+                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().register(body)));
+                case ShuffleProtocol.OP_LOOKUP -> request.respond(
+                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().lookup(body)));
                 default -> request.fail("unknown operation " + request.op());
             }
-        } catch (ShuffleProtocol.ProtocolException | IllegalStateException | IOException e) {
+        } catch (ShuffleProtocol.ProtocolException | PeerDirectory.RegistrationRefused e) {
+            refused.incrementAndGet();
+            LOG.warn("slipstream: refused a request: {}", e.getMessage());
+            if (!request.isAnswered()) {
+                request.fail(e.getMessage());
+            }
+        } catch (IllegalStateException | IOException e) {
             if (!request.isAnswered()) {
                 request.fail(e.getMessage());
             }
@@ -83,7 +92,7 @@ public final class ShuffleServer {
         return directory;
     }
 
-    private void fetch(FabricRequest request, ByteBuffer body) throws IOException {
+    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }
@@ -94,7 +103,8 @@ public final class ShuffleServer {
             throw new ShuffleProtocol.ProtocolException("bad entry count " + count);
         }
         ShuffleProtocol.need(body, count * ShuffleProtocol.FETCH_ENTRY_BYTES);
-        int headerBytes = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+        int tagBytes = authenticator.responseHeaderBytes();
+        int headerBytes = tagBytes + ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
         if (budget < 0 || budget > responseBytesMax - headerBytes) {
             throw new ShuffleProtocol.ProtocolException("bad response budget " + budget);
         }
@@ -132,6 +142,7 @@ public final class ShuffleServer {
         FabricBuffer response = node.allocate(headerBytes + dataBytes);
         try {
             ByteBuffer out = response.byteBuffer();
+            out.position(tagBytes);
             out.putInt(count);
             for (int i = 0; i < count; i++) {
                 out.putLong(blockBytes[i]).putInt(given[i]);
@@ -149,6 +160,7 @@ public final class ShuffleServer {
             if (out.position() != headerBytes + dataBytes) {
                 throw new IllegalStateException("response filled " + out.position() + " of " + (headerBytes + dataBytes) + " bytes");
             }
+            authenticator.signResponse(request.op(), requestTag, out.duplicate().clear().limit(headerBytes + dataBytes));
             fetchRequests.incrementAndGet();
             bytesServed.addAndGet(dataBytes);
             request.respond(response);

@@ -60,10 +60,22 @@ final class FabricShuffleRuntime implements AutoCloseable {
     static FabricShuffleRuntime startDriver(SlipstreamConf conf, String host) throws FabricUnavailableException {
         RequestAuthenticator authenticator = authenticator(conf);
         FabricNode node = nodeConfig(conf, host).start();
-        PeerDirectory directory = new PeerDirectory();
+        PeerDirectory directory = new PeerDirectory(FabricShuffleRuntime::executorAlive);
         ShuffleServer server = new ShuffleServer(node, null, null, directory, authenticator);
         server.start(1);
         return new FabricShuffleRuntime(conf, node, authenticator, server, null, directory, null, null, null);
+    }
+
+    /**
+     * Driver: whether Spark's block manager master knows {@code executorId} as a running executor
+     * (it forgets lost ones). The directory accepts registrations only from those, and forgets the others.
+     */
+    private static boolean executorAlive(String executorId) {
+        SparkEnv env = SparkEnv.get();
+        if (env == null || env.blockManager() == null || env.blockManager().master() == null) {
+            return false;
+        }
+        return env.blockManager().master().getExecutorEndpointRef(executorId).isDefined();
     }
 
     /** An executor's side: serves its map outputs and registers with the driver's directory. */

@@ -92,6 +92,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         List<BlockFetcher.Wanted> local = new ArrayList<>();
         Map<InetSocketAddress, List<BlockFetcher.Wanted>> remote = new LinkedHashMap<>();
         Map<String, InetSocketAddress> addresses = new HashMap<>();
+        int partitions = handle.dependency().partitioner().numPartitions();
         Iterator<Tuple2<BlockManagerId, scala.collection.Seq<Tuple3<BlockId, Object, Object>>>> byAddress =
                 tracker.getMapSizesByExecutorId(handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
         while (byAddress.hasNext()) {
@@ -109,6 +110,8 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                                     + " serves no map outputs over the fabric (spark.slipstream.fallback=never)");
                         }
                         // That executor serves no fabric: read this task's blocks the way Spark does.
+                        FallbackLog.once("reduce tasks that need blocks of executor " + address.executorId() + " read",
+                                "that executor serves no map outputs over the fabric (it runs without it)");
                         return sparkReader.get().read();
                     }
                     peer = found.get();
@@ -119,10 +122,20 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             while (blocks.hasNext()) {
                 Tuple3<BlockId, Object, Object> block = blocks.next();
                 if (!(block._1() instanceof ShuffleBlockId id)) {
+                    // Not a plain map-output block (e.g. push-based shuffle's merged chunks): the fabric serves none.
+                    String what = "a block of type " + block._1().getClass().getSimpleName() + " (" + block._1() + ")";
+                    if (runtime.conf.fallback == SlipstreamConf.Fallback.NEVER) {
+                        throw new IllegalStateException("slipstream: " + what + " cannot be fetched over the fabric, which"
+                                + " serves map outputs only (spark.slipstream.fallback=never)");
+                    }
+                    FallbackLog.once("reduce tasks with blocks of type " + block._1().getClass().getSimpleName() + " read",
+                            "the fabric serves map outputs only (" + block._1() + ")");
                     return sparkReader.get().read();
                 }
+                long expectedBytes = (Long) block._2();
                 BlockFetcher.Wanted wanted = new BlockFetcher.Wanted(new MapOutputBlock(id.shuffleId(), id.mapId(), id.reduceId()),
-                        (Long) block._2(), new Origin(address, id, (Integer) block._3()));
+                        expectedBytes, runtime.conf.blockBytesBound(expectedBytes, partitions),
+                        new Origin(address, id, (Integer) block._3()));
                 if (isLocal) {
                     local.add(wanted);
                 } else {
