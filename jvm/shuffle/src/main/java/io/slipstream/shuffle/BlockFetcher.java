@@ -232,6 +232,45 @@ public final class BlockFetcher implements AutoCloseable {
         assemblies.clear();
     }
 
+    /**
+     * Fetches {@code block} again from the peer that sent it, next in that peer's queue (e.g. its
+     * bytes failed to decompress: they may have been damaged on the way). The caller releases the
+     * block it had.
+     */
+    public void fetchAgain(FetchedBlock block) {
+        checkUsable();
+        PeerQueue queue = queueOf(block.peer());
+        queue.pieces.addFirst(new Piece(block.wanted(), 0, Long.MAX_VALUE));
+        blocksLeft++;
+    }
+
+    /**
+     * Asks the peer that sent {@code block} why it may be corrupt, given the checksum of the bytes
+     * received ({@code algorithm} names it); waits for the answer. Returns the peer's diagnosis,
+     * empty when it cannot tell; a failed request is a {@code FabricException}.
+     */
+    public String diagnose(FetchedBlock block, long checksumByReader, String algorithm) {
+        MapOutputBlock id = block.block();
+        ByteBuffer body = ByteBuffer.allocate(4 + 8 + 4 + 8 + ShuffleProtocol.stringBytes(algorithm));
+        body.putInt(id.shuffleId()).putLong(id.mapId()).putInt(id.partition()).putLong(checksumByReader);
+        ShuffleProtocol.putString(body, algorithm);
+        body.flip();
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_DIAGNOSE, body);
+        try (FabricBuffer response = queueOf(block.peer()).endpoint.request(ShuffleProtocol.OP_DIAGNOSE, payload)) {
+            return ShuffleProtocol.getString(authenticator.openResponse(ShuffleProtocol.OP_DIAGNOSE,
+                    authenticator.requestTag(payload), response.byteBuffer()));
+        }
+    }
+
+    private PeerQueue queueOf(InetSocketAddress peer) {
+        for (PeerQueue queue : peers) {
+            if (queue.peer.equals(peer)) {
+                return queue;
+            }
+        }
+        throw new IllegalArgumentException("no blocks were fetched from " + peer);
+    }
+
     public long fetchWaitNanos() {
         return fetchWaitNanos;
     }
@@ -411,7 +450,7 @@ public final class BlockFetcher implements AutoCloseable {
                 response.references++;
                 onRelease = response::unreference;
             }
-            deliver(wanted, data, onRelease);
+            deliver(queue, wanted, data, onRelease);
             return;
         }
         if (total > BLOCK_BYTES_MAX) {
@@ -440,12 +479,12 @@ public final class BlockFetcher implements AutoCloseable {
         }
         if (assembly != null && assembly.received == total) {
             assemblies.remove(wanted.block());
-            deliver(wanted, ByteBuffer.wrap(assembly.bytes), () -> {});
+            deliver(queue, wanted, ByteBuffer.wrap(assembly.bytes), () -> {});
         }
     }
 
-    private void deliver(Wanted wanted, ByteBuffer data, Runnable onRelease) {
-        ready.add(new FetchedBlock(wanted, data, block -> {
+    private void deliver(PeerQueue queue, Wanted wanted, ByteBuffer data, Runnable onRelease) {
+        ready.add(new FetchedBlock(wanted, queue.peer, data, block -> {
             delivered.remove(block);
             onRelease.run();
         }));

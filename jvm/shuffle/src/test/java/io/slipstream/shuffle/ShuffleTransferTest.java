@@ -42,7 +42,7 @@ class ShuffleTransferTest {
     }
 
     /** Map outputs written as the sort shuffle does: one data file per map, partitions back to back. */
-    private final class FileOutputs implements MapOutputSource {
+    private class FileOutputs implements MapOutputSource {
         final Map<Long, MapOutputFile> outputs = new HashMap<>();
         final Map<MapOutputBlock, byte[]> contents = new LinkedHashMap<>();
 
@@ -351,6 +351,49 @@ class ShuffleTransferTest {
         signed.put(signed.limit() - 1, (byte) 6);
         assertThrows(RequestAuthenticator.AuthenticationException.class,
                 () -> auth.openResponse(ShuffleProtocol.OP_FETCH, otherRequestTag, signed));
+    }
+
+    @Test
+    void a_block_damaged_on_the_way_is_fetched_again_and_its_server_diagnoses_it() throws Exception {
+        FileOutputs outputs = new FileOutputs() {
+            @Override
+            public String diagnoseCorruption(MapOutputBlock block, long checksumByReader, String algorithm) {
+                return "checked " + block + " " + checksumByReader + " " + algorithm;
+            }
+        };
+        outputs.write(0, 1, new int[] {1000, 2000, 3000}, 5);
+        FabricNode server = node(true);
+        System.setProperty(ShuffleServer.CORRUPT_PROPERTY, "1:1");
+        try {
+            new ShuffleServer(server, outputs, null, null, new RequestAuthenticator("s")).start(1);
+        } finally {
+            System.clearProperty(ShuffleServer.CORRUPT_PROPERTY);
+        }
+        FabricNode client = node(false);
+        MapOutputBlock damaged = new MapOutputBlock(0, 1, 1);
+        try (BlockFetcher fetcher = new BlockFetcher(client, new RequestAuthenticator("s"), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), outputs, -1))) {
+            fetcher.start();
+            Map<MapOutputBlock, byte[]> got = new HashMap<>();
+            int deliveries = 0;
+            while (fetcher.hasNext()) {
+                FetchedBlock block = fetcher.next();
+                deliveries++;
+                byte[] bytes = new byte[block.bytes()];
+                block.data().get(bytes);
+                if (!java.util.Arrays.equals(bytes, outputs.contents.get(block.block()))) {
+                    assertEquals(damaged, block.block(), "only the chosen partition is damaged");
+                    assertEquals("checked " + damaged + " 77 ADLER32", fetcher.diagnose(block, 77, "ADLER32"));
+                    block.release();
+                    fetcher.fetchAgain(block);
+                    continue;
+                }
+                got.put(block.block(), bytes);
+                block.release();
+            }
+            assertEquals(4, deliveries, "3 blocks, one of them twice");
+            outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block.toString()));
+        }
     }
 
     @Test

@@ -35,11 +35,19 @@ final class FabricShuffleRuntime implements AutoCloseable {
     private final ThreadPoolExecutor prefetcher;
     private final SparkMapOutputSource source;
     private final IndexShuffleBlockResolver resolver;
+    /** Executors: what their reduce tasks received over the fabric; null on the driver. */
+    final FabricReadCounters readCounters;
+    private final String executorId;
 
     private FabricShuffleRuntime(SlipstreamConf conf, FabricNode node, RequestAuthenticator authenticator, ShuffleServer server,
             MapOutputCache cache, PeerDirectory directory, PeerDirectoryClient directoryClient, SparkMapOutputSource source,
-            IndexShuffleBlockResolver resolver) {
+            IndexShuffleBlockResolver resolver, String executorId) {
         this.resolver = resolver;
+        this.executorId = executorId;
+        this.readCounters = executorId == null ? null : new FabricReadCounters();
+        if (readCounters != null) {
+            readCounters.register();
+        }
         this.conf = conf;
         this.node = node;
         this.authenticator = authenticator;
@@ -63,7 +71,7 @@ final class FabricShuffleRuntime implements AutoCloseable {
         PeerDirectory directory = new PeerDirectory(FabricShuffleRuntime::executorAlive);
         ShuffleServer server = new ShuffleServer(node, null, null, directory, authenticator);
         server.start(1);
-        return new FabricShuffleRuntime(conf, node, authenticator, server, null, directory, null, null, null);
+        return new FabricShuffleRuntime(conf, node, authenticator, server, null, directory, null, null, null, null);
     }
 
     /**
@@ -92,7 +100,8 @@ final class FabricShuffleRuntime implements AutoCloseable {
             directoryClient.register(executorId, node.localAddress());
             LOG.info("slipstream: executor {} serves map outputs over the fabric at {} ({} transport)", executorId,
                     node.localAddress(), conf.transport);
-            return new FabricShuffleRuntime(conf, node, authenticator, server, cache, null, directoryClient, source, resolver);
+            return new FabricShuffleRuntime(conf, node, authenticator, server, cache, null, directoryClient, source, resolver,
+                    executorId);
         } catch (RuntimeException e) {
             node.close();
             throw e;
@@ -147,6 +156,9 @@ final class FabricShuffleRuntime implements AutoCloseable {
         if (server != null && cache != null) {
             LOG.info("slipstream: served {} fetch requests, {} bytes; cache {} hits, {} misses, {} outputs cached",
                     server.fetchRequests(), server.bytesServed(), cache.hits(), cache.misses(), cache.inserted());
+        }
+        if (readCounters != null) {
+            readCounters.unregister(executorId);
         }
         if (cache != null) {
             cache.close();

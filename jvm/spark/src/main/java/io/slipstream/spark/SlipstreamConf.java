@@ -39,6 +39,11 @@ final class SlipstreamConf {
     final int requestBytesMax;
     final boolean authenticate;
     final boolean networkCrypto;
+    /** Spark's corrupt-block handling (see CorruptBlocks). */
+    final boolean detectCorrupt;
+    final boolean detectCorruptUseExtraMemory;
+    final boolean checksumEnabled;
+    final String checksumAlgorithm;
     /** Spark's MapStatus: above this many partitions, small blocks' sizes are an average (HighlyCompressedMapStatus). */
     final int highlyCompressedPartitionsMin;
     /** ...and blocks above this are recorded (nearly) exactly. */
@@ -59,6 +64,10 @@ final class SlipstreamConf {
         requestBytesMax = requestBytesMax(maxBytesInFlight);
         authenticate = conf.getBoolean("spark.authenticate", false);
         networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
+        detectCorrupt = conf.getBoolean("spark.shuffle.detectCorrupt", true);
+        detectCorruptUseExtraMemory = conf.getBoolean("spark.shuffle.detectCorrupt.useExtraMemory", false);
+        checksumEnabled = conf.getBoolean("spark.shuffle.checksum.enabled", true);
+        checksumAlgorithm = conf.get("spark.shuffle.checksum.algorithm", "ADLER32");
         highlyCompressedPartitionsMin = conf.getInt("spark.shuffle.minNumPartitionsToHighlyCompress", 2000);
         accurateBlockThresholdBytes = conf.getSizeAsBytes("spark.shuffle.accurateBlockThreshold", "100m");
         if (cacheBytes < 0 || cacheBytes > bufferCapBytes / 2) {
