@@ -22,9 +22,10 @@ import org.apache.spark.api.java.JavaSparkContext;
  * it (vanilla Spark, or a plugin that fell back) count as absent, not as zero.
  *
  * <p>Spark cannot address a task to an executor, so a probe job of a few short tasks per executor runs until every
- * registered executor has answered (bounded rounds).
+ * registered executor has answered (bounded rounds). The executors need this class on their class path (the
+ * application's jar). Also used by the integration tests' scenario application (jvm/spark-it).
  */
-final class FabricReadProbe {
+public final class FabricReadProbe {
     static final String OBJECT_NAME = "io.slipstream:type=SparkShuffleFabricReads";
     static final int TASKS_PER_EXECUTOR = 4;
     static final int ROUNDS_MAX = 20;
@@ -32,7 +33,7 @@ final class FabricReadProbe {
     static final long TASK_MS = 25;
 
     /** Totals over the executors: {bytes, blocks}, or null when no executor has the counters. */
-    record Totals(long bytes, long blocks, int executorsWithCounters, int executors) {}
+    public record Totals(long bytes, long blocks, int executorsWithCounters, int executors) {}
 
     private FabricReadProbe() {
     }
@@ -59,7 +60,7 @@ final class FabricReadProbe {
     }
 
     /** Reads every executor's counters (the driver's too in local mode, where it is the only executor). */
-    static Totals read(JavaSparkContext sc, int executors) {
+    public static Totals read(JavaSparkContext sc, int executors) {
         Set<String> expected = new HashSet<>(scala.jdk.javaapi.CollectionConverters.asJava(sc.sc().getExecutorIds()));
         int tasks = Math.max(1, executors) * TASKS_PER_EXECUTOR;
         Map<String, long[]> seen = new HashMap<>();

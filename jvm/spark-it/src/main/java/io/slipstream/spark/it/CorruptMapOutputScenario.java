@@ -7,7 +7,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.stream.Stream;
+import org.apache.spark.Dependency;
 import org.apache.spark.ShuffleDependency;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
@@ -37,7 +39,7 @@ final class CorruptMapOutputScenario extends Scenario {
         JavaSparkContext sc = JavaSparkContext.fromSparkContext(spark.sparkContext());
         JavaPairRDD<Long, Iterable<byte[]>> groups = data.generate(sc).groupByKey(REDUCERS);
         long groupCount = groups.count();
-        int shuffleId = ((ShuffleDependency<?, ?, ?>) groups.rdd().dependencies().head()).shuffleId();
+        int shuffleId = shuffleIdOf(groups.rdd());
         int flipped = flipOneExecutorsBlocks(Path.of(sc.getConf().get("spark.local.dir")), shuffleId);
         System.out.println("CORRUPTED " + NAME + " " + flipped + " blocks of shuffle " + shuffleId + " (" + groupCount + " groups)");
         if (flipped == 0) {
@@ -50,6 +52,17 @@ final class CorruptMapOutputScenario extends Scenario {
     @Override
     public Outcome reference() {
         return new RddScenarios.GroupByKey(NAME, data, REDUCERS).reference();
+    }
+
+    /** The shuffle nearest to {@code rdd} in its lineage (groupByKey's result maps over the shuffled RDD). */
+    private static int shuffleIdOf(RDD<?> rdd) {
+        for (RDD<?> next = rdd; ; ) {
+            Dependency<?> dependency = next.dependencies().head();
+            if (dependency instanceof ShuffleDependency<?, ?, ?> shuffle) {
+                return shuffle.shuffleId();
+            }
+            next = dependency.rdd();
+        }
     }
 
     /** Flips the middle byte of each non-empty block of the shuffle's data files in the first executor's folder. */

@@ -74,8 +74,10 @@ class PluginPoliciesTest {
         assertTrue(logs.contains("serves map outputs over the fabric"), "the executors did not start the fabric\n" + run.logs());
         assertFalse(logs.contains("refused a request"), "a request was refused\n" + run.logs());
         assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
-        assertEquals(run.metric("remoteBytesRead"), fabricBytesRead(logs, 2),
+        assertEquals(2, run.metric("fabricCountingExecutors"), run.logs());
+        assertEquals(run.metric("remoteBytesRead"), run.metric("fabricRemoteBytes"),
                 "the executors' fabric counters differ from Spark's remote-bytes metric\n" + run.logs());
+        assertEquals(run.metric("remoteBlocksFetched"), run.metric("fabricRemoteBlocks"), run.logs());
     }
 
     /**
@@ -89,20 +91,30 @@ class PluginPoliciesTest {
         assertCorrect(run);
         assertEquals(0, run.metric("remoteBytesRead"), "blocks of this host were read remotely\n" + run.logs());
         assertTrue(run.metric("localBytesRead") > 0, run.logs());
-        assertEquals(0, fabricBytesRead(allLogs(run), 2), "the fabric carried blocks of this host\n" + run.logs());
+        assertEquals(2, run.metric("fabricCountingExecutors"), "the executors run without the fabric\n" + run.logs());
+        assertEquals(0, run.metric("fabricRemoteBytes"), "the fabric carried blocks of this host\n" + run.logs());
         assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
     }
 
-    /** The sum of the executors' "read N remote blocks, B bytes over the fabric" lines; fails unless {@code executors} said it. */
-    static long fabricBytesRead(String logs, int executors) {
-        java.util.regex.Matcher line = java.util.regex.Pattern
-                .compile("executor (\\S+) read (\\d+) remote blocks, (\\d+) bytes over the fabric").matcher(logs);
-        java.util.Map<String, Long> byExecutor = new java.util.HashMap<>();
-        while (line.find()) {
-            byExecutor.put(line.group(1), Long.parseLong(line.group(3)));
-        }
-        assertEquals(executors, byExecutor.size(), "executors that logged their fabric counters: " + byExecutor);
-        return byExecutor.values().stream().mapToLong(Long::longValue).sum();
+    /**
+     * Dynamic allocation with shuffle tracking (no external shuffle service): executors without shuffle data may go
+     * after a second idle, those holding map outputs stay until their shuffles are done, as with Spark's own shuffle.
+     */
+    @Test
+    void dynamic_allocation_with_shuffle_tracking_works_as_with_spark_s_shuffle() throws Exception {
+        Map<String, String> conf = new LinkedHashMap<>();
+        conf.put("spark.slipstream.fallback", "never");
+        conf.put("spark.dynamicAllocation.enabled", "true");
+        conf.put("spark.dynamicAllocation.shuffleTracking.enabled", "true");
+        conf.put("spark.dynamicAllocation.initialExecutors", "2");
+        conf.put("spark.dynamicAllocation.minExecutors", "0");
+        conf.put("spark.dynamicAllocation.maxExecutors", "2");
+        conf.put("spark.dynamicAllocation.executorIdleTimeout", "1s");
+        ApplicationRun run = plugin("dynamic-allocation", conf);
+        assertCorrect(run);
+        assertTrue(run.metric("remoteBytesRead") > 0, run.logs());
+        assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+        assertTrue(allLogs(run).contains("serves map outputs over the fabric"), run.logs());
     }
 
     /**
