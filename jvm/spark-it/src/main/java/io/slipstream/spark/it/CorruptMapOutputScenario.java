@@ -5,7 +5,9 @@ import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.apache.spark.Dependency;
 import org.apache.spark.ShuffleDependency;
@@ -68,11 +70,13 @@ final class CorruptMapOutputScenario extends Scenario {
     /** Flips the middle byte of each non-empty block of the shuffle's data files in the first executor's folder. */
     static int flipOneExecutorsBlocks(Path localDir, int shuffleId) throws IOException {
         String prefix = "shuffle_" + shuffleId + "_";
-        List<Path> dataFiles;
+        // Spark hashes each file's name to a subfolder of its own: a data file and its index are found by name.
+        Map<String, Path> byName = new HashMap<>();
         try (Stream<Path> files = Files.walk(localDir)) {
-            dataFiles = files.filter(f -> f.getFileName().toString().startsWith(prefix) && f.toString().endsWith("_0.data"))
-                    .sorted().toList();
+            files.filter(f -> f.getFileName().toString().startsWith(prefix))
+                    .forEach(f -> byName.put(executorFolder(f) + "/" + f.getFileName(), f));
         }
+        List<Path> dataFiles = byName.values().stream().filter(f -> f.toString().endsWith("_0.data")).sorted().toList();
         if (dataFiles.isEmpty()) {
             return 0;
         }
@@ -82,7 +86,10 @@ final class CorruptMapOutputScenario extends Scenario {
             if (!executorFolder(dataFile).equals(firstExecutor)) {
                 continue;
             }
-            Path index = dataFile.resolveSibling(dataFile.getFileName().toString().replace(".data", ".index"));
+            Path index = byName.get(firstExecutor + "/" + dataFile.getFileName().toString().replace(".data", ".index"));
+            if (index == null) {
+                throw new IOException("no index file for " + dataFile);
+            }
             long[] offsets = readOffsets(index);
             try (RandomAccessFile file = new RandomAccessFile(dataFile.toFile(), "rw")) {
                 for (int p = 0; p + 1 < offsets.length; p++) {
