@@ -37,8 +37,23 @@ import java.util.concurrent.TimeUnit;
  * naming one of the blocks concerned; the fetcher is then unusable and must be closed.
  */
 public final class BlockFetcher implements AutoCloseable {
-    /** A block to fetch: its expected length (a hint: the real one comes with the response) and the caller's tag. */
-    public record Wanted(MapOutputBlock block, long expectedBytes, Object tag) {}
+    /**
+     * A block to fetch: its expected length (a hint: the real one comes with the response), the
+     * most it can really have (a peer that says more is refused: nothing is allocated from a
+     * peer's word beyond this) and the caller's tag.
+     */
+    public record Wanted(MapOutputBlock block, long expectedBytes, long maxBytes, Object tag) {
+        public Wanted {
+            if (expectedBytes < 0 || maxBytes < 0) {
+                throw new IllegalArgumentException(block + ": negative size " + expectedBytes + " / " + maxBytes);
+            }
+        }
+
+        /** No bound but {@link #BLOCK_BYTES_MAX}. */
+        public Wanted(MapOutputBlock block, long expectedBytes, Object tag) {
+            this(block, expectedBytes, BLOCK_BYTES_MAX, tag);
+        }
+    }
 
     /**
      * Bounds of one fetcher.
@@ -79,7 +94,7 @@ public final class BlockFetcher implements AutoCloseable {
         }
     }
 
-    private record Sent(PeerQueue peer, Piece[] pieces, int reservation) {}
+    private record Sent(PeerQueue peer, Piece[] pieces, int reservation, byte[] requestTag) {}
 
     private record Completion(Sent sent, FabricBuffer response, Throwable error) {}
 
@@ -217,6 +232,45 @@ public final class BlockFetcher implements AutoCloseable {
         assemblies.clear();
     }
 
+    /**
+     * Fetches {@code block} again from the peer that sent it, next in that peer's queue (e.g. its
+     * bytes failed to decompress: they may have been damaged on the way). The caller releases the
+     * block it had.
+     */
+    public void fetchAgain(FetchedBlock block) {
+        checkUsable();
+        PeerQueue queue = queueOf(block.peer());
+        queue.pieces.addFirst(new Piece(block.wanted(), 0, Long.MAX_VALUE));
+        blocksLeft++;
+    }
+
+    /**
+     * Asks the peer that sent {@code block} why it may be corrupt, given the checksum of the bytes
+     * received ({@code algorithm} names it); waits for the answer. Returns the peer's diagnosis,
+     * empty when it cannot tell; a failed request is a {@code FabricException}.
+     */
+    public String diagnose(FetchedBlock block, long checksumByReader, String algorithm) {
+        MapOutputBlock id = block.block();
+        ByteBuffer body = ByteBuffer.allocate(4 + 8 + 4 + 8 + ShuffleProtocol.stringBytes(algorithm));
+        body.putInt(id.shuffleId()).putLong(id.mapId()).putInt(id.partition()).putLong(checksumByReader);
+        ShuffleProtocol.putString(body, algorithm);
+        body.flip();
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_DIAGNOSE, body);
+        try (FabricBuffer response = queueOf(block.peer()).endpoint.request(ShuffleProtocol.OP_DIAGNOSE, payload)) {
+            return ShuffleProtocol.getString(authenticator.openResponse(ShuffleProtocol.OP_DIAGNOSE,
+                    authenticator.requestTag(payload), response.byteBuffer()));
+        }
+    }
+
+    private PeerQueue queueOf(InetSocketAddress peer) {
+        for (PeerQueue queue : peers) {
+            if (queue.peer.equals(peer)) {
+                return queue;
+            }
+        }
+        throw new IllegalArgumentException("no blocks were fetched from " + peer);
+    }
+
     public long fetchWaitNanos() {
         return fetchWaitNanos;
     }
@@ -301,7 +355,8 @@ public final class BlockFetcher implements AutoCloseable {
                     .putLong(piece.offset()).putLong(piece.maxBytes());
         }
         body.flip();
-        Sent sent = new Sent(queue, batch.toArray(new Piece[0]), reservation);
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_FETCH, body);
+        Sent sent = new Sent(queue, batch.toArray(new Piece[0]), reservation, authenticator.requestTag(payload));
         bytesInFlight += reservation;
         requestsInFlight++;
         requestsSent++;
@@ -309,7 +364,7 @@ public final class BlockFetcher implements AutoCloseable {
         peakBytesInFlight = Math.max(peakBytesInFlight, bytesInFlight);
         peakRequestsInFlight = Math.max(peakRequestsInFlight, requestsInFlight);
         try {
-            queue.endpoint.requestAsync(ShuffleProtocol.OP_FETCH, authenticator.seal(ShuffleProtocol.OP_FETCH, body))
+            queue.endpoint.requestAsync(ShuffleProtocol.OP_FETCH, payload)
                     .whenComplete((response, error) -> completed(new Completion(sent, response, error)));
         } catch (RuntimeException e) {
             completed(new Completion(sent, null, e));
@@ -342,7 +397,8 @@ public final class BlockFetcher implements AutoCloseable {
         }
         Response response = new Response(completion.response(), sent.reservation());
         try {
-            ByteBuffer view = completion.response().byteBuffer();
+            ByteBuffer view = authenticator.openResponse(ShuffleProtocol.OP_FETCH, sent.requestTag(),
+                    completion.response().byteBuffer()).slice();
             ShuffleProtocol.need(view, ShuffleProtocol.RESPONSE_HEADER_BYTES);
             int count = view.getInt();
             if (count != sent.pieces().length) {
@@ -350,11 +406,20 @@ public final class BlockFetcher implements AutoCloseable {
             }
             ShuffleProtocol.need(view, count * ShuffleProtocol.RESPONSE_ENTRY_BYTES);
             int dataPosition = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+            // Never more than was asked for: the reservation is the response's budget.
+            if ((long) view.limit() - dataPosition > sent.reservation()) {
+                throw new ShuffleProtocol.ProtocolException((view.limit() - dataPosition) + " bytes of data for "
+                        + sent.reservation() + " asked");
+            }
             for (Piece piece : sent.pieces()) {
                 long total = view.getLong();
                 int returned = view.getInt();
+                if (total < 0 || total > piece.wanted().maxBytes()) {
+                    throw new ShuffleProtocol.ProtocolException(piece.wanted().block() + " said to have " + total
+                            + " bytes; it can have at most " + piece.wanted().maxBytes());
+                }
                 long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
-                if (total < 0 || piece.offset() > total || returned < 0 || returned > end - piece.offset()
+                if (piece.offset() > total || returned < 0 || returned > end - piece.offset()
                         || (long) dataPosition + returned > view.limit()) {
                     throw new ShuffleProtocol.ProtocolException(piece.wanted().block() + ": bad entry (" + total + " bytes, "
                             + returned + " returned from " + piece.offset() + ")");
@@ -362,6 +427,11 @@ public final class BlockFetcher implements AutoCloseable {
                 accept(sent.peer(), piece, total, returned, view, dataPosition, response);
                 dataPosition += returned;
             }
+            if (dataPosition != view.limit()) {
+                throw new ShuffleProtocol.ProtocolException((view.limit() - dataPosition) + " bytes beyond the entries");
+            }
+        } catch (RequestAuthenticator.AuthenticationException e) {
+            throw fail(sent.pieces()[0].wanted(), sent.peer().peer, "response from " + sent.peer().peer + " refused: " + e.getMessage(), e);
         } catch (ShuffleProtocol.ProtocolException e) {
             throw fail(sent.pieces()[0].wanted(), sent.peer().peer, "malformed response from " + sent.peer().peer + ": " + e.getMessage(), e);
         } finally {
@@ -380,7 +450,7 @@ public final class BlockFetcher implements AutoCloseable {
                 response.references++;
                 onRelease = response::unreference;
             }
-            deliver(wanted, data, onRelease);
+            deliver(queue, wanted, data, onRelease);
             return;
         }
         if (total > BLOCK_BYTES_MAX) {
@@ -409,12 +479,12 @@ public final class BlockFetcher implements AutoCloseable {
         }
         if (assembly != null && assembly.received == total) {
             assemblies.remove(wanted.block());
-            deliver(wanted, ByteBuffer.wrap(assembly.bytes), () -> {});
+            deliver(queue, wanted, ByteBuffer.wrap(assembly.bytes), () -> {});
         }
     }
 
-    private void deliver(Wanted wanted, ByteBuffer data, Runnable onRelease) {
-        ready.add(new FetchedBlock(wanted, data, block -> {
+    private void deliver(PeerQueue queue, Wanted wanted, ByteBuffer data, Runnable onRelease) {
+        ready.add(new FetchedBlock(wanted, queue.peer, data, block -> {
             delivered.remove(block);
             onRelease.run();
         }));

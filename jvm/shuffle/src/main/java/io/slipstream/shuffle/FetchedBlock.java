@@ -9,18 +9,30 @@ import java.nio.ByteBuffer;
  */
 public final class FetchedBlock {
     private final BlockFetcher.Wanted wanted;
+    private final java.net.InetSocketAddress peer;
     private final ByteBuffer data;
     private final java.util.function.Consumer<FetchedBlock> onRelease;
     private boolean released;
 
-    FetchedBlock(BlockFetcher.Wanted wanted, ByteBuffer data, java.util.function.Consumer<FetchedBlock> onRelease) {
+    FetchedBlock(BlockFetcher.Wanted wanted, java.net.InetSocketAddress peer, ByteBuffer data,
+            java.util.function.Consumer<FetchedBlock> onRelease) {
         this.wanted = wanted;
+        this.peer = peer;
         this.data = data;
         this.onRelease = onRelease;
     }
 
     public MapOutputBlock block() {
         return wanted.block();
+    }
+
+    BlockFetcher.Wanted wanted() {
+        return wanted;
+    }
+
+    /** The peer that sent it. */
+    public java.net.InetSocketAddress peer() {
+        return peer;
     }
 
     /** The caller's tag given with the block (e.g. the engine's own block and address). */

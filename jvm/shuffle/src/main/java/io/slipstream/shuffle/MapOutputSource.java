@@ -17,6 +17,16 @@ public interface MapOutputSource {
      */
     MapOutputFile mapOutput(int shuffleId, long mapId) throws IOException;
 
+    /**
+     * Why a reader that received {@code block} with the checksum {@code checksumByReader}
+     * ({@code algorithm}) found it corrupt: the engine's own diagnosis, from the block's file and
+     * what the engine recorded when it wrote it (Spark: its checksum files; the answer is one of
+     * its {@code Cause} names). Null when the engine cannot tell.
+     */
+    default String diagnoseCorruption(MapOutputBlock block, long checksumByReader, String algorithm) throws IOException {
+        return null;
+    }
+
     /** {@code length} bytes of {@code file} from {@code offset}. */
     record Segment(Path file, long offset, long length) {
         public Segment {

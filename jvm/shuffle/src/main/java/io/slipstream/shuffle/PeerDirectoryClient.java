@@ -29,10 +29,17 @@ public final class PeerDirectoryClient {
         ShuffleProtocol.putString(body, peerId);
         ShuffleProtocol.putString(body, host);
         body.putInt(address.getPort()).flip();
-        coordinator.request(ShuffleProtocol.OP_REGISTER, authenticator.seal(ShuffleProtocol.OP_REGISTER, body)).release();
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_REGISTER, body);
+        try (FabricBuffer response = coordinator.request(ShuffleProtocol.OP_REGISTER, payload)) {
+            authenticator.openResponse(ShuffleProtocol.OP_REGISTER, authenticator.requestTag(payload), response.byteBuffer());
+        }
     }
 
-    /** The address serving {@code peerId}'s map outputs, or empty if it has none (it runs without the fabric). */
+    /**
+     * The address serving {@code peerId}'s map outputs, or empty if it has none (it runs without
+     * the fabric). A peer the coordinator knows to be gone is a {@link PeerGoneException}; a
+     * response that fails authentication an {@link RequestAuthenticator.AuthenticationException}.
+     */
     public Optional<InetSocketAddress> lookup(String peerId) {
         Optional<InetSocketAddress> cached = known.get(peerId);
         if (cached != null && cached.isPresent()) {
@@ -42,11 +49,18 @@ public final class PeerDirectoryClient {
         ShuffleProtocol.putString(body, peerId);
         body.flip();
         Optional<InetSocketAddress> found;
-        try (FabricBuffer response = coordinator.request(ShuffleProtocol.OP_LOOKUP, authenticator.seal(ShuffleProtocol.OP_LOOKUP, body))) {
-            ByteBuffer in = response.byteBuffer();
+        ByteBuffer payload = authenticator.seal(ShuffleProtocol.OP_LOOKUP, body);
+        try (FabricBuffer response = coordinator.request(ShuffleProtocol.OP_LOOKUP, payload)) {
+            ByteBuffer in = authenticator.openResponse(ShuffleProtocol.OP_LOOKUP, authenticator.requestTag(payload), response.byteBuffer());
             ShuffleProtocol.need(in, 1);
-            if (in.get() == 0) {
+            byte status = in.get();
+            if (status == PeerDirectory.GONE) {
+                known.remove(peerId);
+                throw new PeerGoneException(peerId + " is gone (its engine lost it)");
+            } else if (status == PeerDirectory.UNKNOWN) {
                 found = Optional.empty();
+            } else if (status != PeerDirectory.FOUND) {
+                throw new ShuffleProtocol.ProtocolException("bad lookup status " + status);
             } else {
                 String host = ShuffleProtocol.getString(in);
                 ShuffleProtocol.need(in, 4);
@@ -57,5 +71,14 @@ public final class PeerDirectoryClient {
             known.put(peerId, found);
         }
         return found;
+    }
+
+    /** The coordinator says the peer is gone: its map outputs are lost. */
+    public static final class PeerGoneException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        public PeerGoneException(String message) {
+            super(message);
+        }
     }
 }

@@ -11,7 +11,8 @@ import java.nio.charset.StandardCharsets;
  * FETCH request body:  i32 responseBytesMax, i32 count, count x (i32 shuffle, i64 map, i32 partition, i64 offset, i64 maxBytes)
  * FETCH response:      i32 count, count x (i64 blockBytes, i32 returnedBytes), then the returned bytes in entry order
  * REGISTER body:       str peerId, str host, i32 port            response: empty
- * LOOKUP body:         str peerId                                response: u8 found, str host, i32 port
+ * LOOKUP body:         str peerId                                response: u8 status (0 unknown, 1 found, 2 gone) [, str host, i32 port]
+ * DIAGNOSE body:       i32 shuffle, i64 map, i32 partition, i64 checksumByReader, str algorithm   response: str cause ("" unknown)
  * str:                 u16 length, UTF-8 bytes
  * </pre>
  *
@@ -25,6 +26,8 @@ public final class ShuffleProtocol {
     public static final int OP_FETCH = 0x5301;
     public static final int OP_REGISTER = 0x5302;
     public static final int OP_LOOKUP = 0x5303;
+    /** Why a block a reader received was corrupt (the serving engine's diagnosis). */
+    public static final int OP_DIAGNOSE = 0x5304;
 
     public static final int FETCH_HEADER_BYTES = 8;
     public static final int FETCH_ENTRY_BYTES = 4 + 8 + 4 + 8 + 8;

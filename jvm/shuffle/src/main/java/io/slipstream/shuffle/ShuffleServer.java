@@ -45,6 +45,9 @@ public final class ShuffleServer {
         this.directory = directory;
         this.authenticator = authenticator;
         this.responseBytesMax = node.config().maxMessageBytes();
+        int[] corruption = corruptionSetting();
+        this.corruptPartition = corruption[0];
+        this.corruptionsLeft.set(corruption[1]);
     }
 
     /** Starts {@code threads} handler threads on the node. */
@@ -62,14 +65,25 @@ public final class ShuffleServer {
             request.fail(e.getMessage());
             return;
         }
+        byte[] requestTag = authenticator.requestTag(request.payloadBuffer());
         try {
             switch (request.op()) {
-                case ShuffleProtocol.OP_FETCH -> fetch(request, body);
-                case ShuffleProtocol.OP_REGISTER -> request.respond(requireDirectory().register(body));
-                case ShuffleProtocol.OP_LOOKUP -> request.respond(requireDirectory().lookup(body));
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag);
+                case ShuffleProtocol.OP_REGISTER -> request.respond(
+                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().register(body)));
+                case ShuffleProtocol.OP_DIAGNOSE -> request.respond(
+                        authenticator.sealResponse(request.op(), requestTag, diagnose(body)));
+                case ShuffleProtocol.OP_LOOKUP -> request.respond(
+                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().lookup(body)));
                 default -> request.fail("unknown operation " + request.op());
             }
-        } catch (ShuffleProtocol.ProtocolException | IllegalStateException | IOException e) {
+        } catch (ShuffleProtocol.ProtocolException | PeerDirectory.RegistrationRefused e) {
+            refused.incrementAndGet();
+            LOG.warn("slipstream: refused a request: {}", e.getMessage());
+            if (!request.isAnswered()) {
+                request.fail(e.getMessage());
+            }
+        } catch (IllegalStateException | IOException e) {
             if (!request.isAnswered()) {
                 request.fail(e.getMessage());
             }
@@ -83,7 +97,7 @@ public final class ShuffleServer {
         return directory;
     }
 
-    private void fetch(FabricRequest request, ByteBuffer body) throws IOException {
+    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }
@@ -94,7 +108,8 @@ public final class ShuffleServer {
             throw new ShuffleProtocol.ProtocolException("bad entry count " + count);
         }
         ShuffleProtocol.need(body, count * ShuffleProtocol.FETCH_ENTRY_BYTES);
-        int headerBytes = ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
+        int tagBytes = authenticator.responseHeaderBytes();
+        int headerBytes = tagBytes + ShuffleProtocol.RESPONSE_HEADER_BYTES + count * ShuffleProtocol.RESPONSE_ENTRY_BYTES;
         if (budget < 0 || budget > responseBytesMax - headerBytes) {
             throw new ShuffleProtocol.ProtocolException("bad response budget " + budget);
         }
@@ -132,6 +147,7 @@ public final class ShuffleServer {
         FabricBuffer response = node.allocate(headerBytes + dataBytes);
         try {
             ByteBuffer out = response.byteBuffer();
+            out.position(tagBytes);
             out.putInt(count);
             for (int i = 0; i < count; i++) {
                 out.putLong(blockBytes[i]).putInt(given[i]);
@@ -149,6 +165,8 @@ public final class ShuffleServer {
             if (out.position() != headerBytes + dataBytes) {
                 throw new IllegalStateException("response filled " + out.position() + " of " + (headerBytes + dataBytes) + " bytes");
             }
+            corruptForTest(out, blocks, given, headerBytes);
+            authenticator.signResponse(request.op(), requestTag, out.duplicate().clear().limit(headerBytes + dataBytes));
             fetchRequests.incrementAndGet();
             bytesServed.addAndGet(dataBytes);
             request.respond(response);
@@ -157,6 +175,63 @@ public final class ShuffleServer {
             if (response != null) {
                 response.release();
             }
+        }
+    }
+
+    private ByteBuffer diagnose(ByteBuffer body) throws IOException {
+        if (source == null) {
+            throw new IllegalStateException("this node serves no map outputs");
+        }
+        ShuffleProtocol.need(body, 4 + 8 + 4 + 8);
+        MapOutputBlock block = new MapOutputBlock(body.getInt(), body.getLong(), body.getInt());
+        long checksum = body.getLong();
+        String algorithm = ShuffleProtocol.getString(body);
+        String cause = source.diagnoseCorruption(block, checksum, algorithm);
+        LOG.info("slipstream: a reader found {} corrupt; diagnosis: {}", block, cause == null ? "unknown" : cause);
+        String answer = cause == null ? "" : cause;
+        ByteBuffer out = ByteBuffer.allocate(ShuffleProtocol.stringBytes(answer));
+        ShuffleProtocol.putString(out, answer);
+        return out.flip();
+    }
+
+    /**
+     * Test seam: with the system property {@value #CORRUPT_PROPERTY}{@code =PARTITION:COUNT}, the
+     * first COUNT responses carrying bytes of a block of that partition get one of those bytes
+     * flipped, as a damaged network would (before the response's tag: authentication would catch
+     * it otherwise). For tests of the readers' corruption handling only.
+     */
+    static final String CORRUPT_PROPERTY = "slipstream.test.corruptResponses";
+    private final int corruptPartition;
+    private final java.util.concurrent.atomic.AtomicInteger corruptionsLeft = new java.util.concurrent.atomic.AtomicInteger();
+
+    private static int[] corruptionSetting() {
+        String value = System.getProperty(CORRUPT_PROPERTY, "");
+        if (value.isEmpty()) {
+            return new int[] {-1, 0};
+        }
+        String[] parts = value.split(":");
+        if (parts.length != 2) {
+            throw new IllegalArgumentException(CORRUPT_PROPERTY + "=" + value + ": expected PARTITION:COUNT");
+        }
+        LOG.warn("slipstream: TEST SETTING {}={}: responses will be corrupted on purpose", CORRUPT_PROPERTY, value);
+        return new int[] {Integer.parseInt(parts[0]), Integer.parseInt(parts[1])};
+    }
+
+    private void corruptForTest(ByteBuffer out, MapOutputBlock[] blocks, int[] given, int dataStart) {
+        if (corruptPartition < 0 || corruptionsLeft.get() <= 0) {
+            return;
+        }
+        int position = dataStart;
+        for (int i = 0; i < blocks.length; i++) {
+            if (blocks[i].partition() == corruptPartition && given[i] > 0) {
+                if (corruptionsLeft.getAndDecrement() > 0) {
+                    int at = position + given[i] / 2;
+                    out.put(at, (byte) ~out.get(at));
+                    LOG.warn("slipstream: TEST: flipped byte {} of {} in a response", given[i] / 2, blocks[i]);
+                }
+                return;
+            }
+            position += given[i];
         }
     }
 

@@ -42,7 +42,7 @@ class ShuffleTransferTest {
     }
 
     /** Map outputs written as the sort shuffle does: one data file per map, partitions back to back. */
-    private final class FileOutputs implements MapOutputSource {
+    private class FileOutputs implements MapOutputSource {
         final Map<Long, MapOutputFile> outputs = new HashMap<>();
         final Map<MapOutputBlock, byte[]> contents = new LinkedHashMap<>();
 
@@ -218,7 +218,7 @@ class ShuffleTransferTest {
             assertEquals("tag", failure.wanted().tag());
             assertTrue(failure.getMessage().contains("unknown"), failure.getMessage());
         }
-        for (byte[] garbage : new byte[][] {{}, {1}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 9}, {1, 0, 0, 0, 1, 0, 0x7f, 0, 0, 0}, {9, 9, 9}}) {
+        for (byte[] garbage : new byte[][] {{}, {2}, {2, 0, 0, 0, 0, 1, 0, 0, 0, 9}, {2, 0, 0, 0, 1, 0, 0x7f, 0, 0, 0}, {1, 0, 0, 0, 0, 1}, {9, 9, 9}}) {
             FabricException error = assertThrows(FabricException.class,
                     () -> client.endpoint(server.localAddress()).request(ShuffleProtocol.OP_FETCH, garbage).release());
             assertEquals(FabricException.Kind.REMOTE, error.kind());
@@ -270,6 +270,130 @@ class ShuffleTransferTest {
         assertThrows(FabricException.class, () -> node(false).endpoint(coordinator.localAddress())
                 .request(ShuffleProtocol.OP_FETCH, new RequestAuthenticator("s").seal(ShuffleProtocol.OP_FETCH, ByteBuffer.allocate(8)))
                 .release(), "the coordinator serves no map outputs");
+    }
+
+    @Test
+    void the_directory_accepts_live_peers_only_never_replaces_a_registration_and_forgets_the_gone() throws Exception {
+        FabricNode coordinator = node(true);
+        java.util.Set<String> live = java.util.concurrent.ConcurrentHashMap.newKeySet();
+        live.add("exec-1");
+        PeerDirectory directory = new PeerDirectory(live::contains);
+        new ShuffleServer(coordinator, null, null, directory, RequestAuthenticator.none()).start(1);
+        FabricNode peer = node(true);
+        PeerDirectoryClient client = new PeerDirectoryClient(peer, coordinator.localAddress(), RequestAuthenticator.none());
+        FabricException notLive = assertThrows(FabricException.class, () -> client.register("exec-9", peer.localAddress()));
+        assertTrue(notLive.getMessage().contains("not a live peer"), notLive.getMessage());
+        client.register("exec-1", peer.localAddress());
+        client.register("exec-1", peer.localAddress()); // a repeat of the same registration
+        FabricException hijack = assertThrows(FabricException.class,
+                () -> client.register("exec-1", new InetSocketAddress("127.0.0.1", 1)));
+        assertTrue(hijack.getMessage().contains("never replaced"), hijack.getMessage());
+        assertEquals(peer.localAddress().getPort(), client.lookup("exec-1").orElseThrow().getPort());
+        live.remove("exec-1");
+        PeerDirectoryClient other = new PeerDirectoryClient(node(false), coordinator.localAddress(), RequestAuthenticator.none());
+        assertThrows(PeerDirectoryClient.PeerGoneException.class, () -> other.lookup("exec-1"));
+        assertEquals(0, directory.size(), "the gone peer left the directory");
+    }
+
+    /** A node that answers every request with {@code response} (a peer breaking the protocol). */
+    private InetSocketAddress liar(ByteBuffer response) throws Exception {
+        FabricNode server = node(true);
+        server.serve(request -> request.respond(response.duplicate()), 1);
+        return server.localAddress();
+    }
+
+    private static ByteBuffer fetchResponse(int tagBytes, long blockBytes, int returned, int dataBytes) {
+        ByteBuffer out = ByteBuffer.allocate(tagBytes + 4 + 12 + dataBytes);
+        out.position(tagBytes);
+        out.putInt(1).putLong(blockBytes).putInt(returned);
+        return out.clear();
+    }
+
+    @Test
+    void a_response_beyond_what_was_asked_or_the_block_s_bound_is_refused_without_allocating_from_it() throws Exception {
+        FabricNode client = node(false);
+        MapOutputBlock block = new MapOutputBlock(0, 1, 0);
+        // Says the block has 1 GiB (its bound is 1 MiB): refused before any array of that size exists.
+        InetSocketAddress huge = liar(fetchResponse(0, 1L << 30, 10, 10));
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 1, 256 << 10),
+                Map.of(huge, List.of(new BlockFetcher.Wanted(block, 1000, 1 << 20, "tag"))))) {
+            BlockFetchException failure = assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+            assertTrue(failure.getMessage().contains("at most 1048576"), failure.getMessage());
+        }
+        // More data than the request's budget (64 KiB reserved for a 1000-byte block).
+        InetSocketAddress flood = liar(fetchResponse(0, 1 << 20, 1 << 20, 1 << 20));
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(4 << 20, 1, 2 << 20),
+                Map.of(flood, List.of(new BlockFetcher.Wanted(block, 1000, 1 << 20, "tag"))))) {
+            BlockFetchException failure = assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+            assertTrue(failure.getMessage().contains("asked"), failure.getMessage());
+        }
+    }
+
+    @Test
+    void with_authentication_a_forged_or_altered_response_is_refused() throws Exception {
+        FabricNode client = node(false);
+        MapOutputBlock block = new MapOutputBlock(0, 1, 0);
+        RequestAuthenticator auth = new RequestAuthenticator("app-secret");
+        // Well formed, but its tag is not the secret's.
+        InetSocketAddress forger = liar(fetchResponse(RequestAuthenticator.TAG_BYTES, 10, 10, 10));
+        try (BlockFetcher fetcher = new BlockFetcher(client, auth, limits(1 << 20, 1, 256 << 10),
+                Map.of(forger, List.of(new BlockFetcher.Wanted(block, 10, "tag"))))) {
+            BlockFetchException failure = assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+            assertTrue(failure.getMessage().contains("response authentication failed"), failure.getMessage());
+        }
+        // A response signed for another request does not verify for this one.
+        byte[] otherRequestTag = auth.requestTag(auth.seal(ShuffleProtocol.OP_FETCH, ByteBuffer.wrap(new byte[] {1})));
+        ByteBuffer signed = auth.sealResponse(ShuffleProtocol.OP_FETCH, otherRequestTag, ByteBuffer.wrap(new byte[] {4, 5}));
+        assertEquals(2, auth.openResponse(ShuffleProtocol.OP_FETCH, otherRequestTag, signed).remaining());
+        byte[] thisRequestTag = auth.requestTag(auth.seal(ShuffleProtocol.OP_FETCH, ByteBuffer.wrap(new byte[] {2})));
+        assertThrows(RequestAuthenticator.AuthenticationException.class,
+                () -> auth.openResponse(ShuffleProtocol.OP_FETCH, thisRequestTag, signed));
+        signed.put(signed.limit() - 1, (byte) 6);
+        assertThrows(RequestAuthenticator.AuthenticationException.class,
+                () -> auth.openResponse(ShuffleProtocol.OP_FETCH, otherRequestTag, signed));
+    }
+
+    @Test
+    void a_block_damaged_on_the_way_is_fetched_again_and_its_server_diagnoses_it() throws Exception {
+        FileOutputs outputs = new FileOutputs() {
+            @Override
+            public String diagnoseCorruption(MapOutputBlock block, long checksumByReader, String algorithm) {
+                return "checked " + block + " " + checksumByReader + " " + algorithm;
+            }
+        };
+        outputs.write(0, 1, new int[] {1000, 2000, 3000}, 5);
+        FabricNode server = node(true);
+        System.setProperty(ShuffleServer.CORRUPT_PROPERTY, "1:1");
+        try {
+            new ShuffleServer(server, outputs, null, null, new RequestAuthenticator("s")).start(1);
+        } finally {
+            System.clearProperty(ShuffleServer.CORRUPT_PROPERTY);
+        }
+        FabricNode client = node(false);
+        MapOutputBlock damaged = new MapOutputBlock(0, 1, 1);
+        try (BlockFetcher fetcher = new BlockFetcher(client, new RequestAuthenticator("s"), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), outputs, -1))) {
+            fetcher.start();
+            Map<MapOutputBlock, byte[]> got = new HashMap<>();
+            int deliveries = 0;
+            while (fetcher.hasNext()) {
+                FetchedBlock block = fetcher.next();
+                deliveries++;
+                byte[] bytes = new byte[block.bytes()];
+                block.data().get(bytes);
+                if (!java.util.Arrays.equals(bytes, outputs.contents.get(block.block()))) {
+                    assertEquals(damaged, block.block(), "only the chosen partition is damaged");
+                    assertEquals("checked " + damaged + " 77 ADLER32", fetcher.diagnose(block, 77, "ADLER32"));
+                    block.release();
+                    fetcher.fetchAgain(block);
+                    continue;
+                }
+                got.put(block.block(), bytes);
+                block.release();
+            }
+            assertEquals(4, deliveries, "3 blocks, one of them twice");
+            outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block.toString()));
+        }
     }
 
     @Test

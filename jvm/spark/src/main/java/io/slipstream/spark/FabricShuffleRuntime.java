@@ -35,11 +35,19 @@ final class FabricShuffleRuntime implements AutoCloseable {
     private final ThreadPoolExecutor prefetcher;
     private final SparkMapOutputSource source;
     private final IndexShuffleBlockResolver resolver;
+    /** Executors: what their reduce tasks received over the fabric; null on the driver. */
+    final FabricReadCounters readCounters;
+    private final String executorId;
 
     private FabricShuffleRuntime(SlipstreamConf conf, FabricNode node, RequestAuthenticator authenticator, ShuffleServer server,
             MapOutputCache cache, PeerDirectory directory, PeerDirectoryClient directoryClient, SparkMapOutputSource source,
-            IndexShuffleBlockResolver resolver) {
+            IndexShuffleBlockResolver resolver, String executorId) {
         this.resolver = resolver;
+        this.executorId = executorId;
+        this.readCounters = executorId == null ? null : new FabricReadCounters();
+        if (readCounters != null) {
+            readCounters.register();
+        }
         this.conf = conf;
         this.node = node;
         this.authenticator = authenticator;
@@ -60,10 +68,22 @@ final class FabricShuffleRuntime implements AutoCloseable {
     static FabricShuffleRuntime startDriver(SlipstreamConf conf, String host) throws FabricUnavailableException {
         RequestAuthenticator authenticator = authenticator(conf);
         FabricNode node = nodeConfig(conf, host).start();
-        PeerDirectory directory = new PeerDirectory();
+        PeerDirectory directory = new PeerDirectory(FabricShuffleRuntime::executorAlive);
         ShuffleServer server = new ShuffleServer(node, null, null, directory, authenticator);
         server.start(1);
-        return new FabricShuffleRuntime(conf, node, authenticator, server, null, directory, null, null, null);
+        return new FabricShuffleRuntime(conf, node, authenticator, server, null, directory, null, null, null, null);
+    }
+
+    /**
+     * Driver: whether Spark's block manager master knows {@code executorId} as a running executor
+     * (it forgets lost ones). The directory accepts registrations only from those, and forgets the others.
+     */
+    private static boolean executorAlive(String executorId) {
+        SparkEnv env = SparkEnv.get();
+        if (env == null || env.blockManager() == null || env.blockManager().master() == null) {
+            return false;
+        }
+        return env.blockManager().master().getExecutorEndpointRef(executorId).isDefined();
     }
 
     /** An executor's side: serves its map outputs and registers with the driver's directory. */
@@ -80,7 +100,8 @@ final class FabricShuffleRuntime implements AutoCloseable {
             directoryClient.register(executorId, node.localAddress());
             LOG.info("slipstream: executor {} serves map outputs over the fabric at {} ({} transport)", executorId,
                     node.localAddress(), conf.transport);
-            return new FabricShuffleRuntime(conf, node, authenticator, server, cache, null, directoryClient, source, resolver);
+            return new FabricShuffleRuntime(conf, node, authenticator, server, cache, null, directoryClient, source, resolver,
+                    executorId);
         } catch (RuntimeException e) {
             node.close();
             throw e;
@@ -135,6 +156,9 @@ final class FabricShuffleRuntime implements AutoCloseable {
         if (server != null && cache != null) {
             LOG.info("slipstream: served {} fetch requests, {} bytes; cache {} hits, {} misses, {} outputs cached",
                     server.fetchRequests(), server.bytesServed(), cache.hits(), cache.misses(), cache.inserted());
+        }
+        if (readCounters != null) {
+            readCounters.unregister(executorId);
         }
         if (cache != null) {
             cache.close();

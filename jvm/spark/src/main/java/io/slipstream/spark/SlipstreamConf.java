@@ -1,6 +1,10 @@
 package io.slipstream.spark;
 
 import io.slipstream.fabric.FabricTransport;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
+import java.net.SocketException;
+import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -26,8 +30,9 @@ final class SlipstreamConf {
             "address the fabric listens on; empty: the executor's block-manager host, the driver's "
             + "`spark.driver.bindAddress`/`host`");
     static final Setting NET_DEVICES = new Setting("spark.slipstream.netDevices", "",
-            "network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1`); empty: `lo` when listening on a "
-            + "loopback address, else `all` (Spark listens beyond this host, the fabric follows it)");
+            "network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1`); empty: the device carrying the "
+            + "address the fabric listens on (`lo` for a loopback address) and the RDMA ports behind it; `all` only for "
+            + "the wildcard address");
     static final Setting BUFFER_CAP = new Setting("spark.slipstream.buffer.cap", "256m",
             "registered memory per process (off-heap; responses in flight and the cache), a hard cap");
     static final Setting CACHE_SIZE = new Setting("spark.slipstream.cache.size", "64m",
@@ -66,6 +71,15 @@ final class SlipstreamConf {
     final int requestBytesMax;
     final boolean authenticate;
     final boolean networkCrypto;
+    /** Spark's corrupt-block handling (see CorruptBlocks). */
+    final boolean detectCorrupt;
+    final boolean detectCorruptUseExtraMemory;
+    final boolean checksumEnabled;
+    final String checksumAlgorithm;
+    /** Spark's MapStatus: above this many partitions, small blocks' sizes are an average (HighlyCompressedMapStatus). */
+    final int highlyCompressedPartitionsMin;
+    /** ...and blocks above this are recorded (nearly) exactly. */
+    final long accurateBlockThresholdBytes;
 
     SlipstreamConf(SparkConf conf) {
         fallback = parseEnum(Fallback.class, conf.get(FALLBACK.key(), FALLBACK.defaultValue()), FALLBACK.key());
@@ -82,6 +96,12 @@ final class SlipstreamConf {
         requestBytesMax = requestBytesMax(maxBytesInFlight);
         authenticate = conf.getBoolean("spark.authenticate", false);
         networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
+        detectCorrupt = conf.getBoolean("spark.shuffle.detectCorrupt", true);
+        detectCorruptUseExtraMemory = conf.getBoolean("spark.shuffle.detectCorrupt.useExtraMemory", false);
+        checksumEnabled = conf.getBoolean("spark.shuffle.checksum.enabled", true);
+        checksumAlgorithm = conf.get("spark.shuffle.checksum.algorithm", "ADLER32");
+        highlyCompressedPartitionsMin = conf.getInt("spark.shuffle.minNumPartitionsToHighlyCompress", 2000);
+        accurateBlockThresholdBytes = conf.getSizeAsBytes("spark.shuffle.accurateBlockThreshold", "100m");
         if (cacheBytes < 0 || cacheBytes > bufferCapBytes / 2) {
             throw new IllegalArgumentException("spark.slipstream.cache.size (" + cacheBytes
                     + ") must be between 0 and half of spark.slipstream.buffer.cap (" + bufferCapBytes + ")");
@@ -95,19 +115,80 @@ final class SlipstreamConf {
     }
 
     /**
-     * The network devices UCX may use (UCX_NET_DEVICES syntax): as set, else the loopback device
-     * when the node listens on a loopback address, else all (Spark was told to listen beyond this
-     * host, and the fabric follows it there).
+     * The network devices UCX may use (UCX_NET_DEVICES syntax): as set, else the device that
+     * carries the address the node listens on (Spark's bind address), plus the RDMA ports behind
+     * that device (an IPoIB interface's HCA), so the fabric reaches no further than Spark itself;
+     * all devices only when Spark binds the wildcard address. An address on no device of this host
+     * is an error naming the setting to use.
      */
     String netDevicesFor(String host) {
         if (!netDevices.isEmpty()) {
             return netDevices;
         }
+        InetAddress address;
         try {
-            return java.net.InetAddress.getByName(host).isLoopbackAddress() ? "lo" : "all";
-        } catch (java.net.UnknownHostException e) {
+            address = InetAddress.getByName(host);
+        } catch (UnknownHostException e) {
+            throw new IllegalArgumentException("slipstream: cannot resolve the bind address " + host, e);
+        }
+        if (address.isAnyLocalAddress()) {
             return "all";
         }
+        NetworkInterface device;
+        try {
+            device = NetworkInterface.getByInetAddress(address.isLoopbackAddress() && NetworkInterface.getByInetAddress(address) == null
+                    ? InetAddress.getLoopbackAddress() : address);
+        } catch (SocketException e) {
+            throw new IllegalArgumentException("slipstream: cannot list the network devices: " + e.getMessage(), e);
+        }
+        if (device == null) {
+            throw new IllegalArgumentException("slipstream: the bind address " + host
+                    + " is on no network device of this host; set spark.slipstream.netDevices");
+        }
+        StringBuilder devices = new StringBuilder(device.getName());
+        for (String port : rdmaPortsBehind(device.getName())) {
+            devices.append(',').append(port);
+        }
+        return devices.toString();
+    }
+
+    /** An IPoIB (or RoCE) interface's RDMA ports as UCX names them ({@code mlx5_0:1}), from sysfs; none for other devices. */
+    static java.util.List<String> rdmaPortsBehind(String interfaceName) {
+        java.nio.file.Path net = java.nio.file.Path.of("/sys/class/net", interfaceName);
+        java.nio.file.Path hcas = net.resolve("device/infiniband");
+        if (!java.nio.file.Files.isDirectory(hcas)) {
+            return java.util.List.of();
+        }
+        int port = 1;
+        try {
+            port = Integer.parseInt(java.nio.file.Files.readString(net.resolve("dev_port")).trim()) + 1;
+        } catch (java.io.IOException | NumberFormatException e) {
+            // Single-port HCAs have no dev_port: port 1.
+        }
+        java.util.List<String> ports = new java.util.ArrayList<>();
+        try (java.util.stream.Stream<java.nio.file.Path> names = java.nio.file.Files.list(hcas)) {
+            for (java.nio.file.Path hca : names.sorted().toList()) {
+                ports.add(hca.getFileName() + ":" + port);
+            }
+        } catch (java.io.IOException e) {
+            return java.util.List.of();
+        }
+        return ports;
+    }
+
+    /**
+     * The most bytes a block Spark's map status says has {@code expectedBytes} can really have, so
+     * that no peer makes a reader allocate more: CompressedMapStatus rounds sizes up (at most 10 %
+     * above; an eighth and 64 KiB of slack here), HighlyCompressedMapStatus (more than
+     * {@code minNumPartitionsToHighlyCompress} partitions) reports an average for blocks under
+     * {@code accurateBlockThreshold}, which may each be up to that threshold.
+     */
+    long blockBytesBound(long expectedBytes, int partitions) {
+        long bound = expectedBytes + expectedBytes / 8 + (64 << 10);
+        if (partitions > highlyCompressedPartitionsMin) {
+            bound = Math.max(bound, accurateBlockThresholdBytes);
+        }
+        return Math.min(bound, io.slipstream.shuffle.BlockFetcher.BLOCK_BYTES_MAX);
     }
 
     /** Room for a response's header (12 bytes per entry) inside its buffer's size class. */

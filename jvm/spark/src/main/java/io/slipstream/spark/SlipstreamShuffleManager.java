@@ -191,9 +191,21 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
         FabricShuffleRuntime started = runtime();
         @SuppressWarnings("unchecked")
         BaseShuffleHandle<K, ?, C> base = (BaseShuffleHandle<K, ?, C>) handle;
-        if (started == null || isDriver || base.dependency().isShuffleMergeFinalizedMarked()) {
-            // No fabric here; or the driver running tasks itself (local mode: every block is local);
-            // or push-based shuffle's merged blocks (served by the external service).
+        if (started == null) {
+            // No fabric in this process: unavailable() said why, once.
+            return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+        }
+        if (isDriver) {
+            FallbackLog.onceInfo("reduce tasks in the driver (local mode) read",
+                    "the driver serves no map outputs and every block is local to it");
+            return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+        }
+        if (base.dependency().isShuffleMergeFinalizedMarked()) {
+            String why = "push-based shuffle's merged blocks are served by the external shuffle service, not by the fabric";
+            if (conf.fallback == SlipstreamConf.Fallback.NEVER) {
+                throw new IllegalStateException("slipstream: " + why + " (spark.slipstream.fallback=never)");
+            }
+            FallbackLog.once("reduce tasks of push-merged shuffles read", why);
             return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
         }
         return new SlipstreamShuffleReader<>(started, base, startMapIndex, endMapIndex, startPartition, endPartition, context,

@@ -6,6 +6,7 @@ import java.io.DataInputStream;
 import java.io.File;
 import java.io.IOException;
 import java.nio.file.Files;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.network.buffer.FileSegmentManagedBuffer;
 import org.apache.spark.network.buffer.ManagedBuffer;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
@@ -32,6 +33,17 @@ final class SparkMapOutputSource implements MapOutputSource {
             throw new IOException(block + ": unexpected " + buffer.getClass().getName());
         }
         return new Segment(segment.getFile().toPath(), segment.getOffset(), segment.getLength());
+    }
+
+    /** Spark's own diagnosis (the block manager compares the map's checksum file with the file's bytes and the reader's checksum). */
+    @Override
+    public String diagnoseCorruption(MapOutputBlock block, long checksumByReader, String algorithm) throws IOException {
+        try {
+            return SparkEnv.get().blockManager().diagnoseShuffleBlockCorruption(
+                    new ShuffleBlockId(block.shuffleId(), block.mapId(), block.partition()), checksumByReader, algorithm).name();
+        } catch (RuntimeException e) {
+            throw new IOException(block + ": no diagnosis: " + e, e);
+        }
     }
 
     @Override

@@ -64,6 +64,51 @@ class SlipstreamConfTest {
         return out.toString();
     }
 
+    @Test
+    void the_fabric_listens_on_the_device_of_spark_s_bind_address_not_on_all() throws Exception {
+        SlipstreamConf conf = new SlipstreamConf(new SparkConf(false));
+        assertEquals("lo", conf.netDevicesFor("127.0.0.1"));
+        assertEquals("lo", conf.netDevicesFor("127.0.0.2"), "the rest of 127/8 is on lo too");
+        assertEquals("all", conf.netDevicesFor("0.0.0.0"), "Spark binds every device: so does the fabric");
+        int addresses = 0;
+        for (java.net.NetworkInterface device : java.util.Collections.list(java.net.NetworkInterface.getNetworkInterfaces())) {
+            for (java.net.InetAddress address : java.util.Collections.list(device.getInetAddresses())) {
+                if (address instanceof java.net.Inet4Address && !address.isLoopbackAddress()) {
+                    String devices = conf.netDevicesFor(address.getHostAddress());
+                    assertEquals(device.getName(), devices.split(",")[0], address.toString());
+                    addresses++;
+                }
+            }
+        }
+        System.out.println("non-loopback IPv4 addresses checked: " + addresses);
+        // A documentation address (RFC 5737) on no device here; resolving a literal sends nothing.
+        String elsewhere = null;
+        for (String candidate : new String[] {"198.51.100.77", "203.0.113.77", "192.0.2.77"}) {
+            if (java.net.NetworkInterface.getByInetAddress(java.net.InetAddress.getByName(candidate)) == null) {
+                elsewhere = candidate;
+                break;
+            }
+        }
+        assertTrue(elsewhere != null, "every candidate address is on a device of this host");
+        String address = elsewhere;
+        IllegalArgumentException nowhere = assertThrows(IllegalArgumentException.class, () -> conf.netDevicesFor(address));
+        assertTrue(nowhere.getMessage().contains("spark.slipstream.netDevices"), nowhere.getMessage());
+        assertEquals("mlx5_0:1", new SlipstreamConf(new SparkConf(false).set("spark.slipstream.netDevices", "mlx5_0:1"))
+                .netDevicesFor("127.0.0.1"));
+    }
+
+    @Test
+    void a_block_s_bound_follows_spark_s_map_status_encoding() {
+        SlipstreamConf conf = new SlipstreamConf(new SparkConf(false));
+        assertEquals(1000 + 125 + (64 << 10), conf.blockBytesBound(1000, 200), "CompressedMapStatus: rounded up, at most 10 %");
+        assertEquals(100L << 20, conf.blockBytesBound(1000, 2001), "HighlyCompressedMapStatus: small blocks are averages");
+        assertEquals((1L << 30) + (1L << 27) + (64 << 10), conf.blockBytesBound(1L << 30, 2001));
+        assertEquals(io.slipstream.shuffle.BlockFetcher.BLOCK_BYTES_MAX, conf.blockBytesBound(3L << 30, 10));
+        SlipstreamConf lower = new SlipstreamConf(new SparkConf(false).set("spark.shuffle.accurateBlockThreshold", "1m")
+                .set("spark.shuffle.minNumPartitionsToHighlyCompress", "10"));
+        assertEquals(1L << 20, lower.blockBytesBound(1000, 11));
+    }
+
     /**
      * docs/configuration.md's Spark table is generated from SlipstreamConf.SETTINGS, and every
      * spark.slipstream.* key the code reads is declared there. Regenerate the document with

@@ -23,7 +23,8 @@ import scala.Tuple2;
  *       {@code sortByKey(true, reducers)} (its range partitioner's sampling job included), each followed by one
  *       action that summarises every reduce partition ({@link Checksums}).</li>
  *   <li>Prints {@code OHB_SPARK_RESULT {json}} on stdout: job time, stage times and shuffle metrics of the
- *       measured stages ({@link ShuffleMetricsListener}), the checksum.</li>
+ *       measured stages ({@link ShuffleMetricsListener}), the checksum, and what the plugin's executors say the
+ *       fabric carried during the measured job ({@link FabricReadProbe}, read before and after it).</li>
  * </ol>
  * Exit status: 0 with a result line, 1 when the run failed, 2 for a bad command line.
  */
@@ -87,6 +88,8 @@ public final class ShuffleBench {
             System.err.printf("ShuffleBench: %d records generated and cached (%d of %d partitions) in %d ms%n",
                     inputRecords, cachedPartitions, p.mappers, generateMs);
 
+            FabricReadProbe.Totals fabricBefore = FabricReadProbe.read(sc, p.executors);
+
             sc.setLocalProperty(ShuffleMetricsListener.PHASE, ShuffleMetricsListener.MEASURED);
             long jobStart = System.nanoTime();
             List<long[]> summaries = switch (p.test) {
@@ -102,6 +105,7 @@ public final class ShuffleBench {
             if (!listener.awaitFence(FENCE_WAIT_MS)) {
                 throw new IllegalStateException("listener events not delivered within " + FENCE_WAIT_MS + " ms");
             }
+            FabricReadProbe.Totals fabricAfter = FabricReadProbe.read(sc, p.executors);
 
             Json json = new Json()
                     .field("test", p.test.label)
@@ -120,6 +124,7 @@ public final class ShuffleBench {
                     .field("job_ns", jobNs)
                     .field("job_ms", jobNs / 1_000_000);
             addStageFields(json, listener.stages());
+            addFabricFields(json, fabricBefore, fabricAfter);
             switch (p.test) {
                 case GROUPBY -> {
                     Checksums.GroupTotals t = Checksums.groupTotals(summaries);
@@ -211,6 +216,20 @@ public final class ShuffleBench {
                 .field("stage_attempts", stages.size())
                 .field("stages_completed", allCompleted)
                 .raw("stages", list.toString());
+    }
+
+    /**
+     * What the plugin's executors say they received over the fabric during the measured job (beside Spark's
+     * {@code remote_bytes_read}: equal when nothing fell back): {@code fabric_remote_bytes},
+     * {@code fabric_remote_blocks}, null when no executor has the plugin's counters; and
+     * {@code fabric_counting_executors} of {@code executors_probed}.
+     */
+    static void addFabricFields(Json json, FabricReadProbe.Totals before, FabricReadProbe.Totals after) {
+        boolean counted = after.executorsWithCounters() > 0;
+        json.raw("fabric_remote_bytes", counted ? Long.toString(after.bytes() - before.bytes()) : "null")
+                .raw("fabric_remote_blocks", counted ? Long.toString(after.blocks() - before.blocks()) : "null")
+                .field("fabric_counting_executors", after.executorsWithCounters())
+                .field("executors_probed", after.executors());
     }
 
     /** Blocks until {@code executors} executors (besides the driver) have registered. */

@@ -46,6 +46,9 @@ class ShuffleBenchLocalTest {
             assertTrue(number(json, "job_ns") > 0, json);
             assertEquals("true", text(json, "stages_completed"));
             assertEquals("sort", text(json, "shuffle_manager"));
+            assertEquals("null", text(json, "fabric_remote_bytes"), "vanilla Spark has no fabric counters: " + json);
+            assertEquals(0, number(json, "fabric_counting_executors"));
+            assertEquals(1, number(json, "executors_probed"), "local mode: the driver is the executor");
         }
         assertEquals(text(kryo, "checksum"), text(java, "checksum"));
         assertEquals(text(kryo, "groups"), text(java, "groups"));

@@ -3,6 +3,7 @@ package io.slipstream.spark.it;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.stream.Stream;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.SparkSession;
 
@@ -32,8 +33,13 @@ public abstract class Scenario {
         return all;
     }
 
+    /** Scenarios only the applications that name them run (they need settings of their own). */
+    static List<Scenario> onRequest() {
+        return List.of(new CorruptMapOutputScenario());
+    }
+
     public static Scenario named(String name) {
-        return all().stream().filter(s -> s.name.equals(name)).findFirst()
+        return Stream.concat(all().stream(), onRequest().stream()).filter(s -> s.name.equals(name)).findFirst()
                 .orElseThrow(() -> new IllegalArgumentException("no scenario " + name));
     }
 

@@ -11,6 +11,7 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
+import io.slipstream.ohb.spark.FabricReadProbe;
 
 /**
  * A Spark application (the driver, started with plain {@code java}) that runs the scenarios on
@@ -27,6 +28,8 @@ import org.apache.spark.sql.SparkSession;
  * SCENARIO_METRIC largeRecord remoteBytesRead 146800640
  * SCENARIO_METRIC executorLoss fetchFailuresFromExecutor 2
  * SCENARIO_METRIC none failedTasks 0                                     ("none": jobs outside the scenarios)
+ * FABRIC_COUNTERS 123456 64 2 2      (the plugin's executors: bytes, blocks received over the fabric; executors
+ *                                     with counters, executors probed; after the scenarios)
  * </pre>
  *
  * Arguments: {@code --conf key=value} (any number; over the defaults below) and {@code --scenarios a,b,c}
@@ -94,8 +97,7 @@ public final class ScenarioApp {
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
-        String appClasses = new File(ScenarioApp.class.getProtectionDomain().getCodeSource().getLocation().toURI())
-                .getPath();
+        String appClasses = codeSource(ScenarioApp.class) + File.pathSeparator + codeSource(FabricReadProbe.class);
         String executorClassPath = conf.get("spark.executor.extraClassPath", "");
         conf.set("spark.executor.extraClassPath",
                 executorClassPath.isEmpty() ? appClasses : executorClassPath + File.pathSeparator + appClasses);
@@ -123,6 +125,10 @@ public final class ScenarioApp {
                 }
                 System.out.println("TIME " + scenario.name + " " + (System.nanoTime() - started) / 1_000_000);
             }
+            // What the plugin's executors say the fabric carried (absent with Spark's own shuffle), before they stop.
+            FabricReadProbe.Totals fabric = FabricReadProbe.read(JavaSparkContext.fromSparkContext(context), 2);
+            System.out.println("FABRIC_COUNTERS " + fabric.bytes() + " " + fabric.blocks() + " " + fabric.executorsWithCounters()
+                    + " " + fabric.executors());
         } finally {
             spark.stop(); // drains the listener bus: the metrics are complete after this
         }
@@ -134,6 +140,11 @@ public final class ScenarioApp {
         });
         System.out.flush();
         System.exit(failures == 0 ? 0 : 1);
+    }
+
+    /** The folder or jar a class was loaded from (for the executors' class path). */
+    private static String codeSource(Class<?> type) throws java.net.URISyntaxException {
+        return new File(type.getProtectionDomain().getCodeSource().getLocation().toURI()).getPath();
     }
 
     /** local-cluster starts its executors after the context: a shuffle before both registered would stay local. */

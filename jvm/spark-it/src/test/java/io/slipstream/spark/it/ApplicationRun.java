@@ -61,6 +61,12 @@ final class ApplicationRun {
                 case "TIME" -> timesMs.put(words[1], Long.parseLong(words[2]));
                 case "METRIC" -> metrics.put(words[1], Long.parseLong(words[2]));
                 case "SCENARIO_METRIC" -> scenarioMetrics.put(words[1] + " " + words[2], Long.parseLong(words[3]));
+                case "FABRIC_COUNTERS" -> {
+                    metrics.put("fabricRemoteBytes", Long.parseLong(words[1]));
+                    metrics.put("fabricRemoteBlocks", Long.parseLong(words[2]));
+                    metrics.put("fabricCountingExecutors", Long.parseLong(words[3]));
+                    metrics.put("fabricProbedExecutors", Long.parseLong(words[4]));
+                }
                 default -> {
                 }
             }
@@ -83,6 +89,9 @@ final class ApplicationRun {
         List<String> classPath = new ArrayList<>();
         classPath.add(home.jars + File.separator + "*");
         classPath.add(System.getProperty("slipstream.it.appClasses", "target/classes"));
+        // FabricReadProbe (jvm/ohb-spark), which the application uses, from wherever this JVM has it.
+        classPath.add(Path.of(io.slipstream.ohb.spark.FabricReadProbe.class.getProtectionDomain().getCodeSource().getLocation()
+                .toURI()).toString());
         extraClassPath.forEach(path -> classPath.add(path.toString()));
 
         List<String> command = new ArrayList<>();

@@ -18,8 +18,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The plugin's policies on real Spark (the newest home; one small scenario per application): requests
- * authenticated with the application's secret, the fallback policy when executors cannot start the fabric, and
- * Spark's network encryption (which the fabric does not provide).
+ * authenticated with the application's secret, the fallback policy when executors cannot start the fabric,
+ * Spark's network encryption (which the fabric does not provide), and corrupt blocks.
  */
 class PluginPoliciesTest {
     private static final String SCENARIO = "groupByKey";
@@ -32,13 +32,17 @@ class PluginPoliciesTest {
     }
 
     private static ApplicationRun plugin(String variant, Map<String, String> conf) throws Exception {
+        return plugin(variant, conf, List.of(SCENARIO));
+    }
+
+    private static ApplicationRun plugin(String variant, Map<String, String> conf, List<String> scenarios) throws Exception {
         Path pluginJar = ShuffleOnSparkTest.pluginJar();
         SparkHome home = newest();
         Map<String, String> settings = ShuffleOnSparkTest.pluginSettings(pluginJar);
         // A failing task is retried once, not three times: these runs expect failures.
         settings.put("spark.task.maxFailures", "2");
         settings.putAll(conf);
-        return ApplicationRun.start("policy-" + home.version + "-" + variant, home, List.of(pluginJar), settings, List.of(SCENARIO));
+        return ApplicationRun.start("policy-" + home.version + "-" + variant, home, List.of(pluginJar), settings, scenarios);
     }
 
     /** Every line of the driver's and the executors' logs. */
@@ -70,6 +74,77 @@ class PluginPoliciesTest {
         assertTrue(logs.contains("serves map outputs over the fabric"), "the executors did not start the fabric\n" + run.logs());
         assertFalse(logs.contains("refused a request"), "a request was refused\n" + run.logs());
         assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+        assertEquals(2, run.metric("fabricCountingExecutors"), run.logs());
+        assertEquals(run.metric("remoteBytesRead"), run.metric("fabricRemoteBytes"),
+                "the executors' fabric counters differ from Spark's remote-bytes metric\n" + run.logs());
+        assertEquals(run.metric("remoteBlocksFetched"), run.metric("fabricRemoteBlocks"), run.logs());
+    }
+
+    /**
+     * Spark's default {@code spark.shuffle.readHostLocalDisk=true}: both executors run on this host, so every block
+     * of the other executor is read from its files, as Spark's own reader does, and the fabric carries nothing. (The
+     * authentication test runs with it off: there the fabric carries every remote byte.)
+     */
+    @Test
+    void with_read_host_local_disk_blocks_of_this_host_come_from_disk_not_over_the_fabric() throws Exception {
+        ApplicationRun run = plugin("host-local", Map.of("spark.shuffle.readHostLocalDisk", "true", "spark.slipstream.fallback", "never"));
+        assertCorrect(run);
+        assertEquals(0, run.metric("remoteBytesRead"), "blocks of this host were read remotely\n" + run.logs());
+        assertTrue(run.metric("localBytesRead") > 0, run.logs());
+        assertEquals(2, run.metric("fabricCountingExecutors"), "the executors run without the fabric\n" + run.logs());
+        assertEquals(0, run.metric("fabricRemoteBytes"), "the fabric carried blocks of this host\n" + run.logs());
+        assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+    }
+
+    /**
+     * Dynamic allocation with shuffle tracking (no external shuffle service): executors without shuffle data may go
+     * after a second idle, those holding map outputs stay until their shuffles are done, as with Spark's own shuffle.
+     */
+    @Test
+    void dynamic_allocation_with_shuffle_tracking_works_as_with_spark_s_shuffle() throws Exception {
+        Map<String, String> conf = new LinkedHashMap<>();
+        conf.put("spark.slipstream.fallback", "never");
+        conf.put("spark.dynamicAllocation.enabled", "true");
+        conf.put("spark.dynamicAllocation.shuffleTracking.enabled", "true");
+        conf.put("spark.dynamicAllocation.initialExecutors", "2");
+        conf.put("spark.dynamicAllocation.minExecutors", "0");
+        conf.put("spark.dynamicAllocation.maxExecutors", "2");
+        conf.put("spark.dynamicAllocation.executorIdleTimeout", "1s");
+        ApplicationRun run = plugin("dynamic-allocation", conf);
+        assertCorrect(run);
+        assertTrue(run.metric("remoteBytesRead") > 0, run.logs());
+        assertEquals(0, run.scenarioMetric(SCENARIO, "failedTasks"), run.logs());
+        assertTrue(allLogs(run).contains("serves map outputs over the fabric"), run.logs());
+    }
+
+    /**
+     * Corrupt blocks as Spark's reader handles them (detectCorrupt with useExtraMemory, checksums on): the executors'
+     * servers damage the first two responses carrying a block of partition 0 (on the wire), so that block is fetched
+     * again, damaged again, diagnosed as a network issue and reported as a fetch failure; then a map output damaged
+     * on disk is diagnosed as a disk issue. Spark recomputes the maps and both results are right.
+     */
+    @Test
+    void corrupt_blocks_are_fetched_again_then_diagnosed_and_recomputed() throws Exception {
+        Map<String, String> conf = new LinkedHashMap<>();
+        conf.put("spark.slipstream.fallback", "never");
+        conf.put("spark.slipstream.cache.size", "0"); // a cached copy would hide the damage on disk
+        conf.put("spark.shuffle.detectCorrupt.useExtraMemory", "true");
+        conf.put("spark.executor.extraJavaOptions", "-Dslipstream.test.corruptResponses=0:2");
+        // Each damaged shuffle may fail up to two stage attempts (one per executor's server).
+        conf.put("spark.stage.maxConsecutiveAttempts", "8");
+        ApplicationRun run = plugin("corrupt-blocks", conf, List.of(SCENARIO, CorruptMapOutputScenario.NAME));
+        run.assertCompleted();
+        assertEquals(Scenario.named(SCENARIO).reference(), run.results.get(SCENARIO), run.logs());
+        assertEquals(Scenario.named(CorruptMapOutputScenario.NAME).reference(), run.results.get(CorruptMapOutputScenario.NAME),
+                run.logs());
+        String logs = allLogs(run);
+        assertTrue(logs.contains("TEST: flipped byte"), "no response was damaged\n" + run.logs());
+        assertTrue(logs.contains("got a corrupted block"), "no block was fetched again\n" + run.logs());
+        assertTrue(logs.contains("is corrupted due to NETWORK_ISSUE"), "no network diagnosis\n" + run.logs());
+        assertTrue(logs.contains("is corrupted due to DISK_ISSUE"), "no disk diagnosis\n" + run.logs());
+        assertTrue(run.scenarioMetric(SCENARIO, "fetchFailuresFromExecutor") >= 1, "no fetch failure on the wire\n" + run.logs());
+        assertTrue(run.scenarioMetric(CorruptMapOutputScenario.NAME, "fetchFailuresFromExecutor") >= 1,
+                "no fetch failure on disk\n" + run.logs());
     }
 
     @Test

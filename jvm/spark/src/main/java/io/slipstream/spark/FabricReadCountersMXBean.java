@@ -1,0 +1,10 @@
+package io.slipstream.spark;
+
+/** {@link FabricReadCounters}' JMX interface (public: the platform MBean server introspects it). */
+public interface FabricReadCountersMXBean {
+    /** Bytes of remote blocks this executor's reduce tasks received over the fabric. */
+    long getRemoteBytes();
+
+    /** Remote blocks this executor's reduce tasks received over the fabric. */
+    long getRemoteBlocks();
+}
