@@ -22,7 +22,21 @@ import org.slf4j.LoggerFactory;
 public final class ShuffleServer {
     private static final Logger LOG = LoggerFactory.getLogger(ShuffleServer.class);
 
+    /**
+     * For a server shared by several applications (Hadoop: every job of every NodeManager in this
+     * process): what a scoped request's scope names.
+     */
+    public interface Scopes {
+        /** The scope's authenticator (itself scoped), map outputs and cache (null for none); throws
+         *  {@link RequestAuthenticator.AuthenticationException} if the scope is unknown here. */
+        Scope resolve(String scope);
+    }
+
+    /** What one scope serves, and under which secret. */
+    public record Scope(RequestAuthenticator authenticator, MapOutputSource source, MapOutputCache cache) {}
+
     private final FabricNode node;
+    private final Scopes scopes;
     private final MapOutputSource source;
     private final MapOutputCache cache;
     private final PeerDirectory directory;
@@ -40,10 +54,22 @@ public final class ShuffleServer {
     public ShuffleServer(FabricNode node, MapOutputSource source, MapOutputCache cache, PeerDirectory directory,
             RequestAuthenticator authenticator) {
         this.node = node;
+        this.scopes = null;
         this.source = source;
         this.cache = cache;
         this.directory = directory;
         this.authenticator = authenticator;
+        this.responseBytesMax = node.config().maxMessageBytes();
+    }
+
+    /** A server of scoped FETCH requests only, each answered from what its scope resolves to. */
+    public ShuffleServer(FabricNode node, Scopes scopes) {
+        this.node = node;
+        this.scopes = java.util.Objects.requireNonNull(scopes);
+        this.source = null;
+        this.cache = null;
+        this.directory = null;
+        this.authenticator = null;
         this.responseBytesMax = node.config().maxMessageBytes();
     }
 
@@ -54,8 +80,21 @@ public final class ShuffleServer {
 
     void handle(FabricRequest request) throws IOException {
         ByteBuffer body;
+        MapOutputSource source = this.source;
+        MapOutputCache cache = this.cache;
         try {
-            body = authenticator.open(request.op(), request.payloadBuffer());
+            if (scopes != null) {
+                String named = RequestAuthenticator.scopeOf(request.payloadBuffer());
+                if (named == null) {
+                    throw new RequestAuthenticator.AuthenticationException("request without a scope refused");
+                }
+                Scope scope = scopes.resolve(named);
+                body = scope.authenticator().open(request.op(), request.payloadBuffer());
+                source = scope.source();
+                cache = scope.cache();
+            } else {
+                body = authenticator.open(request.op(), request.payloadBuffer());
+            }
         } catch (RequestAuthenticator.AuthenticationException e) {
             refused.incrementAndGet();
             LOG.warn("slipstream: refused a request: {}", e.getMessage());
@@ -64,12 +103,12 @@ public final class ShuffleServer {
         }
         try {
             switch (request.op()) {
-                case ShuffleProtocol.OP_FETCH -> fetch(request, body);
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body, source, cache);
                 case ShuffleProtocol.OP_REGISTER -> request.respond(requireDirectory().register(body));
                 case ShuffleProtocol.OP_LOOKUP -> request.respond(requireDirectory().lookup(body));
                 default -> request.fail("unknown operation " + request.op());
             }
-        } catch (ShuffleProtocol.ProtocolException | IllegalStateException | IOException e) {
+        } catch (ShuffleProtocol.ProtocolException | IllegalStateException | IllegalArgumentException | IOException e) {
             if (!request.isAnswered()) {
                 request.fail(e.getMessage());
             }
@@ -83,7 +122,7 @@ public final class ShuffleServer {
         return directory;
     }
 
-    private void fetch(FabricRequest request, ByteBuffer body) throws IOException {
+    private void fetch(FabricRequest request, ByteBuffer body, MapOutputSource source, MapOutputCache cache) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }
