@@ -148,7 +148,7 @@ final class FabricCopier<K, V> extends Thread {
             }
         } catch (BlockFetchException e) {
             boolean unreachable = remaining.size() == maps.size() && isUnreachable(e);
-            TaskAttemptID culprit = e.wanted() != null && e.wanted().tag() instanceof TaskAttemptID t ? t : remaining.iterator().next();
+            TaskAttemptID culprit = culprit(e, remaining);
             LOG.warn("slipstream: fetch from {} failed ({}): {}", hostAndPort, unreachable ? "unreachable" : "read error", e.getMessage());
             if (unreachable) {
                 for (TaskAttemptID map : remaining) {
@@ -218,6 +218,20 @@ final class FabricCopier<K, V> extends Thread {
         } finally {
             data.release();
         }
+    }
+
+    /**
+     * The map a failure is about: the one the NodeManager's message names (a lost output), else
+     * the first block of the failed request.
+     */
+    private static TaskAttemptID culprit(BlockFetchException e, Set<TaskAttemptID> remaining) {
+        String message = String.valueOf(e.getMessage());
+        for (TaskAttemptID map : remaining) {
+            if (message.contains(map.toString())) {
+                return map;
+            }
+        }
+        return e.wanted() != null && e.wanted().tag() instanceof TaskAttemptID t ? t : remaining.iterator().next();
     }
 
     /** The NodeManager did not answer at all (lost, or no fabric there): Hadoop's connection failure. */

@@ -48,6 +48,15 @@ final class JobMapOutputs implements MapOutputSource {
     @Override
     public Segment locate(MapOutputBlock block) throws IOException {
         TaskAttemptID map = MapBlocks.mapAttempt(job, block.mapId());
+        try {
+            return locate(block, map);
+        } catch (IOException e) {
+            // The reducer blames the map its failure names (Hadoop then re-runs that map).
+            throw new IOException(map + ": map output lost or unreadable (" + e.getMessage() + ")", e);
+        }
+    }
+
+    private Segment locate(MapOutputBlock block, TaskAttemptID map) throws IOException {
         SpillRecord index = index(block.mapId(), map);
         if (block.partition() >= index.size()) {
             throw new IOException(map + " has " + index.size() + " partitions, not " + (block.partition() + 1));

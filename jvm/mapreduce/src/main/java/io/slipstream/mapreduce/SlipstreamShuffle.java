@@ -40,6 +40,7 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
     private static final Duration RESPONSE_WAIT_SLACK = Duration.ofSeconds(30);
     /** Entries in one fabric request (two per map output: index record and bytes). */
     private static final int BLOCKS_PER_REQUEST_MAX = 256;
+    private static final String SSL_ENABLED = "mapreduce.shuffle.ssl.enabled";
 
     private ShuffleConsumerPlugin.Context<K, V> context;
     private MapReduceConf conf;
@@ -57,6 +58,17 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
         conf = new MapReduceConf(jobConf);
         if (context.getLocalMapFiles() != null) {
             // An uber task: its maps ran in this JVM and Hadoop reads them from local files, no network.
+            useHttp(context);
+            return;
+        }
+        if (jobConf.getBoolean(SSL_ENABLED, false)) {
+            // The fabric does not encrypt: a job that asked for an encrypted shuffle gets Hadoop's.
+            if (conf.fallback == MapReduceConf.Fallback.NEVER) {
+                throw new IllegalStateException("slipstream: " + SSL_ENABLED + "=true but the fabric does not encrypt ("
+                        + MapReduceConf.FALLBACK + "=never)");
+            }
+            LOG.warn("slipstream: {}=true: shuffling over Hadoop's encrypted HTTP shuffle, not the fabric", SSL_ENABLED);
+            context.getReporter().incrCounter(SlipstreamCounter.HTTP_FALLBACKS, 1);
             useHttp(context);
             return;
         }
