@@ -16,8 +16,8 @@ import org.apache.hadoop.mapreduce.jobhistory.JobHistoryParser;
 
 /**
  * The JVM side of {@code ohb mapreduce avg|rand|skew}: for each configuration (vanilla: Hadoop's
- * HTTP shuffle; plugin; plugin-tcp: the plugin with the fabric forced to TCP) a fresh mini YARN
- * cluster of two NodeManagers runs {@link GeneratorJob} {@code --runs} times, with reducers
+ * HTTP shuffle; plugin; plugin-tcp: the plugin with the fabric forced to TCP) a mini YARN cluster
+ * of two NodeManagers (one for vanilla and plugin, a fresh one for TCP) runs {@link GeneratorJob} {@code --runs} times, with reducers
  * starting after the last map ({@code slowstart=1.0}) so that the shuffle phase is the shuffle
  * alone. Prints one {@code OHB_MAPREDUCE_RESULT {json}} line per run: job time, the reducers'
  * shuffle and merge phases from the job history (longest reducer), Hadoop's and the plugin's
@@ -51,77 +51,112 @@ public final class MapReduceBench {
             }
             options.put(key, args[++i]);
         }
-        int maps = Integer.parseInt(options.get("maps"));
-        int reduces = Integer.parseInt(options.get("reduces"));
-        int reduceMb = Integer.parseInt(options.get("reduce-mb"));
-        Long checksum = null;
-        boolean ok = true;
-        for (String config : options.get("configs").split(",")) {
-            String transport = config.equals("plugin-tcp") ? "tcp" : "auto";
-            BenchCluster cluster = new BenchCluster("ohb-mr-" + config);
-            System.setProperty("test.build.data", Path.of(options.get("work")).toAbsolutePath().toString());
-            cluster.init(cluster.configuration(transport, Math.max(4096, (reduces + 1) * reduceMb), reduceMb));
-            cluster.start();
-            try {
-                for (int run = 0; run < Integer.parseInt(options.get("runs")); run++) {
-                    Configuration conf = new Configuration(cluster.getConfig());
-                    conf.setInt(GeneratorJob.MAPS, maps);
-                    conf.setInt(GeneratorJob.RECORDS, Integer.parseInt(options.get("records")));
-                    conf.setInt(GeneratorJob.VALUE_BYTES, Integer.parseInt(options.get("value-bytes")));
-                    conf.set(GeneratorJob.PATTERN, options.get("pattern"));
-                    conf.setFloat("mapreduce.job.reduce.slowstart.completedmaps", 1.0f);
-                    if (!config.equals("vanilla")) {
-                        conf.set("mapreduce.job.reduce.shuffle.consumer.plugin.class", "io.slipstream.mapreduce.SlipstreamShuffle");
-                        conf.set("slipstream.mapreduce.fallback", "never");
-                        conf.set("slipstream.mapreduce.transport", transport);
+        Bench bench = new Bench(options);
+        BenchCluster cluster = null;
+        String clusterTransport = null;
+        try {
+            for (String config : options.get("configs").split(",")) {
+                String transport = config.equals("plugin-tcp") ? "tcp" : "auto";
+                if (cluster == null || !transport.equals(clusterTransport)) {
+                    // vanilla and plugin share a cluster (the HTTP shuffle is in the plugin's handler);
+                    // plugin-tcp needs NodeManagers whose fabric is TCP only.
+                    if (cluster != null) {
+                        cluster.stop();
                     }
-                    Job job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
-                    long start = System.nanoTime();
-                    boolean succeeded = job.waitForCompletion(false);
-                    long jobMs = (System.nanoTime() - start) / 1_000_000;
-                    if (!succeeded) {
-                        System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
-                        ok = false;
-                        continue;
-                    }
-                    Counters counters = job.getCounters();
-                    long sum = counters.findCounter(GeneratorJob.GROUP, "CHECKSUM").getValue();
-                    long shuffleBytes = counters.findCounter("org.apache.hadoop.mapreduce.TaskCounter", "REDUCE_SHUFFLE_BYTES").getValue();
-                    long fabricBytes = counters.findCounter("io.slipstream.mapreduce.SlipstreamCounter", "FABRIC_SHUFFLE_BYTES").getValue();
-                    if (checksum == null) {
-                        checksum = sum;
-                    } else if (checksum != sum) {
-                        System.err.println("ohb mapreduce: " + config + " reducers saw other data (checksum " + sum + " vs " + checksum + ")");
-                        ok = false;
-                    }
-                    if (!config.equals("vanilla") && fabricBytes != shuffleBytes) {
-                        System.err.println("ohb mapreduce: " + config + " shuffled " + fabricBytes + " of " + shuffleBytes + " bytes over the fabric");
-                        ok = false;
-                    }
-                    long[] phases = phases(cluster, job, conf);
-                    Map<String, Object> result = new LinkedHashMap<>();
-                    result.put("config", config);
-                    result.put("pattern", options.get("pattern"));
-                    result.put("run", run);
-                    result.put("maps", maps);
-                    result.put("reduces", reduces);
-                    result.put("records_per_map", Long.parseLong(options.get("records")));
-                    result.put("value_bytes", Long.parseLong(options.get("value-bytes")));
-                    result.put("job_ms", jobMs);
-                    result.put("shuffle_ms", phases[0]);
-                    result.put("merge_ms", phases[1]);
-                    result.put("reduce_ms", phases[2]);
-                    result.put("shuffle_bytes", shuffleBytes);
-                    result.put("fabric_bytes", fabricBytes);
-                    result.put("records", counters.findCounter(GeneratorJob.GROUP, "RECORDS").getValue());
-                    result.put("checksum", sum);
-                    System.out.println("OHB_MAPREDUCE_RESULT " + json(result));
+                    cluster = bench.startCluster(transport);
+                    clusterTransport = transport;
                 }
-            } finally {
+                for (int run = 0; run < Integer.parseInt(options.get("runs")); run++) {
+                    bench.run(cluster, config, transport, run);
+                }
+            }
+        } finally {
+            if (cluster != null) {
                 cluster.stop();
             }
         }
-        System.exit(ok ? 0 : 1);
+        System.exit(bench.ok ? 0 : 1);
+    }
+
+    /** The runs of one invocation, and whether all went right. */
+    private static final class Bench {
+        final Map<String, String> options;
+        final int maps;
+        final int reduces;
+        final int reduceMb;
+        Long checksum;
+        boolean ok = true;
+
+        Bench(Map<String, String> options) {
+            this.options = options;
+            maps = Integer.parseInt(options.get("maps"));
+            reduces = Integer.parseInt(options.get("reduces"));
+            reduceMb = Integer.parseInt(options.get("reduce-mb"));
+        }
+
+        BenchCluster startCluster(String transport) throws Exception {
+            // Where MiniYARNCluster puts its directories (read when it is constructed).
+            System.setProperty("test.build.data", Path.of(options.get("work")).toAbsolutePath().toString());
+            BenchCluster cluster = new BenchCluster("ohb-mr-" + transport);
+            cluster.init(cluster.configuration(transport, Math.max(4096, (reduces + 1) * reduceMb), reduceMb));
+            cluster.start();
+            return cluster;
+        }
+
+        void run(BenchCluster cluster, String config, String transport, int run) throws Exception {
+            Configuration conf = new Configuration(cluster.getConfig());
+            conf.setInt(GeneratorJob.MAPS, maps);
+            conf.setInt(GeneratorJob.RECORDS, Integer.parseInt(options.get("records")));
+            conf.setInt(GeneratorJob.VALUE_BYTES, Integer.parseInt(options.get("value-bytes")));
+            conf.set(GeneratorJob.PATTERN, options.get("pattern"));
+            conf.setFloat("mapreduce.job.reduce.slowstart.completedmaps", 1.0f);
+            if (!config.equals("vanilla")) {
+                conf.set("mapreduce.job.reduce.shuffle.consumer.plugin.class", "io.slipstream.mapreduce.SlipstreamShuffle");
+                conf.set("slipstream.mapreduce.fallback", "never");
+                conf.set("slipstream.mapreduce.transport", transport);
+            }
+            Job job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
+            long start = System.nanoTime();
+            boolean succeeded = job.waitForCompletion(false);
+            long jobMs = (System.nanoTime() - start) / 1_000_000;
+            if (!succeeded) {
+                System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
+                ok = false;
+                return;
+            }
+            Counters counters = job.getCounters();
+            long sum = counters.findCounter(GeneratorJob.GROUP, "CHECKSUM").getValue();
+            long shuffleBytes = counters.findCounter("org.apache.hadoop.mapreduce.TaskCounter", "REDUCE_SHUFFLE_BYTES").getValue();
+            long fabricBytes = counters.findCounter("io.slipstream.mapreduce.SlipstreamCounter", "FABRIC_SHUFFLE_BYTES").getValue();
+            if (checksum == null) {
+                checksum = sum;
+            } else if (checksum != sum) {
+                System.err.println("ohb mapreduce: " + config + " reducers saw other data (checksum " + sum + " vs " + checksum + ")");
+                ok = false;
+            }
+            if (!config.equals("vanilla") && fabricBytes != shuffleBytes) {
+                System.err.println("ohb mapreduce: " + config + " shuffled " + fabricBytes + " of " + shuffleBytes + " bytes over the fabric");
+                ok = false;
+            }
+            long[] phases = phases(cluster, job, conf);
+            Map<String, Object> result = new LinkedHashMap<>();
+            result.put("config", config);
+            result.put("pattern", options.get("pattern"));
+            result.put("run", run);
+            result.put("maps", maps);
+            result.put("reduces", reduces);
+            result.put("records_per_map", Long.parseLong(options.get("records")));
+            result.put("value_bytes", Long.parseLong(options.get("value-bytes")));
+            result.put("job_ms", jobMs);
+            result.put("shuffle_ms", phases[0]);
+            result.put("merge_ms", phases[1]);
+            result.put("reduce_ms", phases[2]);
+            result.put("shuffle_bytes", shuffleBytes);
+            result.put("fabric_bytes", fabricBytes);
+            result.put("records", counters.findCounter(GeneratorJob.GROUP, "RECORDS").getValue());
+            result.put("checksum", sum);
+            System.out.println("OHB_MAPREDUCE_RESULT " + json(result));
+        }
     }
 
     /** The longest reducer's shuffle, merge and reduce phases (ms), from the job's history file; -1 if it is not there. */
