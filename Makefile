@@ -12,12 +12,14 @@ OHB         := $(ROOT)/native/target/release/ohb
 # Debian packages the build, the tests and the benchmarks need.
 APT_PACKAGES := libucx-dev ucx-utils libclang-dev clang pkg-config build-essential \
                 openjdk-17-jdk-headless maven procps \
-                memcached libmemcached-tools python3-pymemcache
+                memcached libmemcached-tools python3-pymemcache \
+                python3-pip unzip iproute2
 # cargo-fuzz drives the cache parsers' fuzz targets (stable Rust, RUSTC_BOOTSTRAP=1).
 CARGO_FUZZ_VERSION := 0.13.2
 DEPS_STAMP  := $(ROOT)/build/.deps-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 
-.PHONY: all deps build native jvm test test-native test-jvm test-fuzz smoke demo bench bench-mem clean spark-homes
+.PHONY: all deps build native jvm test test-native test-jvm test-fuzz smoke demo bench bench-mem clean spark-homes \
+        ucx-1.22 native-ucx-1.22 test-ucx-1.22
 
 all: build
 
@@ -45,11 +47,11 @@ jvm: native
 	$(MVN) -f jvm/pom.xml install -DskipTests
 
 # The closing line counts both runners: cargo's summaries and Surefire's reports.
-test: test-native test-jvm test-fuzz smoke
-	@rust_passed=$$(awk '/^test result:/ {p+=$$4} END {print p+0}' build/test-native.log)
-	rust_failed=$$(awk '/^test result:/ {f+=$$6} END {print f+0}' build/test-native.log)
-	jvm_tests=$$(cat jvm/*/target/surefire-reports/TEST-*.xml | grep -o 'tests="[0-9]*"' | head -n 1000 | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
-	jvm_failed=$$(cat jvm/*/target/surefire-reports/TEST-*.xml | grep -oE '(failures|errors)="[0-9]*"' | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
+test: test-native test-jvm test-fuzz smoke test-ucx-1.22
+	@rust_passed=$$(cat build/test-native.log build/test-ucx-1.22.log | awk '/^test result:/ {p+=$$4} END {print p+0}')
+	rust_failed=$$(cat build/test-native.log build/test-ucx-1.22.log | awk '/^test result:/ {f+=$$6} END {print f+0}')
+	jvm_tests=$$(cat jvm/*/target/surefire-reports/TEST-*.xml $(UCX122_JVM_BUILD)/surefire-reports/TEST-*.xml | grep -o 'tests="[0-9]*"' | head -n 1000 | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
+	jvm_failed=$$(cat jvm/*/target/surefire-reports/TEST-*.xml $(UCX122_JVM_BUILD)/surefire-reports/TEST-*.xml | grep -oE '(failures|errors)="[0-9]*"' | tr -dc '0-9\n' | awk '{t+=$$1} END {print t+0}')
 	echo "make test: $$((rust_passed + jvm_tests - jvm_failed)) passed, $$((rust_failed + jvm_failed)) failed"
 
 test-native: deps
@@ -58,6 +60,45 @@ test-native: deps
 
 test-jvm: native spark-homes
 	$(MVN) -f jvm/pom.xml install
+
+# A second UCX: 1.22 from PyPI's libucx-cu12 wheel (headers, pkg-config files, libraries, ucx_info,
+# ucx_perftest; no verbs), pinned by version and sha256. The fabric, its JNI library and the JVM fabric
+# suite are built and tested against it a second time, in their own directories, so that the API and
+# behaviour of a current UCX are checked as well as Debian's 1.13. ucx-sys finds it through
+# PKG_CONFIG_PATH; the rpath makes every binary load the same libraries it was built against
+# (ucx-sys's test runtime_library_is_the_one_built_against fails otherwise).
+UCX122_VERSION   := 1.22.0
+UCX122_SHA256    := 5cbbef0c140a0a158ae3486089af659b38822b2234cd3dc90ba40a5e6553402a
+UCX122_DIR       := $(ROOT)/build/ucx/1.22
+UCX122_LIB       := $(UCX122_DIR)/libucx/lib
+UCX122_TARGET    := $(ROOT)/native/target/ucx-1.22
+UCX122_JVM_BUILD := $(ROOT)/build/jvm-ucx-1.22/fabric
+UCX122_ENV       := PKG_CONFIG_PATH=$(UCX122_LIB)/pkgconfig CARGO_TARGET_DIR=$(UCX122_TARGET) \
+                    RUSTFLAGS="-C link-arg=-Wl,-rpath,$(UCX122_LIB)"
+UCX122_CRATES    := -p ucx-sys -p fabric -p fabric-jni -p fabric-jni-preload
+
+ucx-1.22: deps
+	tools/ucx-wheel.sh $(UCX122_VERSION) $(UCX122_SHA256) $(UCX122_DIR)
+
+native-ucx-1.22: ucx-1.22
+	cd native && $(UCX122_ENV) $(CARGO) build --release $(UCX122_CRATES)
+	ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so | grep -q "libucp.so.0 => $(UCX122_LIB)/libucp.so.0" \
+	  || { ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so; echo "the JNI library does not load UCX $(UCX122_VERSION)"; exit 1; }
+
+# Rust: ucx-sys (its version test prints the loaded UCX), fabric (unit, two-process and netns tests),
+# fabric-jni. JVM: jvm/fabric's suite with the 1.22-built library packed in, built under build/.
+test-ucx-1.22: native-ucx-1.22
+	mkdir -p build
+	cd native
+	$(UCX122_ENV) $(CARGO) test --release -p ucx-sys -- --show-output 2>&1 | tee ../build/test-ucx-1.22.log
+	$(UCX122_ENV) $(CARGO) test --release -p fabric -p fabric-jni -p fabric-jni-preload 2>&1 | tee -a ../build/test-ucx-1.22.log
+	cd ..
+	grep -q "UCX at run time: $(UCX122_VERSION)" build/test-ucx-1.22.log \
+	  || { echo "test-ucx-1.22: the tests did not run on UCX $(UCX122_VERSION)"; exit 1; }
+	$(MVN) -f jvm/pom.xml -pl fabric test -Dnative.dir=$(UCX122_TARGET)/release -Dfabric.build.directory=$(UCX122_JVM_BUILD)
+	ldd $(UCX122_JVM_BUILD)/classes/native/linux-x86_64/libslipstream_fabric_jni.so | grep -q "$(UCX122_LIB)/libucp.so.0" \
+	  || { echo "test-ucx-1.22: the JVM suite ran with a library that does not load UCX $(UCX122_VERSION)"; exit 1; }
+	echo "test-ucx-1.22: Rust and JVM fabric suites passed on UCX $(UCX122_VERSION)"
 
 # Real Spark installations for the integration tests (jvm/spark-it): local-cluster[2,1,1024] starts
 # executors in their own JVMs from a SPARK_HOME's jars/. 3.5 comes from Maven Central, the newest 4.x
@@ -77,13 +118,15 @@ test-fuzz: deps
 	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
+# Tables go to build/smoke-*.txt; stderr stays on the terminal: a failed point makes ohb exit
+# non-zero and name the point and the reason there.
 smoke: build spark-homes
-	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >/dev/null
-	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >/dev/null
-	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >/dev/null
-	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >/dev/null
-	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >/dev/null
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP)"
+	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >build/smoke-lat.txt
+	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >build/smoke-lat-jvm.txt
+	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >build/smoke-mem-lat.txt
+	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
+	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >build/smoke-spark.txt
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP); tables in build/smoke-*.txt"
 
 demo: build spark-homes
 	$(OHB) fabric all

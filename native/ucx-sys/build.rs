@@ -1,5 +1,12 @@
 //! Generates bindings against the UCX installed on this machine (found by pkg-config).
 //! Nothing is vendored or downloaded: the library we link is the library we run with.
+//!
+//! Another UCX (a cluster's HPC-X/MOFED build, or the 1.22 wheel `make ucx-1.22` unpacks) is chosen
+//! the way pkg-config chooses: `PKG_CONFIG_PATH=<ucx>/lib/pkgconfig`. Headers and the link path then
+//! come from that UCX; at run time the dynamic linker must find the same libraries (an rpath via
+//! `RUSTFLAGS=-Clink-arg=-Wl,-rpath,<ucx>/lib`, or `LD_LIBRARY_PATH`). The version pkg-config reports
+//! is recorded as `UCX_SYS_BUILT_VERSION`, so a test can check that the library loaded at run time
+//! is the one the bindings were generated from.
 use std::{env, path::PathBuf};
 
 fn main() {
@@ -7,6 +14,14 @@ fn main() {
         .atleast_version("1.13")
         .probe("ucx")
         .expect("UCX >= 1.13 not found by pkg-config: install libucx-dev (the Makefile does)");
+    // pkg-config's own search path decides which UCX we build against; a change must regenerate.
+    for variable in ["PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR", "PKG_CONFIG_SYSROOT_DIR"] {
+        println!("cargo:rerun-if-env-changed={variable}");
+    }
+    println!("cargo:rustc-env=UCX_SYS_BUILT_VERSION={}", ucx.version);
+    for path in &ucx.link_paths {
+        println!("cargo:libdir={}", path.display());
+    }
     // pkg-config's ucx.pc lists ucp, uct and ucs; make sure ucp and ucs are linked.
     for lib in ["ucp", "ucs"] {
         println!("cargo:rustc-link-lib=dylib={lib}");

@@ -1,5 +1,5 @@
 //! Thin owners of UCX handles: the context (transport choice happens here) and memory mappings.
-//! Everything else about UCX (worker, endpoints, active messages) lives in `node.rs`, which owns the worker.
+//! Everything else about UCX (worker, endpoints, active messages) lives in `node/`, which owns the worker.
 use std::ffi::CString;
 use std::ptr;
 

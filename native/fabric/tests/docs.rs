@@ -59,3 +59,16 @@ fn every_crate_and_module_is_in_the_code_map() {
         }
     }
 }
+
+#[test]
+fn every_file_of_the_fabric_node_is_in_the_code_map() {
+    let map = repo_file("ARCHITECTURE.md");
+    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/node");
+    let mut files = 0;
+    for entry in std::fs::read_dir(node).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(map.contains(&format!("`node/{name}`")), "ARCHITECTURE.md's code map does not name node/{name}");
+        files += 1;
+    }
+    assert!(files >= 8, "the node is split by responsibility ({files} files)");
+}

@@ -1,4 +1,6 @@
-//! Two nodes in one process: request/response, chunking, concurrency, limits.
+//! Nodes in one process, on the process's one UCX worker: request/response, chunking,
+//! concurrency, limits, several nodes side by side. Tests run in parallel. (Over `Transport::Tcp`,
+//! which needs a worker of its own, see `tcp_transport.rs`.)
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,18 +37,6 @@ fn echo_small_and_large_inline() {
         assert!(response[..] == payload[..], "payload of {len} bytes corrupted");
     }
     assert_eq!(client.stats().responses_received, 7);
-}
-
-#[test]
-fn echo_staged_over_tcp() {
-    let server = server(HandlerMode::Staged { threads: 2 }, Transport::Tcp);
-    let client = client(Transport::Tcp);
-    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
-    for len in [8usize, 100_000, 5 << 20] {
-        let payload = pattern(len, 3);
-        let response = endpoint.request(1, &payload).unwrap().wait().unwrap();
-        assert!(response[..] == payload[..]);
-    }
 }
 
 #[test]
@@ -351,4 +341,115 @@ fn connection_ids_name_each_connection_and_report_when_it_closed() {
     assert!(!server.connection_is_open(ids[0]), "the closed client's connection is gone");
     assert!(server.connection_is_open(ids[2]));
     assert!(!server.connection_is_open(u64::MAX), "an id never issued is not open");
+}
+
+/// A server that answers with its own name, so a response shows which node served it.
+fn named_server(name: &'static str) -> Node {
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 1 }, ..Config::default() };
+    Node::start(config, Some(Arc::new(move |request: Request| request.respond(name.as_bytes())))).unwrap()
+}
+
+#[test]
+fn several_nodes_in_one_process_each_serve_their_own_requests() {
+    // Like a mini cluster: servers and clients in one process, on one shared worker.
+    let names = ["namenode", "datanode-1", "datanode-2"];
+    let servers: Vec<Node> = names.iter().map(|&name| named_server(name)).collect();
+    let clients: Vec<Node> = (0..3).map(|_| client(Transport::Auto)).collect();
+    let threads: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(c, client)| {
+            let client = client.clone();
+            let addrs: Vec<_> = servers.iter().map(|s| s.local_addr().unwrap()).collect();
+            std::thread::spawn(move || {
+                for round in 0..50 {
+                    let s = (c + round) % addrs.len();
+                    let response = client.endpoint(addrs[s]).unwrap().request(1, b"who").unwrap().wait().unwrap();
+                    assert_eq!(&response[..], names[s].as_bytes(), "a request reached the wrong node");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for (server, client) in servers.iter().zip(&clients) {
+        assert_eq!(server.stats().requests_served, 50, "each node counts its own requests");
+        assert_eq!(client.stats().responses_received, 50);
+    }
+    // One node closing leaves the others serving, over connections already open and new ones.
+    servers[0].close();
+    assert!(matches!(clients[0].endpoint(servers[0].local_addr().unwrap()).and_then(|e| e.request(1, b"x")?.wait()), Err(_)));
+    for client in &clients {
+        let response = client.endpoint(servers[1].local_addr().unwrap()).unwrap().request(1, b"x").unwrap().wait().unwrap();
+        assert_eq!(&response[..], b"datanode-1");
+    }
+    let late = client(Transport::Auto);
+    let response = late.endpoint(servers[2].local_addr().unwrap()).unwrap().request(1, b"x").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"datanode-2");
+}
+
+#[test]
+fn one_node_at_its_in_flight_limit_does_not_hold_up_another() {
+    // Node A's requests go to a server that never answers, up to A's limit; node B, on the same
+    // worker, is served meanwhile.
+    let silent = Node::start(
+        Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() },
+        None,
+    )
+    .unwrap();
+    let echo_server = server(HandlerMode::Inline, Transport::Auto);
+    let limited = Node::start(Config { max_requests_in_flight: 4, request_timeout: Duration::from_secs(20), ..Config::default() }, None).unwrap();
+    let silent_endpoint = limited.endpoint(silent.local_addr().unwrap()).unwrap();
+    let held: Vec<_> = (0..4).map(|_| silent_endpoint.request(1, b"wait").unwrap()).collect();
+    // A fifth request of the limited node waits for room...
+    let fifth = {
+        let endpoint = silent_endpoint.clone();
+        std::thread::spawn(move || endpoint.request(1, b"fifth").map(|_| ()))
+    };
+    // ...while another node of the process is served.
+    let other = client(Transport::Auto);
+    let endpoint = other.endpoint(echo_server.local_addr().unwrap()).unwrap();
+    let start = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(&endpoint.request(2, b"free").unwrap().wait().unwrap()[..], b"free");
+    }
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(!fifth.is_finished(), "the fifth request went out beyond the limit");
+    assert_eq!(limited.stats().requests_sent, 4);
+    assert_eq!(other.stats().requests_timed_out, 0);
+    limited.close();
+    drop(held);
+    assert!(fifth.join().unwrap().is_err(), "closing the node ends the wait");
+}
+
+#[test]
+fn an_inline_handler_that_waits_for_another_node_gets_an_error_at_once() {
+    // A handler on the progress thread cannot wait for a response: the worker it would need is
+    // the one running it (all nodes of the process share it). It gets an error, not a hang.
+    let backend = server(HandlerMode::Inline, Transport::Auto);
+    let backend_addr = backend.local_addr().unwrap();
+    let caller = client(Transport::Auto);
+    let forwarder = {
+        let caller = caller.clone();
+        let handler = move |request: Request| {
+            match caller.endpoint(backend_addr).and_then(|e| e.request(1, b"inner")?.wait()) {
+                Ok(response) => request.respond(&response),
+                Err(e) => request.fail(&e.to_string()),
+            }
+        };
+        let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..Config::default() };
+        Node::start(config, Some(Arc::new(handler))).unwrap()
+    };
+    let outer = client(Transport::Auto);
+    let start = Instant::now();
+    let result = outer.endpoint(forwarder.local_addr().unwrap()).unwrap().request(1, b"outer").unwrap().wait();
+    match result {
+        Err(Error::Remote(message)) => assert!(message.contains("progress thread"), "{message}"),
+        other => panic!("expected the handler's error, got {other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    // The same call from a thread of its own is served.
+    let response = caller.endpoint(backend_addr).unwrap().request(1, b"direct").unwrap().wait().unwrap();
+    assert_eq!(&response[..], b"direct");
 }

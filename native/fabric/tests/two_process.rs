@@ -3,6 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use fabric::{Config, Error, Node, Transport};
@@ -38,8 +39,37 @@ impl Drop for Peer {
     }
 }
 
-fn client(transport: Transport) -> Node {
-    Node::start(Config { transport, request_timeout: Duration::from_secs(15), ..Config::default() }, None).unwrap()
+/// A node over `Transport::Tcp` needs a UCX worker of its own (another context), and UCX 1.13 can
+/// abort a process running two workers while connections churn (docs/fabric.md, "Several nodes
+/// in one process"): a test over TCP has the process to itself, the others share it.
+static WORKERS: RwLock<()> = RwLock::new(());
+
+#[allow(dead_code)] // the guards are held, never read
+enum WorkerGuard {
+    Shared(RwLockReadGuard<'static, ()>),
+    Own(RwLockWriteGuard<'static, ()>),
+}
+
+/// The test's node, holding its share of the process (dropped after the node: fields drop in order).
+struct Client {
+    node: Node,
+    _worker: WorkerGuard,
+}
+
+impl std::ops::Deref for Client {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+fn client(transport: Transport) -> Client {
+    let worker = match transport {
+        Transport::Auto => WorkerGuard::Shared(WORKERS.read().unwrap_or_else(|e| e.into_inner())),
+        Transport::Tcp => WorkerGuard::Own(WORKERS.write().unwrap_or_else(|e| e.into_inner())),
+    };
+    let node = Node::start(Config { transport, request_timeout: Duration::from_secs(15), ..Config::default() }, None).unwrap();
+    Client { node, _worker: worker }
 }
 
 fn check_pattern(bytes: &[u8]) {

@@ -257,6 +257,14 @@ pub fn repo_root_above(start: &Path) -> Option<PathBuf> {
     start.ancestors().find(|dir| dir.join("native").join("Cargo.toml").is_file()).map(Path::to_path_buf)
 }
 
+/// `$JAVA_HOME/bin/java` if set, else `java` from PATH.
+pub fn default_java() -> PathBuf {
+    match std::env::var_os("JAVA_HOME") {
+        Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
+        _ => PathBuf::from("java"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,17 +128,22 @@ mod tests {
         assert!(peak_rss_kib(me).is_some_and(|kib| kib > 0));
         assert!(!read_cmdline(u32::MAX, &mut buf) && buf.is_empty());
         assert_eq!(peak_rss_kib(u32::MAX), None);
-        // This thread has used some CPU by now: it has run the checks above.
-        let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(30);
-        while std::time::Instant::now() < spin_until {
-            std::hint::spin_loop();
-        }
-        let (mut threads, mut ticks) = (0, 0);
+        // Spin until this process has used at least one tick of CPU: by wall time alone (30 ms once)
+        // a loaded machine (load 27 on 2 cores seen) may not have run this thread at all. Bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let mut stat = String::new();
-        for_each_thread_cpu(me, &mut stat, |_, _, t| {
-            threads += 1;
-            ticks += t;
-        });
+        let (mut threads, mut ticks) = (0, 0);
+        while ticks == 0 && std::time::Instant::now() < deadline {
+            let spin_until = std::time::Instant::now() + std::time::Duration::from_millis(30);
+            while std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+            }
+            (threads, ticks) = (0, 0);
+            for_each_thread_cpu(me, &mut stat, |_, _, t| {
+                threads += 1;
+                ticks += t;
+            });
+        }
         assert!(threads >= 1 && ticks >= 1, "{threads} threads, {ticks} ticks");
         assert!(clock_ticks_per_s() >= 1);
         for_each_thread_cpu(u32::MAX, &mut stat, |_, _, _| panic!("no such process"));

@@ -81,3 +81,47 @@ fn socket_variant_end_to_end() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A point that fails makes `ohb` exit non-zero and say which point and why on stderr, after it
+/// printed the table and wrote the JSON. UCX limited to a transport that does not exist cannot
+/// start the fabric server.
+#[test]
+fn a_failed_fabric_point_exits_non_zero() {
+    let dir = std::env::temp_dir().join(format!("ohb-cli-fail-{}", std::process::id()));
+    let json = dir.join("lat.json");
+    let out = ohb()
+        .env("UCX_TLS", "no-such-transport")
+        .args(["fabric", "lat", "--variants", "fabric,rust-socket", "--sizes", "8", "--iterations", "100"])
+        .args(["--warmup", "10", "--no-progress", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("ohb: fabric lat: 1 point(s) failed:\n  fabric 8 B: "), "{stderr}");
+    assert!(!stderr.contains("rust-socket 8 B"), "the socket point does not fail:\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v["variants"][0]["points"][0]["error"].is_string(), "{v}");
+    assert!(v["variants"][1]["points"][0]["error"].is_null(), "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The cache suite likewise: a value larger than memcached's item size limit fails its point.
+#[test]
+fn a_failed_cache_point_exits_non_zero() {
+    let dir = std::env::temp_dir().join(format!("ohb-cli-fail-mem-{}", std::process::id()));
+    let json = dir.join("lat.json");
+    let out = ohb()
+        .args(["mem", "lat", "--variants", "memcached", "--ops", "SET", "--sizes", "32,2M", "--iterations", "100"])
+        .args(["--no-progress", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("ohb: mem lat: 1 point(s) failed:\n  lat memcached SET 2 MiB: "), "{stderr}");
+    assert!(json.is_file(), "the JSON is written before the exit");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,6 +28,10 @@ class NativeLoaderTest {
     private static Map<String, String> cleanEnv() {
         Map<String, String> env = new HashMap<>();
         env.put("UCX_ERROR_SIGNALS", "ILL,SEGV,BUS,FPE"); // UCX's default, spelled out: the loader must override it
+        // Debian's 1.13 (and HPC-X) default to backtraces on those signals; PyPI's 1.22 build defaults to
+        // UCX_HANDLE_ERRORS=none, which installs no handlers at all. Spelled out too, so the loader is
+        // tested against handlers that would be installed, whichever UCX the library was built with.
+        env.put("UCX_HANDLE_ERRORS", "bt");
         return env;
     }
 

@@ -203,6 +203,22 @@ public final class FabricBench {
             Files.writeString(options.json, toJson(options, results, errors), StandardCharsets.UTF_8);
             progress("results written to %s", options.json);
         }
+        List<String> failures = failures(errors);
+        if (!failures.isEmpty()) {
+            System.err.println("FabricBench: " + failures.size() + " failure(s):");
+            failures.forEach(f -> System.err.println("  " + f));
+            System.exit(POINTS_FAILED_EXIT);
+        }
+    }
+
+    /** Exit status when points or variants failed; the JSON (if asked for) is written first. */
+    static final int POINTS_FAILED_EXIT = 3;
+
+    /** Every variant that stopped or was skipped, as "VARIANT: why" (a point either completes or stops its variant). */
+    static List<String> failures(Map<String, String> errors) {
+        List<String> failures = new ArrayList<>();
+        errors.forEach((variant, error) -> failures.add(variant + ": " + error));
+        return failures;
     }
 
     private static BenchClient connect(String variant, InetSocketAddress server, Options options) throws Exception {

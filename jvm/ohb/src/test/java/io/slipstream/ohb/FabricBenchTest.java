@@ -91,4 +91,32 @@ class FabricBenchTest {
             assertEquals(6, count, text);
         }
     }
+
+    /**
+     * A variant that fails makes the bench exit with {@link FabricBench#POINTS_FAILED_EXIT} after writing its JSON
+     * (which names the failure): UCX limited to a transport that does not exist cannot start the fabric.
+     */
+    @Test
+    void aFailedVariantExitsNonZero(@TempDir Path directory) throws Exception {
+        Path json = directory.resolve("lat.json");
+        String java = System.getProperty("java.home") + "/bin/java";
+        ProcessBuilder builder = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+                FabricBench.class.getName(), "lat", "--sizes", "8", "--iterations", "100", "--variants", "fabric",
+                "--variant-warmup-seconds", "0.1", "--max-seconds-per-point", "5", "--json", json.toString());
+        builder.environment().put("UCX_TLS", "no-such-transport");
+        builder.redirectErrorStream(true);
+        Process process = builder.start();
+        String output = new String(process.getInputStream().readAllBytes());
+        assertTrue(process.waitFor(100, TimeUnit.SECONDS), output);
+        assertEquals(FabricBench.POINTS_FAILED_EXIT, process.exitValue(), output);
+        assertTrue(output.contains("FabricBench: 1 failure(s):"), output);
+        assertTrue(output.contains("  fabric: "), output);
+        assertTrue(Files.readString(json).contains("\"error\":"), Files.readString(json));
+    }
+
+    @Test
+    void failuresNameTheVariant() {
+        assertEquals(List.of("fabric-tcp: boom"), FabricBench.failures(java.util.Map.of("fabric-tcp", "boom")));
+        assertTrue(FabricBench.failures(java.util.Map.of()).isEmpty());
+    }
 }

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::child::{run_captured, ChildGuard};
-use crate::result::{Mode, Point};
+use crate::fabric::result::{Mode, Point};
 
 pub const PERFTEST_BIN: &str = "ucx_perftest";
 

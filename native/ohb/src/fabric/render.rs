@@ -1,15 +1,21 @@
-//! The table a run prints, the ratio columns, the target checks, and the JSON file.
+//! What a fabric run prints and writes: the table, the ratio columns, the target checks, the JSON.
 //!
 //! Ratios are speed ratios: reference latency / fabric latency, or fabric bandwidth (rate) /
 //! reference bandwidth (rate). 1.00x means equal, above 1 the fabric is faster.
 
+use crate::table::first_line;
+use crate::table::Check;
+use crate::table::format_mb_s;
+use crate::table::format_rate;
+use crate::table::format_ratio;
+use crate::table::format_us;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::args::format_size;
-use crate::result::{BenchResult, Mode, Point};
+use crate::fabric::result::{BenchResult, Mode, Point};
 
 /// The forced-TCP fabric must reach this fraction of plain sockets at every size.
 pub const TCP_VS_SOCKET_RATIO_MIN: f64 = 0.9;
@@ -62,47 +68,6 @@ fn ratio_at(result: &BenchResult, mode: Mode, column: &RatioColumn, size: usize)
     let v = result.variant(column.variant)?.point(size)?;
     let r = result.variant(column.reference)?.point(size)?;
     speed_ratio(mode, v, r)
-}
-
-/// `1.23x`; small ratios keep two significant digits (`0.013x`, `0.0021x`).
-pub fn format_ratio(x: f64) -> String {
-    if x >= 0.095 {
-        format!("{x:.2}x")
-    } else if x >= 0.0095 {
-        format!("{x:.3}x")
-    } else {
-        format!("{x:.4}x")
-    }
-}
-
-pub fn format_us(us: f64) -> String {
-    if us < 10.0 {
-        format!("{us:.2}")
-    } else if us < 1000.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.0}")
-    }
-}
-
-pub fn format_mb_s(mb_s: f64) -> String {
-    if mb_s < 10.0 {
-        format!("{mb_s:.2}")
-    } else if mb_s < 100.0 {
-        format!("{mb_s:.1}")
-    } else {
-        format!("{mb_s:.0}")
-    }
-}
-
-pub fn format_rate(rate: f64) -> String {
-    if rate >= 1e6 {
-        format!("{:.2}M", rate / 1e6)
-    } else if rate >= 1e3 {
-        format!("{:.1}k", rate / 1e3)
-    } else {
-        format!("{rate:.0}")
-    }
 }
 
 fn cell(value: Option<f64>, format: fn(f64) -> String, failed: bool) -> String {
@@ -255,25 +220,6 @@ pub fn render(result: &BenchResult) -> String {
     out
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
-}
-
-/// One target the issue asks the table to make visible.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Check {
-    pub name: String,
-    pub ratio: Option<f64>,
-    /// `None` when the target states no threshold (the ratio is reported).
-    pub pass: Option<bool>,
-    pub detail: String,
-}
-
-impl Check {
-    pub fn to_json(&self) -> Value {
-        json!({"name": self.name, "ratio": self.ratio, "pass": self.pass, "detail": self.detail})
-    }
-}
 
 /// The targets of a result: fabric vs ucx_perftest (8 B round trip, 1 MiB bandwidth), fabric vs
 /// sockets (JVM: 8 B round trip, 1 MiB bandwidth), forced-TCP fabric vs sockets at every size.
@@ -363,20 +309,11 @@ pub fn default_json_path(repo_root: Option<&Path>, mode_name: &str, layer: &str)
     base.join("results").join(format!("ohb-fabric-{mode_name}-{layer}.json"))
 }
 
-/// Writes pretty JSON, creating the directory.
-pub fn write_json(path: &Path, value: &Value) -> Result<(), String> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    }
-    let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-    std::fs::write(path, text + "\n").map_err(|e| format!("write {}: {e}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::Machine;
-    use crate::result::VariantResult;
+    use crate::fabric::result::VariantResult;
 
     fn lat_point(size: usize, p50: f64) -> Point {
         Point {
@@ -453,16 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn formats() {
-        assert_eq!(format_ratio(1.234), "1.23x");
-        assert_eq!(format_ratio(0.0132), "0.013x");
-        assert_eq!(format_ratio(0.00213), "0.0021x");
-        assert_eq!(format_us(1.234), "1.23");
-        assert_eq!(format_us(123.45), "123.5");
-        assert_eq!(format_us(12345.6), "12346");
-        assert_eq!(format_rate(1_234_567.0), "1.23M");
-        assert_eq!(format_rate(45_600.0), "45.6k");
-        assert_eq!(format_mb_s(11469.2), "11469");
+    fn default_json_path_is_under_results() {
         assert_eq!(
             default_json_path(Some(Path::new("/repo")), "lat", "rust"),
             PathBuf::from("/repo/results/ohb-fabric-lat-rust.json")

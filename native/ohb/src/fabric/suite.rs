@@ -1,20 +1,21 @@
 //! Runs one fabric test at the Rust level: for each variant, a server process, a client here,
 //! every size in turn; `ucx_perftest` per size. Progress goes to stderr.
 
+use crate::progress::Progress;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fabric::Transport;
 
 use crate::args::format_size;
 use crate::child::Launcher;
-use crate::fabric_bench::{transport_name, FabricParty, SendPath};
+use crate::fabric::node::{transport_name, FabricParty, SendPath};
 use crate::machine::Machine;
-use crate::measure::{measure, Party, Plan};
-use crate::perftest;
-use crate::report::{format_mb_s, format_rate, format_us};
-use crate::result::{BenchResult, Mode, Point, Variant, VariantResult};
-use crate::socket::SocketParty;
+use crate::fabric::measure::{measure, Party, Plan};
+use crate::fabric::perftest;
+use crate::table::{format_mb_s, format_rate, format_us};
+use crate::fabric::result::{BenchResult, Mode, Point, Variant, VariantResult};
+use crate::fabric::socket::SocketParty;
 
 /// Time for a server process to start and announce its port.
 pub const SERVER_START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -44,34 +45,6 @@ pub struct FabricRun {
     pub variants: Vec<Variant>,
     pub send_path: SendPath,
     pub progress: bool,
-}
-
-/// "[3/44] fabric-tcp 64 KiB ... 45.2 us" lines on stderr.
-pub struct Progress {
-    pub enabled: bool,
-    pub total: usize,
-    pub done: usize,
-    started: Instant,
-}
-
-impl Progress {
-    pub fn new(enabled: bool, total: usize) -> Progress {
-        Progress { enabled, total, done: 0, started: Instant::now() }
-    }
-
-    pub fn begin(&mut self, label: &str) {
-        self.done += 1;
-        assert!(self.done <= self.total, "more steps than announced");
-        if self.enabled {
-            eprint!("[{}/{}] {label} ...", self.done, self.total);
-        }
-    }
-
-    pub fn end(&mut self, outcome: &str) {
-        if self.enabled {
-            eprintln!(" {outcome}  ({:.0} s)", self.started.elapsed().as_secs_f64());
-        }
-    }
 }
 
 /// What a point shows in a progress line.
@@ -215,15 +188,15 @@ pub fn serve_main(argv: &[String]) -> Result<(), String> {
     let lifetime = Duration::from_secs(args.number("lifetime-s")?.unwrap_or(3600));
     match args.positional.first().map(String::as_str) {
         Some("socket") => {
-            let listener = crate::socket::bind(port)?;
+            let listener = crate::fabric::socket::bind(port)?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
             exit_when_parent_leaves(lifetime);
             announce_port(port);
-            crate::socket::serve(listener)
+            crate::fabric::socket::serve(listener)
         }
         Some("fabric") => {
             let transport_text = args.value("transport").unwrap_or("auto");
-            let transport = crate::fabric_bench::parse_transport(transport_text)
+            let transport = crate::fabric::node::parse_transport(transport_text)
                 .ok_or_else(|| format!("--transport: '{transport_text}' is not auto or tcp"))?;
             let threads: usize = args.number("threads")?.unwrap_or(2);
             let handler_mode = match args.value("handler").unwrap_or("inline") {
@@ -233,14 +206,14 @@ pub fn serve_main(argv: &[String]) -> Result<(), String> {
             };
             let mib =
                 |name: &str| -> Result<Option<usize>, String> { Ok(args.number::<usize>(name)?.map(|m| m << 20)) };
-            let server = crate::fabric_bench::ServerConfig {
+            let server = crate::fabric::node::ServerConfig {
                 transport,
                 port,
                 handler_mode,
                 pool_cap_bytes: mib("pool-cap-mib")?,
                 max_message_bytes: mib("max-message-mib")?,
             };
-            let node = crate::fabric_bench::start_server(&server)?;
+            let node = crate::fabric::node::start_server(&server)?;
             exit_when_parent_leaves(lifetime);
             announce_port(node.local_addr().expect("listening").port());
             let stats_period = args.number::<u64>("stats-ms")?.map(Duration::from_millis);
@@ -248,7 +221,7 @@ pub fn serve_main(argv: &[String]) -> Result<(), String> {
             loop {
                 std::thread::sleep(stats_period.unwrap_or(Duration::from_secs(1)));
                 if stats_period.is_some() {
-                    println!("{}", crate::fabric_bench::stats_json(&node));
+                    println!("{}", crate::fabric::node::stats_json(&node));
                 }
             }
         }

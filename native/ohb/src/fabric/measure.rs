@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::result::{Mode, Point};
+use crate::fabric::result::{Mode, Point};
 use crate::stats::{median, summarize_ns, MB_BYTES};
 
 /// Latency iterations per point when derived from the budget.

@@ -11,13 +11,16 @@ use std::time::Duration;
 
 use crate::child::ChildGuard;
 use crate::machine::Machine;
-use crate::measure::Plan;
-use crate::result::{BenchResult, Mode, Point, Variant, VariantResult};
-use crate::suite::{perftest_points, Progress};
+use crate::fabric::measure::Plan;
+use crate::fabric::result::{BenchResult, Mode, Point, Variant, VariantResult};
+use crate::fabric::suite::perftest_points;
+use crate::progress::Progress;
 
 pub const MAIN_CLASS: &str = "io.slipstream.ohb.FabricBench";
 /// The jar, relative to the repository root.
 pub const DEFAULT_JAR: &str = "jvm/ohb/target/slipstream-ohb.jar";
+/// The JVM bench's exit status when variants failed after it wrote its JSON (`FabricBench.POINTS_FAILED_EXIT`).
+pub const POINTS_FAILED_EXIT: i32 = 3;
 /// A JVM run that takes longer than this is killed.
 pub const JVM_TIMEOUT_DEFAULT: Duration = Duration::from_secs(15 * 60);
 
@@ -46,14 +49,6 @@ pub struct JvmRun {
     /// Variants for the JVM bench (`--variants`), `None` for its default set.
     pub jvm_variants: Option<Vec<String>>,
     pub progress: bool,
-}
-
-/// `$JAVA_HOME/bin/java` if set, else `java` from PATH.
-pub fn default_java() -> PathBuf {
-    match std::env::var_os("JAVA_HOME") {
-        Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
-        _ => PathBuf::from("java"),
-    }
 }
 
 /// The java command line (without the program).
@@ -99,7 +94,9 @@ pub fn run_jvm(run: &JvmRun) -> Result<BenchResult, String> {
     let mut java = ChildGuard::spawn("JVM bench", cmd, false)?;
     let status = java.wait_timeout(run.timeout)?;
     drop(java);
-    if !status.success() {
+    // POINTS_FAILED_EXIT: the bench wrote its JSON and failed variants carry their errors (shown in the
+    // table, counted by the caller); any other failure leaves nothing to show.
+    if !status.success() && status.code() != Some(POINTS_FAILED_EXIT) {
         return Err(format!("JVM bench failed ({status})"));
     }
     let text = std::fs::read_to_string(&json_path).map_err(|e| format!("read {}: {e}", json_path.display()))?;

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 
 use crate::args::{format_size, Args};
 use crate::child::{rss_bytes, ChildGuard, Launcher};
-use crate::fabric_bench::{transport_name, OP_ACK, OP_ECHO};
+use crate::fabric::node::{transport_name, OP_ACK, OP_ECHO};
 use crate::machine::Machine;
-use crate::suite::{loopback, SERVER_START_TIMEOUT};
+use crate::fabric::suite::{loopback, SERVER_START_TIMEOUT};
 
 const MIB: f64 = 1048576.0;
 /// Longest accepted `--seconds`.
@@ -169,7 +169,7 @@ pub fn load_main(argv: &[String]) -> Result<(), String> {
     let window: usize = args.number::<usize>("window")?.unwrap_or(4).clamp(1, WINDOW_MAX);
     let size_max_bytes = crate::args::parse_size(args.value("max-size").unwrap_or("4M"))?;
     let transport =
-        crate::fabric_bench::parse_transport(args.value("transport").unwrap_or("auto")).ok_or("bad --transport")?;
+        crate::fabric::node::parse_transport(args.value("transport").unwrap_or("auto")).ok_or("bad --transport")?;
     let mut config = Config { transport, request_timeout: REQUEST_TIMEOUT, ..Config::default() };
     if let Some(mib) = args.number::<usize>("pool-cap-mib")? {
         config.pool_cap_bytes = mib << 20;
@@ -303,6 +303,27 @@ impl MemReport {
 
     pub fn client_pass(&self) -> Option<bool> {
         self.max_of(|s| s.client_rss_bytes).map(|m| m <= self.allowed_bytes())
+    }
+
+    /// What went wrong in the run itself (not the targets): a process never sampled, requests that
+    /// failed, or a load that answered nothing.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.server_pass().is_none() {
+            failures.push("server: no RSS sample".to_string());
+        }
+        if self.client_pass().is_none() {
+            failures.push("client: no RSS sample".to_string());
+        }
+        let count = |k: &str| self.final_load.get(k).and_then(Value::as_u64).unwrap_or(0);
+        if count("errors") > 0 {
+            let kinds = self.final_load.get("error_kinds").map(|k| k.to_string()).unwrap_or_default();
+            failures.push(format!("load: {} request(s) failed {kinds}", count("errors")));
+        }
+        if count("requests_ok") == 0 {
+            failures.push("load: no request answered".to_string());
+        }
+        failures
     }
 
     pub fn to_json(&self) -> Value {
@@ -538,6 +559,34 @@ mod tests {
         assert!(MemRun { pool_cap_bytes: 2 << 20, ..run.clone() }.validate().is_err());
         assert!(MemRun { window: 0, ..run.clone() }.validate().is_err());
         assert_eq!(run.node_args()[3], "64");
+    }
+
+    #[test]
+    fn failed_requests_and_missing_samples_are_failures() {
+        let run = MemRun {
+            seconds: 1,
+            threads: 1,
+            window: 1,
+            size_max_bytes: 4096,
+            pool_cap_bytes: 64 << 20,
+            overhead_bytes: 17 << 20,
+            transport: Transport::Auto,
+            progress: false,
+        };
+        let sample = Sample { server_rss_bytes: Some(1 << 20), client_rss_bytes: Some(1 << 20), ..Sample::default() };
+        let mut report = MemReport {
+            run,
+            machine: Machine::default(),
+            server_rss_idle_bytes: 0,
+            samples: vec![sample],
+            final_load: json!({"requests_ok": 10, "errors": 0}),
+        };
+        assert!(report.failures().is_empty());
+        report.final_load = json!({"requests_ok": 10, "errors": 2, "error_kinds": {"Timeout": 2}});
+        assert_eq!(report.failures(), vec![r#"load: 2 request(s) failed {"Timeout":2}"#.to_string()]);
+        report.samples.clear();
+        report.final_load = json!({});
+        assert_eq!(report.failures(), ["server: no RSS sample", "client: no RSS sample", "load: no request answered"]);
     }
 
     #[test]

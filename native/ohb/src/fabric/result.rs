@@ -11,7 +11,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::args::format_size;
 use crate::machine::Machine;
+use crate::table::first_line;
 
 /// What a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +194,23 @@ impl BenchResult {
         self.variants.iter().find(|v| v.name == name)
     }
 
+    /// Every failed point as "VARIANT SIZE: why", and every variant that stopped with no point
+    /// carrying its error as "VARIANT: why".
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        for v in &self.variants {
+            for p in &v.points {
+                if let Some(e) = &p.error {
+                    failures.push(format!("{} {}: {}", v.name, format_size(p.size_bytes), first_line(e)));
+                }
+            }
+            if let Some(e) = v.error.as_ref().filter(|_| v.points.iter().all(|p| p.error.is_none())) {
+                failures.push(format!("{}: {}", v.name, first_line(e)));
+            }
+        }
+        failures
+    }
+
     /// Every size any variant measured, ascending.
     pub fn sizes(&self) -> Vec<usize> {
         let mut sizes: Vec<usize> = self.variants.iter().flat_map(|v| v.points.iter().map(|p| p.size_bytes)).collect();
@@ -278,6 +297,21 @@ mod tests {
         assert_eq!(back, result);
         assert_eq!(back.mode(), Some(Mode::Lat));
         assert_eq!(back.sizes(), vec![8, 4096]);
+        assert_eq!(back.failures(), vec!["ucx_perftest 4 KiB: boom".to_string()]);
+    }
+
+    #[test]
+    fn a_variant_that_stopped_before_any_point_is_a_failure() {
+        let mut result = BenchResult {
+            bench: "fabric lat".into(),
+            layer: "jvm".into(),
+            machine: Machine::default(),
+            variants: vec![VariantResult { name: "fabric".into(), points: vec![], error: Some("unavailable\nmore".into()) }],
+            notes: vec![],
+        };
+        assert_eq!(result.failures(), vec!["fabric: unavailable".to_string()]);
+        result.variants[0].points.push(Point::failed(8, "unavailable".into()));
+        assert_eq!(result.failures(), vec!["fabric 8 B: unavailable".to_string()], "listed once, by point");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use fabric::{Config, Endpoint, HandlerMode, Node, Pending, Request, Transport};
 
-use crate::measure::{check_pattern, fill_pattern, Party};
+use crate::fabric::measure::{check_pattern, fill_pattern, Party};
 
 /// Answered with the request's own payload (zero-copy: the received buffer goes back).
 pub const OP_ECHO: u16 = 1;

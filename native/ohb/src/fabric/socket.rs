@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::args::SIZE_BYTES_MAX;
-use crate::measure::{check_pattern, fill_pattern, Party};
+use crate::fabric::measure::{check_pattern, fill_pattern, Party};
 
 pub const FRAME_HEADER_BYTES: usize = 8;
 pub const OP_ECHO: u16 = 1;
@@ -183,8 +183,8 @@ impl Party for SocketParty {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::{measure, Plan};
-    use crate::result::Mode;
+    use crate::fabric::measure::{measure, Plan};
+    use crate::fabric::result::Mode;
 
     #[test]
     fn header_round_trip() {

@@ -1,0 +1,363 @@
+//! The connection cache: one UCX endpoint per peer, shared by every caller of the node; endpoints
+//! accepted by the listener; wire-up (messages wait in a backlog until the endpoint's first flush
+//! completes); idle close; failure (requests in flight fail, the endpoint is force-closed, the
+//! next request reconnects).
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::net::SocketAddr;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ucx_sys as u;
+
+use crate::clock::coarse_ms;
+use crate::error::{check, ucx_error, Error, Result};
+use crate::log::{log_debug, log_warn};
+use crate::ucx;
+use crate::wire::Header;
+
+use super::send::Payload;
+use super::runtime::Runtime;
+use super::{NodeInner, NodeState};
+
+pub(super) struct Conn {
+    pub(super) ep: u::ucp_ep_h,
+    /// Set for connections this node opened (they are cached by peer and closed when idle).
+    pub(super) outgoing_peer: Option<SocketAddr>,
+    pub(super) peer_name: String,
+    pub(super) failed: bool,
+    pub(super) last_used_ms: u64,
+    pub(super) requests_in_flight: usize,
+    /// False until the endpoint's first flush completes, i.e. until UCX has finished wiring up its
+    /// transports. UCX 1.13 re-sends messages queued during wire-up with the protocol chosen for
+    /// the temporary lane, which shared memory with peer error handling rejects ("Invalid
+    /// am_short_iov length"); so messages wait in `backlog` until then.
+    pub(super) ready: bool,
+    /// The wire-up flush is in flight. UCX 1.22 crashes (use after free in
+    /// `ucp_ep_flush_resume_slow_path_callback`) when an endpoint is closed while its flush is
+    /// pending, so a close requested then (`close_after_wireup`, with its `force`) waits for it.
+    pub(super) wireup_flushing: bool,
+    pub(super) close_after_wireup: Option<bool>,
+    pub(super) backlog: VecDeque<(Header, Payload, Option<u64>)>,
+    /// Extra `ucp_am_send_nbx` flags for this connection (`UCP_AM_SEND_FLAG_EAGER` for same-host peers).
+    pub(super) send_flags: u32,
+}
+
+impl Conn {
+    /// Whether the idle scan closes this connection: only connections this node opened (a peer
+    /// closes its own), healthy, with nothing in flight, unused for `idle_timeout_ms`.
+    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64) -> bool {
+        self.outgoing_peer.is_some() && !self.failed && self.requests_in_flight == 0 && now_ms.saturating_sub(self.last_used_ms) >= idle_timeout_ms
+    }
+}
+
+struct FlushCtx {
+    node: *const NodeInner,
+    conn_id: u64,
+}
+
+impl NodeInner {
+    /// The live connection to `peer`, created if absent or failed.
+    pub(super) fn connection_to(&self, state: &mut NodeState, peer: SocketAddr) -> Result<u64> {
+        if let Some(&conn_id) = state.by_peer.get(&peer) {
+            match state.conns.get(&conn_id) {
+                Some(conn) if !conn.failed => return Ok(conn_id),
+                _ => {
+                    state.by_peer.remove(&peer);
+                }
+            }
+        }
+        let (storage, len) = ucx::sockaddr(&peer);
+        // SAFETY: under the runtime's lock (the caller holds `state`); zeroed parameters with the
+        // used fields set; `storage` outlives the call.
+        let ep = unsafe {
+            let mut params: u::ucp_ep_params_t = std::mem::zeroed();
+            params.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
+                | u::UCP_EP_PARAM_FIELD_SOCK_ADDR
+                | u::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
+                | u::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64;
+            params.flags = u::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+            params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
+            params.sockaddr.addrlen = len;
+            params.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
+            params.err_handler.cb = Some(ep_error_callback);
+            // The runtime outlives every endpoint; the callback finds the node through `by_ep`.
+            params.err_handler.arg = Arc::as_ptr(&self.runtime) as *mut c_void;
+            let mut ep: u::ucp_ep_h = ptr::null_mut();
+            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker, &params, &mut ep))?;
+            ep
+        };
+        let conn_id = self.add_conn(state, ep, Some(peer), peer.to_string());
+        state.by_peer.insert(peer, conn_id);
+        log_debug!("connecting to {peer} (connection {conn_id})");
+        Ok(conn_id)
+    }
+
+    pub(super) fn add_conn(&self, state: &mut NodeState, ep: u::ucp_ep_h, outgoing_peer: Option<SocketAddr>, peer_name: String) -> u64 {
+        // Over TCP, UCX's rendezvous emulates a remote get in software and needs the peer's
+        // progress for every fragment: eager sends are faster at every size (docs/fabric.md), and a
+        // peer dying mid-message only breaks its own TCP stream. Through shared memory, eager is
+        // opt-in (`same_host_eager`): a dying writer can wedge the shared FIFO.
+        let same_host = peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
+        let eager = match self.config.transport {
+            crate::config::Transport::Tcp => true,
+            crate::config::Transport::Auto => same_host && self.config.same_host_eager,
+        };
+        let send_flags = if eager { u::UCP_AM_SEND_FLAG_EAGER } else { 0 };
+        let conn_id = state.next_conn_id;
+        state.next_conn_id += 1;
+        state.conns.insert(
+            conn_id,
+            Conn {
+                ep,
+                outgoing_peer,
+                peer_name,
+                failed: false,
+                last_used_ms: coarse_ms(),
+                requests_in_flight: 0,
+                ready: false,
+                wireup_flushing: false,
+                close_after_wireup: None,
+                backlog: VecDeque::new(),
+                send_flags,
+            },
+        );
+        // SAFETY: under the runtime's lock (the caller holds `state`).
+        unsafe { self.runtime.shared() }.by_ep.insert(ep as usize, (self as *const NodeInner, conn_id));
+        self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: under the runtime's lock; the context box is freed here unless UCX took it (then
+        // `wireup_flush_callback` frees it); the node outlives the flush (`NodeInner::ucx_busy`).
+        let status_ptr = unsafe {
+            let mut param: u::ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA;
+            param.cb.send = Some(wireup_flush_callback);
+            param.user_data = Box::into_raw(Box::new(FlushCtx { node: self, conn_id })) as *mut c_void;
+            let request = u::ucp_ep_flush_nbx(ep, &param);
+            if !u::ucs_ptr_is_ptr(request) {
+                drop(Box::from_raw(param.user_data as *mut FlushCtx));
+            }
+            request
+        };
+        if status_ptr.is_null() {
+            self.on_conn_ready(state, conn_id, Ok(()));
+        } else if u::ucs_ptr_is_err(status_ptr) {
+            self.on_conn_ready(state, conn_id, Err(ucx_error("ucp_ep_flush_nbx", u::ucs_ptr_status(status_ptr))));
+        } else {
+            state.ucx_ops_in_flight += 1;
+            state.conns.get_mut(&conn_id).expect("connection just inserted").wireup_flushing = true;
+        }
+        conn_id
+    }
+
+    /// The endpoint's transports are wired up: send what waited.
+    fn on_conn_ready(&self, state: &mut NodeState, conn_id: u64, result: Result<()>) {
+        if let Err(e) = result {
+            self.fail_conn(state, conn_id, &e.to_string());
+            return;
+        }
+        let Some(conn) = state.conns.get_mut(&conn_id) else { return };
+        conn.ready = true;
+        if crate::log::debug_enabled() {
+            // Which transports UCX chose for each protocol of this connection.
+            unsafe {
+                let stream = libc::fdopen(libc::dup(2), c"w".as_ptr());
+                if !stream.is_null() {
+                    u::ucp_ep_print_info(conn.ep, stream as *mut u::FILE);
+                    libc::fclose(stream);
+                }
+            }
+        }
+        let backlog = std::mem::take(&mut conn.backlog);
+        for (header, payload, request_id) in backlog {
+            self.send_message(state, conn_id, header, payload, request_id);
+        }
+    }
+
+    /// Marks a connection failed, fails its requests in flight and schedules its endpoint's close.
+    pub(super) fn fail_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) {
+        let Some(conn) = state.conns.get_mut(&conn_id) else { return };
+        if conn.failed {
+            return;
+        }
+        conn.failed = true;
+        let peer = conn.peer_name.clone();
+        if let Some(addr) = conn.outgoing_peer {
+            if state.by_peer.get(&addr) == Some(&conn_id) {
+                state.by_peer.remove(&addr);
+            }
+        }
+        for request_id in state.pending.ids_on_conn(conn_id) {
+            self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason: reason.to_string() }));
+        }
+        state.partials.drop_conn(conn_id);
+        state.to_close.push((conn_id, true));
+    }
+
+    /// Starts closing an endpoint; `force` drops what is queued on it (for failed peers).
+    pub(super) fn close_conn(&self, state: &mut NodeState, conn_id: u64, force: bool) {
+        if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
+            conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
+            return;
+        }
+        let Some(conn) = state.conns.remove(&conn_id) else { return };
+        // SAFETY: under the runtime's lock (the caller holds `state`).
+        unsafe { self.runtime.shared() }.by_ep.remove(&(conn.ep as usize));
+        if let Some(addr) = conn.outgoing_peer {
+            if state.by_peer.get(&addr) == Some(&conn_id) {
+                state.by_peer.remove(&addr);
+            }
+        }
+        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: under the runtime's lock; the endpoint left every table above, so it is closed once.
+        unsafe {
+            let mut param: u::ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags = if force { u::UCP_EP_CLOSE_FLAG_FORCE } else { 0 };
+            let request = u::ucp_ep_close_nbx(conn.ep, &param);
+            if u::ucs_ptr_is_ptr(request) {
+                state.closing.push(request);
+            }
+        }
+    }
+
+    pub(super) fn close_idle_connections(&self, state: &mut NodeState, now_ms: u64) {
+        let idle_timeout_ms = self.config.idle_timeout.as_millis() as u64;
+        let idle: Vec<u64> = state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms)).map(|(&id, _)| id).collect();
+        for conn_id in idle {
+            log_debug!("closing idle connection {conn_id}");
+            self.close_conn(state, conn_id, false);
+        }
+    }
+
+}
+
+/// Frees the endpoint-close requests UCX has finished.
+pub(super) fn reap_closed_endpoints(state: &mut NodeState) {
+    state.closing.retain(|&request| unsafe {
+        if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
+            true
+        } else {
+            u::ucp_request_free(request);
+            false
+        }
+    });
+}
+
+// UCX callbacks of connections. Each runs under the runtime's lock, inside progress or a UCX call,
+// so each may use the state of the node it names (the node outlives the operation or listener
+// behind the callback: `NodeInner::ucx_busy`, `NodeInner::close`).
+
+unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
+    let ctx = Box::from_raw(user_data as *mut FlushCtx);
+    let node = &*ctx.node;
+    let state = node.state();
+    state.ucx_ops_in_flight -= 1;
+    if let Some(conn) = state.conns.get_mut(&ctx.conn_id) {
+        conn.wireup_flushing = false;
+        if let Some(force) = conn.close_after_wireup {
+            // Not closed here: UCX may be completing this flush from inside its own failure
+            // handling of the endpoint (ucp_ep_set_failed), which a close would pull out from under it.
+            state.to_close.push((ctx.conn_id, force));
+            u::ucp_request_free(request);
+            return;
+        }
+    }
+    let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_ep_flush_nbx", status)) };
+    node.on_conn_ready(state, ctx.conn_id, result);
+    u::ucp_request_free(request);
+}
+
+pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_request_h, arg: *mut c_void) {
+    let node = &*(arg as *const NodeInner);
+    let state = node.state();
+    let accepted = state.conns.values().filter(|c| c.outgoing_peer.is_none()).count();
+    if node.closed.load(Ordering::SeqCst) || accepted >= node.config.max_connections {
+        log_warn!("refusing a connection: {accepted} accepted connections open (limit {})", node.config.max_connections);
+        u::ucp_listener_reject(state.listener, conn_request);
+        return;
+    }
+    let mut attr: u::ucp_conn_request_attr_t = std::mem::zeroed();
+    attr.field_mask = u::UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR as u64;
+    let peer_name = if u::ucp_conn_request_query(conn_request, &mut attr) == u::UCS_OK {
+        let storage: &libc::sockaddr_storage = &*(&attr.client_address as *const _ as *const libc::sockaddr_storage);
+        ucx::socket_addr(storage).map(|a| a.to_string()).unwrap_or_else(|_| "unknown".into())
+    } else {
+        "unknown".into()
+    };
+    let mut params: u::ucp_ep_params_t = std::mem::zeroed();
+    params.field_mask =
+        (u::UCP_EP_PARAM_FIELD_CONN_REQUEST | u::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | u::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64;
+    params.conn_request = conn_request;
+    params.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = Some(ep_error_callback);
+    params.err_handler.arg = Arc::as_ptr(&node.runtime) as *mut c_void;
+    let mut ep: u::ucp_ep_h = ptr::null_mut();
+    let status = u::ucp_ep_create(node.runtime.worker, &params, &mut ep);
+    if status != u::UCS_OK {
+        log_warn!("accepting a connection from {peer_name} failed: {}", u::status_string(status));
+        return;
+    }
+    let conn_id = node.add_conn(state, ep, None, peer_name.clone());
+    log_debug!("accepted connection {conn_id} from {peer_name}");
+}
+
+unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status: u::ucs_status_t) {
+    let runtime = &*(arg as *const Runtime);
+    // An endpoint no node knows any more (closed, its node gone) has nothing left to fail.
+    let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(ep as usize)) else { return };
+    let node = &*node;
+    let state = node.state();
+    let reason = u::status_string(status);
+    // A peer that closes cleanly shows up here as "connection reset": a normal disconnect.
+    if status == u::UCS_ERR_CONNECTION_RESET {
+        log_debug!("connection {conn_id} closed by peer");
+    } else {
+        node.counters.peers_failed.fetch_add(1, Ordering::Relaxed);
+        let peer = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
+        log_warn!("connection to {peer} failed: {reason}");
+    }
+    node.fail_conn(state, conn_id, &reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(outgoing: bool, last_used_ms: u64) -> Conn {
+        Conn {
+            ep: ptr::null_mut(),
+            outgoing_peer: outgoing.then(|| "127.0.0.1:9".parse().unwrap()),
+            peer_name: "127.0.0.1:9".into(),
+            failed: false,
+            last_used_ms,
+            requests_in_flight: 0,
+            ready: true,
+            wireup_flushing: false,
+            close_after_wireup: None,
+            backlog: VecDeque::new(),
+            send_flags: 0,
+        }
+    }
+
+    #[test]
+    fn an_outgoing_connection_is_idle_after_the_timeout_with_nothing_in_flight() {
+        let c = conn(true, 1_000);
+        assert!(!c.is_idle(1_000, 500));
+        assert!(!c.is_idle(1_499, 500));
+        assert!(c.is_idle(1_500, 500));
+        // A clock that went backwards (coarse clock read on another core) is not idleness.
+        assert!(!c.is_idle(900, 500));
+    }
+
+    #[test]
+    fn busy_failed_and_accepted_connections_are_never_idle() {
+        let mut busy = conn(true, 0);
+        busy.requests_in_flight = 1;
+        assert!(!busy.is_idle(1_000_000, 500));
+        let mut failed = conn(true, 0);
+        failed.failed = true;
+        assert!(!failed.is_idle(1_000_000, 500), "failed connections are closed by the failure path");
+        assert!(!conn(false, 0).is_idle(1_000_000, 500), "a peer closes the connections it opened");
+    }
+}

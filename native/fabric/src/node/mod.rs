@@ -1,0 +1,482 @@
+//! The node: one UCX worker and everything that touches it, one responsibility per file.
+//!
+//! - `mod.rs` (here): the node's state, its lock, start and close, and the public `Node`.
+//! - `connections.rs`: the connection cache (one endpoint per peer, wire-up backlog, idle close,
+//!   failure) and the listener's accept callback.
+//! - `pending.rs`: requests in flight (the bounded pending table), completion slots, waiting.
+//! - `send.rs`: posting requests and responses as chunks of active messages; the respond path.
+//! - `receive.rs`: the active-message callback: decoding, routing, messages made whole.
+//! - `reassembly.rs`: chunks of large messages put back together (the bitmap of chunks seen).
+//! - `stages.rs`: the SEDA stages after receive: dispatch queue, handler threads, `Request`.
+//! - `runtime.rs`: the UCX context, worker and progress thread shared by the nodes of a process,
+//!   and the map from endpoints to their nodes.
+//! - `progress.rs`: who drives the worker: the progress thread (spin, then sleep on the event
+//!   fd), callers helping while they wait, timers.
+//! - `id_map.rs`: the cheap hash of the integer-keyed tables on the hot path.
+//!
+//! Locking: every UCX call on the worker, and every access to a node's `NodeState`, happens under
+//! the lock of the node's runtime (`runtime.rs`: the worker shared by the nodes of a process). UCX
+//! callbacks run inside `ucp_worker_progress` (or a send/close call), so they too run under the
+//! lock; they reach a node's state through `NodeInner::state()`. A thread that holds the lock marks
+//! itself (`runtime::InProgressMark`), so code reached from a callback (an inline handler
+//! answering, a completion callback sending a new request, on this node or another of the
+//! runtime) uses the state directly instead of taking the lock again.
+//!
+//! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
+//! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
+//! respond (progress thread posts the sends). When the dispatch queue is full the progress thread
+//! stops receiving, so the transport's own flow control pushes back on senders.
+mod connections;
+mod id_map;
+mod pending;
+mod progress;
+mod reassembly;
+mod receive;
+mod runtime;
+mod send;
+mod stages;
+
+use std::cell::UnsafeCell;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use std::ptr;
+
+use ucx_sys as u;
+
+use crate::config::{Config, HandlerMode};
+use crate::error::{check, Error, Result};
+use crate::pool::{Buffer, Pool};
+use crate::queue::BoundedQueue;
+use crate::ucx;
+
+use connections::{Conn, reap_closed_endpoints};
+use id_map::IdMap;
+use pending::{PendingTable, Slot};
+use reassembly::Reassembly;
+use runtime::{InProgressMark, Runtime};
+use send::{Outgoing, SendCtx};
+
+pub use pending::{Endpoint, Pending, Response};
+pub use stages::{Handler, Request};
+
+/// How long `close` waits for endpoints to finish closing.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Counters of a node; a snapshot from `Node::stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub requests_sent: u64,
+    pub responses_received: u64,
+    pub requests_served: u64,
+    pub requests_shed: u64,
+    pub requests_timed_out: u64,
+    pub connections_open: u64,
+    pub pool_bytes_mapped: u64,
+    pub pool_bytes_in_use: u64,
+    pub pool_cap_bytes: u64,
+    pub protocol_errors: u64,
+    pub peers_failed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests_sent: AtomicU64,
+    responses_received: AtomicU64,
+    requests_served: AtomicU64,
+    requests_shed: AtomicU64,
+    requests_timed_out: AtomicU64,
+    connections_open: AtomicU64,
+    protocol_errors: AtomicU64,
+    peers_failed: AtomicU64,
+}
+
+/// Everything of the node that only the holder of its runtime's lock may touch.
+struct NodeState {
+    listener: u::ucp_listener_h,
+    conns: IdMap<u64, Conn>,
+    by_peer: HashMap<SocketAddr, u64>,
+    next_conn_id: u64,
+    next_request_id: u64,
+    pending: PendingTable,
+    partials: Reassembly,
+    /// Requests received while the dispatch queue was full, within one progress call.
+    overflow: VecDeque<Request>,
+    /// Responses produced inside the progress context, sent right after `ucp_worker_progress` returns.
+    outbox: VecDeque<Outgoing>,
+    /// Connections to close once the current progress call returns.
+    to_close: Vec<(u64, bool)>,
+    /// Endpoint-close requests not finished yet.
+    closing: Vec<*mut c_void>,
+    /// Boxed: each one's address is the `user_data` UCX hands back to `send_callback`.
+    #[allow(clippy::vec_box)]
+    send_ctx_free: Vec<Box<SendCtx>>,
+    last_timeout_scan: Instant,
+    last_idle_scan: Instant,
+    /// UCX operations posted and not completed (sends, rendezvous receives, wire-up flushes). While
+    /// any are, the progress thread must not sleep: UCX raises no event when, say, a shared-memory
+    /// FIFO has room again for the next fragment of an eager send.
+    ucx_ops_in_flight: usize,
+}
+
+pub(crate) struct NodeInner {
+    config: Config,
+    pool: Pool,
+    /// The worker, its lock and its progress thread, shared with the other nodes of the process.
+    runtime: Arc<Runtime>,
+    state: UnsafeCell<NodeState>,
+    local_addr: Option<SocketAddr>,
+    dispatch: BoundedQueue<Request>,
+    respond: BoundedQueue<Outgoing>,
+    handler: Option<Arc<dyn Handler>>,
+    /// One handler thread at a time spins in `next_request`.
+    puller_spinning: AtomicBool,
+    closed: AtomicBool,
+    /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
+    retired: AtomicBool,
+    counters: Counters,
+    free_slots: Mutex<Vec<Arc<Slot>>>,
+    /// The handler threads (Staged mode).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+// SAFETY: the raw UCX handles and the `UnsafeCell` state are only used under the runtime's lock
+// (see the module comment); everything else is Sync on its own.
+unsafe impl Send for NodeInner {}
+// SAFETY: as for Send.
+unsafe impl Sync for NodeInner {}
+
+/// Closes the node when the last user handle goes away.
+struct Owner(Arc<NodeInner>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A fabric node: listens (optionally), connects on demand, sends requests, serves handlers.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<NodeInner>,
+    _owner: Arc<Owner>,
+}
+impl Node {
+    /// Starts a node: a listener if `config.listen` is set and, in Staged mode, the handler
+    /// threads, on the process's UCX runtime (context, worker and progress thread), which the
+    /// first node starts and the nodes of the process share (docs/fabric.md, "Several nodes in
+    /// one process"). Inline and Staged modes need a handler.
+    pub fn start(config: Config, handler: Option<Arc<dyn Handler>>) -> Result<Node> {
+        config.validate()?;
+        match (config.handler_mode, &handler) {
+            (HandlerMode::Inline | HandlerMode::Staged { .. }, None) if config.listen.is_some() => {
+                return Err(Error::Config("a listening node in Inline or Staged mode needs a handler".into()))
+            }
+            _ => {}
+        }
+        let runtime = Runtime::acquire(&config)?;
+        let pool = Pool::new(runtime.context.clone(), config.pool_cap_bytes, config.max_message_bytes);
+        let depth = config.dispatch_queue_depth;
+        let now = Instant::now();
+        let inner = Arc::new(NodeInner {
+            pool,
+            runtime,
+            state: UnsafeCell::new(NodeState {
+                listener: ptr::null_mut(),
+                conns: IdMap::default(),
+                by_peer: HashMap::new(),
+                next_conn_id: 1,
+                next_request_id: 1,
+                pending: PendingTable::new(config.max_requests_in_flight),
+                partials: Reassembly::default(),
+                overflow: VecDeque::new(),
+                outbox: VecDeque::new(),
+                to_close: Vec::new(),
+                closing: Vec::new(),
+                send_ctx_free: Vec::new(),
+                last_timeout_scan: now,
+                last_idle_scan: now,
+                ucx_ops_in_flight: 0,
+            }),
+            local_addr: None,
+            dispatch: BoundedQueue::new(depth),
+            respond: BoundedQueue::new(depth),
+            handler,
+            puller_spinning: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            counters: Counters::default(),
+            free_slots: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
+            config,
+        });
+        // Join the runtime, then listen: the listener's accept callback refers to the node by
+        // address, and the node stays registered (alive) until its listener is destroyed.
+        let setup = {
+            let runtime = &inner.runtime;
+            let _guard = runtime.lock_for_caller();
+            let _mark = InProgressMark::enter(runtime);
+            // SAFETY: under the runtime's lock (taken above).
+            runtime.register(unsafe { runtime.shared() }, inner.clone());
+            match inner.config.listen {
+                None => Ok(None),
+                // SAFETY: under the runtime's lock; the parameter structs are zeroed and their used
+                // fields set; the node outlives its listener (destroyed in `close`, before the node
+                // leaves the runtime).
+                Some(addr) => unsafe {
+                    let (storage, len) = ucx::sockaddr(&addr);
+                    let mut params: u::ucp_listener_params_t = std::mem::zeroed();
+                    params.field_mask =
+                        (u::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | u::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64;
+                    params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
+                    params.sockaddr.addrlen = len;
+                    params.conn_handler.cb = Some(connections::conn_request_callback);
+                    params.conn_handler.arg = Arc::as_ptr(&inner) as *mut c_void;
+                    let mut listener: u::ucp_listener_h = ptr::null_mut();
+                    let created = check("ucp_listener_create", u::ucp_listener_create(runtime.worker, &params, &mut listener));
+                    created.and_then(|()| {
+                        inner.state().listener = listener;
+                        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
+                        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
+                        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
+                        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
+                        Ok(Some(ucx::socket_addr(storage)?))
+                    })
+                },
+            }
+        };
+        let local_addr = match setup {
+            Ok(addr) => addr,
+            Err(e) => {
+                inner.close();
+                return Err(e);
+            }
+        };
+        // SAFETY: `local_addr` is read only through `Node::local_addr`, and no `Node` exists yet;
+        // the runtime's copy of the Arc never reads it.
+        unsafe { (*(Arc::as_ptr(&inner) as *mut NodeInner)).local_addr = local_addr };
+
+        let mut threads = Vec::new();
+        if let (HandlerMode::Staged { threads: count }, Some(_)) = (inner.config.handler_mode, &inner.handler) {
+            for i in 0..count {
+                let inner = inner.clone();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("fabric-handler-{i}"))
+                        .spawn(move || inner.handler_loop())
+                        .expect("spawning a handler thread"),
+                );
+            }
+        }
+        *inner.threads.lock().unwrap() = threads;
+        let owner = Arc::new(Owner(inner.clone()));
+        Ok(Node { inner, _owner: owner })
+    }
+
+    /// The address this node listens on (with the real port if 0 was asked for).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.local_addr
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// An endpoint to `peer`, connecting now if no cached connection exists.
+    pub fn endpoint(&self, peer: SocketAddr) -> Result<Endpoint> {
+        self.inner.with_state(|inner, state| inner.connection_to(state, peer).map(|_| ()))?;
+        Ok(Endpoint { node: self.clone(), peer })
+    }
+
+    /// A registered buffer of `len` bytes; at the pool's cap, waits up to `request_timeout`.
+    pub fn alloc(&self, len: usize) -> Result<Buffer> {
+        self.inner.check_len(len)?;
+        self.inner.pool.alloc(len, Some(Instant::now() + self.inner.config.request_timeout))
+    }
+
+    /// Like `alloc`, but fails at once at the cap.
+    pub fn try_alloc(&self, len: usize) -> Result<Buffer> {
+        self.inner.check_len(len)?;
+        self.inner.pool.alloc(len, None)
+    }
+
+    /// The next request, in Pull mode. `None` after `timeout` or once the node is closed.
+    pub fn next_request(&self, timeout: Duration) -> Option<Request> {
+        self.inner.next_request(timeout)
+    }
+
+    /// Drives this node's progress on the calling thread, as a helper, for up to `spin` or until
+    /// something happens; returns how much happened. For threads that wait on callback requests
+    /// (`request_with`): receiving on the waiting thread avoids a hand-off through the progress
+    /// thread, which backs off while helpers are active.
+    pub fn help_progress(&self, spin: Duration) -> usize {
+        self.inner.help_progress(spin)
+    }
+
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        Stats {
+            requests_sent: c.requests_sent.load(Ordering::Relaxed),
+            responses_received: c.responses_received.load(Ordering::Relaxed),
+            requests_served: c.requests_served.load(Ordering::Relaxed),
+            requests_shed: c.requests_shed.load(Ordering::Relaxed),
+            requests_timed_out: c.requests_timed_out.load(Ordering::Relaxed),
+            connections_open: c.connections_open.load(Ordering::Relaxed),
+            pool_bytes_mapped: self.inner.pool.mapped_bytes() as u64,
+            pool_bytes_in_use: self.inner.pool.in_use_bytes() as u64,
+            pool_cap_bytes: self.inner.pool.cap_bytes() as u64,
+            protocol_errors: c.protocol_errors.load(Ordering::Relaxed),
+            peers_failed: c.peers_failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the node: pending requests fail with `Error::Closed`, connections are closed, threads
+    /// joined. Idempotent. Buffers still held stay valid until dropped.
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Whether the connection `Request::connection_id` named is still open. Slow path (takes the
+    /// worker lock): for pruning per-connection state such as an authenticated flag.
+    pub fn connection_is_open(&self, connection_id: u64) -> bool {
+        self.inner.with_state(|_, state| Ok(state.conns.get(&connection_id).is_some_and(|c| !c.failed))).unwrap_or(false)
+    }
+}
+
+impl NodeInner {
+    /// The node's state.
+    ///
+    /// # Safety
+    /// Only while this thread holds the runtime's lock (directly or in a UCX callback), and
+    /// without another live reference from an earlier call.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn state(&self) -> &mut NodeState {
+        &mut *self.state.get()
+    }
+
+    fn in_progress_here(&self) -> bool {
+        self.runtime.in_progress_here()
+    }
+
+    /// Runs `f` with the node's state, taking the runtime's lock unless this thread holds it.
+    fn with_state<T>(&self, f: impl FnOnce(&NodeInner, &mut NodeState) -> Result<T>) -> Result<T> {
+        if self.in_progress_here() {
+            // Another node's callback may reach a closed node of the same runtime.
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            // SAFETY: this thread holds the runtime's lock (the mark says so).
+            return f(self, unsafe { self.state() });
+        }
+        let guard = self.runtime.lock_for_caller();
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let mark = InProgressMark::enter(&self.runtime);
+        // SAFETY: under the runtime's lock, taken above.
+        let result = f(self, unsafe { self.state() });
+        drop(mark);
+        drop(guard);
+        result
+    }
+
+    fn check_len(&self, len: usize) -> Result<()> {
+        if len > self.config.max_message_bytes {
+            return Err(Error::TooLarge { len, max: self.config.max_message_bytes });
+        }
+        Ok(())
+    }
+
+    /// Inside the progress context nothing may block; elsewhere waits are bounded by the request timeout.
+    fn alloc_deadline(&self) -> Option<Instant> {
+        if self.in_progress_here() {
+            None
+        } else {
+            Some(Instant::now() + self.config.request_timeout)
+        }
+    }
+
+    fn wake(&self) {
+        self.runtime.wake();
+    }
+
+    /// Whether UCX still holds pointers into this node (operations in flight, endpoints closing):
+    /// until then a closed node stays registered with the runtime.
+    fn ucx_busy(state: &NodeState) -> bool {
+        state.ucx_ops_in_flight > 0 || !state.closing.is_empty()
+    }
+
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.dispatch.close();
+        self.respond.close();
+        let current = std::thread::current().id();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap());
+        for thread in threads {
+            if thread.thread().id() != current {
+                let _ = thread.join();
+            }
+        }
+        // Requests still queued are answered with nothing: their peers see the connection close.
+        for request in self.dispatch.drain() {
+            request.discard();
+        }
+        drop(self.respond.drain());
+        let runtime = &self.runtime;
+        let guard = runtime.lock_for_caller();
+        let mark = InProgressMark::enter(runtime);
+        // SAFETY: under the runtime's lock, taken above.
+        let state = unsafe { self.state() };
+        for request in state.overflow.drain(..) {
+            request.discard();
+        }
+        state.outbox.clear();
+        for request_id in state.pending.ids() {
+            self.complete_pending(state, request_id, Err(Error::Closed));
+        }
+        // Healthy connections close gracefully, so peers see a clean disconnect rather than a
+        // timeout; failed ones are forced. Either way the wait below is bounded.
+        let conn_ids: Vec<(u64, bool)> = state.conns.iter().map(|(&id, c)| (id, c.failed)).collect();
+        for (conn_id, failed) in conn_ids {
+            self.close_conn(state, conn_id, failed);
+        }
+        let grace_end = Instant::now() + CLOSE_GRACE;
+        let waiting = |state: &NodeState| {
+            !state.closing.is_empty() || !state.to_close.is_empty() || state.conns.values().any(|c| c.wireup_flushing)
+        };
+        while waiting(state) && Instant::now() < grace_end {
+            // SAFETY: under the runtime's lock; callbacks reach other nodes through their own state.
+            unsafe { u::ucp_worker_progress(runtime.worker) };
+            for (conn_id, force) in std::mem::take(&mut state.to_close) {
+                self.close_conn(state, conn_id, force);
+            }
+            reap_closed_endpoints(state);
+        }
+        state.partials.clear();
+        if !state.listener.is_null() {
+            // SAFETY: under the runtime's lock; the listener is this node's and destroyed once.
+            unsafe { u::ucp_listener_destroy(state.listener) };
+            state.listener = ptr::null_mut();
+        }
+        state.send_ctx_free.clear();
+        // Endpoints that did not finish closing within the grace stay with the node, which the
+        // runtime keeps (and reaps) until UCX is done with them.
+        self.retired.store(true, Ordering::SeqCst);
+        // SAFETY: under the runtime's lock.
+        let shared = unsafe { runtime.shared() };
+        shared.nodes.retain(|n| !(std::ptr::eq(Arc::as_ptr(n), self) && !NodeInner::ucx_busy(state)));
+        drop(mark);
+        drop(guard);
+        runtime.release();
+    }
+}

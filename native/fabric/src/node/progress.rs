@@ -1,0 +1,320 @@
+//! Who drives the worker, and when: the runtime's progress thread (spins for `spin_us` after the
+//! last event, then arms the worker and sleeps on its event fd), callers that help while they
+//! wait for their own responses (the progress thread stays out of their way), and each node's
+//! share of a progress round: its respond stage, deferred work and timers (request deadlines,
+//! idle connections).
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ucx_sys as u;
+
+use crate::clock::coarse_ms;
+
+use super::connections::reap_closed_endpoints;
+use super::runtime::{InProgressMark, Runtime};
+use super::{NodeInner, NodeState};
+
+/// How long a waiting caller spins (checking and helping progress) before it parks.
+pub(super) const WAITER_SPIN: Duration = Duration::from_micros(100);
+/// Waiters that may spin at once: one core is left for the rest of the process (at least one).
+pub(super) static SPINNING_WAITERS_MAX: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::thread::available_parallelism().map(|n| n.get().saturating_sub(1)).unwrap_or(1).max(1)
+});
+/// Period of the scan for requests past their deadline.
+const TIMEOUT_SCAN_PERIOD: Duration = Duration::from_millis(10);
+/// Period of the scan for idle cached connections.
+const IDLE_SCAN_PERIOD: Duration = Duration::from_millis(500);
+/// Longest sleep of the progress thread on the event fd; timers are checked at least this often.
+const SLEEP_MAX_MS: i32 = 20;
+
+/// What one progress round did.
+pub(super) struct Round {
+    /// How much happened (0 = idle; at least 1 while UCX operations are in flight).
+    pub(super) events: usize,
+    /// A node whose full dispatch queue kept this round from receiving (backpressure).
+    blocked_by: Option<Arc<NodeInner>>,
+}
+
+impl Runtime {
+    /// For a caller that must wait for room (the pending table is full): one progress round if
+    /// the worker is free, else a short sleep.
+    pub(super) fn help_progress_or_sleep(&self) {
+        if let Ok(guard) = self.lock.try_lock() {
+            self.progress_once(&guard, false);
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Spins as a helper: drives progress on this thread (whenever the worker is free) until
+    /// `done(events of the last round)` holds, `spin` has passed or `closed` (the caller's node)
+    /// is set. The progress thread stays out of the way meanwhile; a helper that leaves without
+    /// `done` wakes it, since the caller will now depend on it. The clock is read every 64 rounds
+    /// only: on a VM, clock_gettime was a quarter of the spinning time. Returns whether `done`
+    /// was reached.
+    pub(super) fn spin_as_helper(&self, spin: Duration, closed: &AtomicBool, mut done: impl FnMut(usize) -> bool) -> bool {
+        self.helpers.fetch_add(1, Ordering::SeqCst);
+        self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let mut spin_until: Option<Instant> = None;
+        let mut rounds = 0u32;
+        let mut events = 0;
+        let reached = loop {
+            if done(events) {
+                break true;
+            }
+            if closed.load(Ordering::SeqCst) {
+                break false;
+            }
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(64) {
+                let now = Instant::now();
+                if now >= *spin_until.get_or_insert(now + spin) {
+                    break false;
+                }
+            }
+            events = match self.lock.try_lock() {
+                Ok(guard) => self.progress_once(&guard, false).events,
+                Err(_) => {
+                    std::hint::spin_loop();
+                    0
+                }
+            };
+        };
+        self.leave_helpers(!reached);
+        reached
+    }
+
+    /// One round of the engine: UCX progress (unless `backpressure` is asked for and a node's
+    /// dispatch queue is full), then each node's respond stage, deferred work and timers. The
+    /// caller holds the lock.
+    pub(super) fn progress_once(&self, _guard: &MutexGuard<'_, ()>, backpressure: bool) -> Round {
+        let _mark = InProgressMark::enter(self);
+        // SAFETY: under the lock (`_guard`). Nodes join and leave the list only under the lock
+        // and never from inside a round, so the references below stay valid for the round.
+        let shared = unsafe { self.shared() };
+        let blocked_by = if backpressure { shared.nodes.iter().find(|n| n.dispatch.is_full()).cloned() } else { None };
+        let mut events = 0usize;
+        if blocked_by.is_none() {
+            // SAFETY: under the lock; callbacks reach nodes through `by_ep` and their contexts.
+            events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
+        }
+        // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map).
+        let node_count = shared.nodes.len();
+        // SAFETY (for every `node_at` below): under the lock; the list holds an Arc of each node for
+        // the whole round and does not change during it.
+        let node_at = |i: usize| unsafe { &*Arc::as_ptr(&self.shared().nodes[i]) };
+        let mut busy = false;
+        for i in 0..node_count {
+            let node = node_at(i);
+            // SAFETY: under the lock, and no other reference to this node's state is alive.
+            let (node_events, node_busy) = node.round(unsafe { node.state() });
+            events += node_events;
+            busy |= node_busy;
+        }
+        // SAFETY: under the lock; no reference from the loop above is alive.
+        let shared = unsafe { self.shared() };
+        shared.progress_calls = shared.progress_calls.wrapping_add(1);
+        if events > 0 || shared.progress_calls.is_multiple_of(64) {
+            let now = Instant::now();
+            for i in 0..node_count {
+                let node = node_at(i);
+                // SAFETY: as above.
+                node.run_timers(unsafe { node.state() }, now);
+            }
+            self.retire_finished();
+        }
+        let events = if busy { events.max(1) } else { events };
+        Round { events, blocked_by }
+    }
+
+    /// Drops closed nodes that UCX no longer holds pointers into.
+    fn retire_finished(&self) {
+        // SAFETY: called under the lock from `progress_once`.
+        let shared = unsafe { self.shared() };
+        // SAFETY: each node's state, under the lock.
+        shared.nodes.retain(|n| !n.retired.load(Ordering::SeqCst) || NodeInner::ucx_busy(unsafe { n.state() }));
+    }
+
+    /// A helper stops driving progress; `wake_progress` when it will now depend on the progress
+    /// thread (it parks), so that thread stops waiting for helpers at once.
+    fn leave_helpers(&self, gave_up: bool) {
+        // The progress thread must take over when the last helper leaves with work outstanding:
+        // its own request unanswered, or other callers parked on theirs.
+        let wake_progress = gave_up || self.parked_waiters.load(Ordering::SeqCst) > 0;
+        if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && wake_progress {
+            self.wake_progress_from_helpers();
+        }
+    }
+
+    /// Ends the progress thread's wait for helpers (a caller parks and nobody else progresses).
+    pub(super) fn wake_progress_from_helpers(&self) {
+        if self.progress_waiting_for_helpers.load(Ordering::SeqCst) {
+            let _guard = self.helpers_gone.0.lock().unwrap();
+            self.helpers_gone.1.notify_one();
+        }
+    }
+
+    /// While callers drive progress themselves, the progress thread waits for them to leave
+    /// (bounded, so timers still run).
+    fn wait_while_helpers(&self) {
+        let guard = self.helpers_gone.0.lock().unwrap();
+        self.progress_waiting_for_helpers.store(true, Ordering::SeqCst);
+        if !self.stopped.load(Ordering::SeqCst) {
+            let _ = self.helpers_gone.1.wait_timeout(guard, Duration::from_millis(1)).unwrap();
+        }
+        self.progress_waiting_for_helpers.store(false, Ordering::SeqCst);
+    }
+
+    pub(super) fn progress_loop(self: Arc<Self>) {
+        let mut last_event = Instant::now();
+        let mut idle_rounds = 0u32;
+        let mut helper_sessions_seen = 0u64;
+        while !self.stopped.load(Ordering::SeqCst) {
+            let round = {
+                let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                // Backpressure: with a dispatch queue full, stop taking messages off the wire.
+                self.progress_once(&guard, true)
+            };
+            // Callers spinning on their own responses drive progress: stay out of their way, also
+            // in the moments between their requests.
+            let sessions = self.helper_sessions.load(Ordering::Relaxed);
+            if self.helpers.load(Ordering::SeqCst) > 0 || sessions != helper_sessions_seen {
+                helper_sessions_seen = sessions;
+                self.wait_while_helpers();
+                continue;
+            }
+            if round.events > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            if self.lock_waiters.load(Ordering::SeqCst) > 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            if let Some(node) = round.blocked_by {
+                node.dispatch.wait_not_full(Duration::from_millis(1));
+                continue;
+            }
+            // The spin's clock starts at the first idle round after activity.
+            idle_rounds = idle_rounds.wrapping_add(1);
+            if idle_rounds == 1 {
+                last_event = Instant::now();
+            }
+            let spin = Duration::from_micros(self.spin_us.load(Ordering::Relaxed));
+            if !idle_rounds.is_multiple_of(32) || last_event.elapsed() < spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleep_on_event_fd();
+            last_event = Instant::now() - spin; // after a sleep, go back to sleep quickly if idle
+        }
+    }
+
+    /// Arms the worker and sleeps on its event fd until traffic arrives, `wake` is called, or the
+    /// timer period passes.
+    fn sleep_on_event_fd(&self) {
+        self.sleeping.store(true, Ordering::SeqCst);
+        let armed = {
+            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: under the lock (`_guard`); each node's state likewise.
+            let pending_work = unsafe { self.shared() }.nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
+            // SAFETY: under the lock.
+            !pending_work && unsafe { u::ucp_worker_arm(self.worker) } == u::UCS_OK
+        };
+        if armed && !self.stopped.load(Ordering::SeqCst) {
+            let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd; the event fd lives as long as the worker.
+            unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+}
+
+impl NodeInner {
+    /// This node's share of a progress round, after `ucp_worker_progress`: the respond stage,
+    /// requests waiting for room in the dispatch queue, connections to close. Returns how much
+    /// happened and whether UCX operations of the node are in flight.
+    fn round(&self, state: &mut NodeState) -> (usize, bool) {
+        let mut events = 0;
+        while let Some(outgoing) = state.outbox.pop_front() {
+            self.send_outgoing(state, outgoing);
+            events += 1;
+        }
+        while let Some(outgoing) = self.respond.try_pop() {
+            self.send_outgoing(state, outgoing);
+            events += 1;
+        }
+        while let Some(request) = state.overflow.pop_front() {
+            if let Err(request) = self.dispatch.try_push(request) {
+                state.overflow.push_front(request);
+                break;
+            }
+            events += 1;
+        }
+        for (conn_id, force) in std::mem::take(&mut state.to_close) {
+            self.close_conn(state, conn_id, force);
+            events += 1;
+        }
+        reap_closed_endpoints(state);
+        // Operations in flight need progress even when nothing happened this round.
+        (events, state.ucx_ops_in_flight > 0 || !state.overflow.is_empty())
+    }
+
+    fn run_timers(&self, state: &mut NodeState, now: Instant) {
+        if now.duration_since(state.last_timeout_scan) >= TIMEOUT_SCAN_PERIOD {
+            state.last_timeout_scan = now;
+            self.expire_requests(state);
+        }
+        if now.duration_since(state.last_idle_scan) >= IDLE_SCAN_PERIOD {
+            state.last_idle_scan = now;
+            self.close_idle_connections(state, coarse_ms());
+        }
+    }
+
+    /// Work the progress thread must do before it may sleep.
+    fn has_deferred_work(&self, state: &NodeState) -> bool {
+        !state.outbox.is_empty() || !state.overflow.is_empty() || !state.to_close.is_empty() || self.respond.len() > 0
+    }
+
+    pub(super) fn help_progress(&self, spin: Duration) -> usize {
+        if self.closed.load(Ordering::SeqCst) || self.in_progress_here() {
+            return 0;
+        }
+        let mut happened = 0;
+        self.runtime.spin_as_helper(spin, &self.closed, |events| {
+            happened = events;
+            events > 0
+        });
+        happened
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, HandlerMode};
+    use crate::node::Node;
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn an_idle_node_stops_spinning_and_sleeps_on_its_event_fd() {
+        let node = Node::start(Config { handler_mode: HandlerMode::Pull, ..Config::default() }, None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !node.inner.runtime.sleeping.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "the progress thread never went to sleep");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn helping_an_idle_node_returns_after_the_spin() {
+        let node = Node::start(Config { handler_mode: HandlerMode::Pull, ..Config::default() }, None).unwrap();
+        let start = Instant::now();
+        assert_eq!(node.help_progress(Duration::from_millis(20)), 0, "nothing happens on an idle node");
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert_eq!(node.inner.runtime.helpers.load(Ordering::SeqCst), 0, "the helper left");
+        node.close();
+        assert_eq!(node.help_progress(Duration::from_secs(5)), 0, "a closed node is not progressed");
+    }
+}

@@ -1,0 +1,196 @@
+//! The receive stage: the active-message callback decodes each frame's header (the only parser
+//! of network input, `wire::Header::decode`), finds the connection it came on, copies small
+//! messages into a pooled buffer, hands chunks of large ones to the reassembly (by copy or
+//! zero-copy rendezvous receive), and passes whole messages on: requests to the stages, responses
+//! to their waiting callers.
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ucx_sys as u;
+
+use crate::error::{ucx_error, Error, Result};
+use crate::log::{log_debug, log_warn};
+use crate::pool::Buffer;
+use crate::wire::{self, Header, Kind};
+
+use super::pending::Response;
+use super::reassembly::{ChunkTarget, PartialKey};
+use super::runtime::Runtime;
+use super::send::{Outgoing, Payload};
+use super::{NodeInner, Request, NodeState};
+
+struct RecvCtx {
+    node: *const NodeInner,
+    key: PartialKey,
+    len: usize,
+}
+
+impl NodeInner {
+    /// The receive stage for one active message that came on connection `conn_id` of this node.
+    /// The message is consumed in every case (UCS_OK): a rendezvous receive, if started, takes
+    /// the descriptor (`ucp_am_recv_data_nbx`).
+    ///
+    /// # Safety
+    /// Under the runtime's lock, inside the AM callback: `data` holds `length` bytes (or is a
+    /// rendezvous descriptor when `param` says so).
+    unsafe fn on_active_message(&self, conn_id: u64, header: &[u8], data: *mut c_void, length: usize, param: &u::ucp_am_recv_param_t) {
+        let state = self.state();
+        let header = match Header::decode(header, length, self.config.max_message_bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                let peer = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
+                log_warn!("closing connection from {peer}: {e}");
+                self.fail_conn(state, conn_id, &e.to_string());
+                return;
+            }
+        };
+        if header.kind != Kind::Request {
+            match state.pending.get(header.request_id) {
+                Some(entry) if entry.conn_id == conn_id => {}
+                _ => return, // abandoned or timed out: drop
+            }
+        }
+        let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
+        if header.chunk_count == 1 && !rndv {
+            // The common small-message path: one copy into a pooled buffer.
+            match self.pool.alloc(length, None) {
+                Ok(mut buffer) => {
+                    ptr::copy_nonoverlapping(data as *const u8, buffer.as_mut_ptr(), length);
+                    self.on_message(state, conn_id, &header, Ok(buffer));
+                }
+                Err(e) => self.on_message(state, conn_id, &header, Err(e)),
+            }
+            return;
+        }
+        let key: PartialKey = (conn_id, header.request_id, header.kind as u8);
+        let pool = &self.pool;
+        let alloc = |len: usize| {
+            let buffer = pool.alloc(len, None).ok();
+            if buffer.is_none() {
+                log_debug!("no buffer for a {len}-byte message: its chunks will be dropped");
+            }
+            buffer
+        };
+        let (destination, memh) = match state.partials.accept(key, &header, alloc) {
+            Err(reason) => {
+                self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                log_warn!("closing connection {conn_id}: {reason}");
+                self.fail_conn(state, conn_id, "inconsistent chunk");
+                return;
+            }
+            Ok(ChunkTarget::Drop) => {
+                // Nowhere to put it: count it, drop it (for rendezvous, returning OK drops the descriptor).
+                self.on_chunk_done(state, key, length, Ok(()));
+                return;
+            }
+            // SAFETY: `Header::decode` checked offset + length <= total_len, and `accept` checked
+            // the buffer holds total_len bytes.
+            Ok(ChunkTarget::Into(buffer, offset)) => (buffer.as_mut_ptr().add(offset), buffer.memh()),
+        };
+        if !rndv {
+            ptr::copy_nonoverlapping(data as *const u8, destination, length);
+            self.on_chunk_done(state, key, length, Ok(()));
+            return;
+        }
+        // Zero-copy: UCX moves the chunk straight into the registered buffer.
+        let ctx = Box::into_raw(Box::new(RecvCtx { node: self, key, len: length }));
+        let mut rparam: u::ucp_request_param_t = std::mem::zeroed();
+        rparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_MEMH;
+        rparam.cb.recv_am = Some(recv_data_callback);
+        rparam.user_data = ctx as *mut c_void;
+        rparam.memh = memh;
+        let status_ptr = u::ucp_am_recv_data_nbx(self.runtime.worker, data, destination as *mut c_void, length, &rparam);
+        if status_ptr.is_null() {
+            drop(Box::from_raw(ctx));
+            self.on_chunk_done(state, key, length, Ok(()));
+        } else if u::ucs_ptr_is_err(status_ptr) {
+            drop(Box::from_raw(ctx));
+            self.on_chunk_done(state, key, length, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
+        } else {
+            state.ucx_ops_in_flight += 1;
+        }
+    }
+
+    fn on_chunk_done(&self, state: &mut NodeState, key: PartialKey, len: usize, result: Result<()>) {
+        if let Err(e) = &result {
+            log_warn!("receiving a chunk of message {} failed: {e}", key.1);
+        }
+        if let Some((header, payload)) = state.partials.chunk_done(key, len, result.is_ok(), self.pool.cap_bytes()) {
+            self.on_message(state, key.0, &header, payload);
+        }
+    }
+
+    /// A whole message has arrived (or could not be stored).
+    fn on_message(&self, state: &mut NodeState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
+        match header.kind {
+            Kind::Request => {
+                let payload = match payload {
+                    Ok(buffer) => buffer,
+                    Err(e) => {
+                        let status = if matches!(e, Error::PoolExhausted { .. }) { wire::STATUS_POOL_EXHAUSTED } else { wire::STATUS_REMOTE };
+                        state.outbox.push_back(Outgoing {
+                            conn_id,
+                            request_id: header.request_id,
+                            op: header.op,
+                            status,
+                            payload: Payload::Bytes(e.to_string().into_bytes()),
+                        });
+                        return;
+                    }
+                };
+                let node = unsafe {
+                    Arc::increment_strong_count(self as *const NodeInner);
+                    Arc::from_raw(self as *const NodeInner)
+                };
+                let request = Request { node, conn_id, request_id: header.request_id, op: header.op, payload: Some(payload), answered: false };
+                self.dispatch_request(state, request);
+            }
+            Kind::Response => self.complete_pending(state, header.request_id, payload.map(|buffer| Response { buffer })),
+            Kind::ErrorResponse => {
+                let message = payload.map(|b| String::from_utf8_lossy(b.as_slice()).into_owned()).unwrap_or_default();
+                let error = match header.status {
+                    wire::STATUS_OVERLOADED => Error::Overloaded,
+                    _ => Error::Remote(message),
+                };
+                self.complete_pending(state, header.request_id, Err(error));
+            }
+        }
+    }
+}
+
+// UCX callbacks of the receive path. Each runs under the runtime's lock, inside progress.
+
+pub(super) unsafe extern "C" fn am_recv_callback(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const u::ucp_am_recv_param_t,
+) -> u::ucs_status_t {
+    // The handler's argument is the runtime (registered once per worker); the endpoint the
+    // message came on names the node and connection.
+    let runtime = &*(arg as *const Runtime);
+    let param = &*param;
+    let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
+    let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(reply_ep as usize)) else {
+        log_debug!("message from an unknown endpoint dropped");
+        return u::UCS_OK;
+    };
+    let header = if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
+    (*node).on_active_message(conn_id, header, data, length, param);
+    u::UCS_OK
+}
+
+unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_status_t, _length: usize, user_data: *mut c_void) {
+    let ctx = Box::from_raw(user_data as *mut RecvCtx);
+    let node = &*ctx.node;
+    let state = node.state();
+    state.ucx_ops_in_flight -= 1;
+    let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };
+    node.on_chunk_done(state, ctx.key, ctx.len, result);
+    u::ucp_request_free(request);
+}

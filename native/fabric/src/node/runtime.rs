@@ -1,0 +1,329 @@
+//! The process's UCX runtime: one context, one worker and one progress thread, shared by every
+//! node of the process whose transport settings match, created by the first such node and torn
+//! down by the last.
+//!
+//! Why shared: UCX 1.13 aborts a process that runs several workers when connections churn (an
+//! async event missed by one worker is delivered, after the fd number was reused, to another
+//! worker's handler: `async.c:643 Assertion 'handler->async == async' failed`; docs/fabric.md,
+//! "Several nodes in one process"). With one worker there is no other worker to confuse. It also
+//! saves a progress thread per node, which matters on two cores.
+//!
+//! What is shared: the worker, its lock (every UCX call on the worker and every node's state are
+//! under it), the progress thread and the accounting of who drives progress (sleeping, helpers).
+//! What each node keeps: its listener, connections, pending table, reassembly, queues, handler
+//! threads, pool, limits and counters. Messages reach their node through `Shared::by_ep`, which
+//! maps each endpoint to the node and connection it belongs to; a listener's accept callback
+//! carries its node.
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use ucx_sys as u;
+
+use crate::config::{Config, Transport};
+use crate::error::{check, ucx_error, Result};
+use crate::ucx::Context;
+use crate::wire;
+
+use super::id_map::IdMap;
+use super::NodeInner;
+
+thread_local! {
+    static IN_PROGRESS: Cell<*const Runtime> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks this thread as holding a runtime's lock (see `IN_PROGRESS`) until dropped, restoring the
+/// previous mark (a thread can hold the locks of two runtimes).
+pub(super) struct InProgressMark(*const Runtime);
+
+impl InProgressMark {
+    pub(super) fn enter(runtime: &Runtime) -> InProgressMark {
+        InProgressMark(IN_PROGRESS.with(|p| p.replace(runtime)))
+    }
+}
+
+impl Drop for InProgressMark {
+    fn drop(&mut self) {
+        IN_PROGRESS.with(|p| p.set(self.0));
+    }
+}
+
+/// The settings that shape a UCX context: nodes that differ in them cannot share one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ContextKey {
+    transport: Transport,
+    shm_with_peer_errors: bool,
+    net_devices: String,
+}
+
+impl ContextKey {
+    fn of(config: &Config) -> ContextKey {
+        ContextKey {
+            transport: config.transport,
+            shm_with_peer_errors: config.transport == Transport::Auto && config.shm_with_peer_errors,
+            net_devices: config.net_devices.clone(),
+        }
+    }
+}
+
+/// What only the holder of `Runtime::lock` may touch.
+pub(super) struct Shared {
+    /// The nodes on this worker: open ones, and closed ones whose UCX operations have not all
+    /// completed yet (UCX still holds pointers to them); see `Runtime::retire_finished`.
+    pub(super) nodes: Vec<Arc<NodeInner>>,
+    /// Every endpoint of every node: its node and connection. An entry lives exactly as long as
+    /// the connection is in its node's table, and a node is in `nodes` at least that long.
+    pub(super) by_ep: IdMap<usize, (*const NodeInner, u64)>,
+    /// Idle progress rounds read the clock for timers only every 64th time.
+    pub(super) progress_calls: u64,
+}
+
+pub(super) struct Runtime {
+    key: ContextKey,
+    pub(super) context: Arc<Context>,
+    pub(super) worker: u::ucp_worker_h,
+    pub(super) efd: i32,
+    pub(super) lock: Mutex<()>,
+    shared: UnsafeCell<Shared>,
+    /// Nodes using the runtime; changed only under `RUNTIMES`' lock.
+    users: AtomicUsize,
+    /// The largest `spin_us` of the nodes on the runtime: the progress thread's spin.
+    pub(super) spin_us: AtomicU64,
+    /// Set when the last node left: the progress thread ends.
+    pub(super) stopped: AtomicBool,
+    progress_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The progress thread is (about to be) asleep on the event fd: wake it with `ucp_worker_signal`.
+    pub(super) sleeping: AtomicBool,
+    /// Threads waiting for the lock: the progress thread yields to them.
+    pub(super) lock_waiters: AtomicUsize,
+    /// Callers spinning on their own completion while driving progress: the progress thread backs off.
+    pub(super) helpers: AtomicUsize,
+    /// Callers parked on a response (see `leave_helpers`).
+    pub(super) parked_waiters: AtomicUsize,
+    /// The progress thread waits here while helpers drive progress, so that it neither competes
+    /// for the two cores nor wakes on every event; the last helper to leave wakes it.
+    pub(super) helpers_gone: (Mutex<()>, Condvar),
+    pub(super) progress_waiting_for_helpers: AtomicBool,
+    /// Counts helper sessions. A caller issuing request after request is a helper only while it
+    /// waits; between requests the count of helpers is 0 for a moment. The progress thread keeps
+    /// deferring to helpers while this moves, instead of arming the event fd and waking on every
+    /// response it is not needed for.
+    pub(super) helper_sessions: AtomicU64,
+}
+
+// SAFETY: the worker handle and `shared` are used only under `lock` (UCX's own lock is there too:
+// the worker is created in thread mode MULTI); every other field is Sync on its own.
+unsafe impl Send for Runtime {}
+// SAFETY: as for Send.
+unsafe impl Sync for Runtime {}
+
+/// The runtimes of this process, one per `ContextKey` in use. Usually one.
+static RUNTIMES: Mutex<Vec<Arc<Runtime>>> = Mutex::new(Vec::new());
+
+impl Runtime {
+    /// The runtime for `config`'s transport settings, started if no node uses one yet.
+    pub(super) fn acquire(config: &Config) -> Result<Arc<Runtime>> {
+        let key = ContextKey::of(config);
+        let mut runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(runtime) = runtimes.iter().find(|r| r.key == key) {
+            runtime.users.fetch_add(1, Ordering::SeqCst);
+            return Ok(runtime.clone());
+        }
+        let runtime = Runtime::start(config, key)?;
+        runtime.users.store(1, Ordering::SeqCst);
+        runtimes.push(runtime.clone());
+        Ok(runtime)
+    }
+
+    /// A node is done with the runtime; the last one stops it. The registry stays locked until
+    /// the worker is gone, so that a node starting meanwhile never runs a second worker beside a
+    /// dying one.
+    pub(super) fn release(self: &Arc<Self>) {
+        let mut runtimes = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+        if self.users.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        runtimes.retain(|r| !Arc::ptr_eq(r, self));
+        self.stop();
+    }
+
+    fn start(config: &Config, key: ContextKey) -> Result<Arc<Runtime>> {
+        let context = Arc::new(Context::new(config)?);
+        // SAFETY: plain FFI with a zeroed parameter struct whose used fields are set; the worker
+        // handle is checked before use.
+        let worker = unsafe {
+            let mut params: u::ucp_worker_params_t = std::mem::zeroed();
+            params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
+            params.thread_mode = u::UCS_THREAD_MODE_MULTI;
+            let mut worker: u::ucp_worker_h = ptr::null_mut();
+            check("ucp_worker_create", u::ucp_worker_create(context.handle, &params, &mut worker))?;
+            worker
+        };
+        let mut efd = -1;
+        // SAFETY: `worker` is the live worker created above.
+        let status = unsafe { u::ucp_worker_get_efd(worker, &mut efd) };
+        if status != u::UCS_OK {
+            // SAFETY: nothing else knows the worker yet.
+            unsafe { u::ucp_worker_destroy(worker) };
+            return Err(ucx_error("ucp_worker_get_efd", status));
+        }
+        let runtime = Arc::new(Runtime {
+            key,
+            context,
+            worker,
+            efd,
+            lock: Mutex::new(()),
+            shared: UnsafeCell::new(Shared { nodes: Vec::new(), by_ep: IdMap::default(), progress_calls: 0 }),
+            users: AtomicUsize::new(0),
+            spin_us: AtomicU64::new(config.spin_us),
+            stopped: AtomicBool::new(false),
+            progress_thread: Mutex::new(None),
+            sleeping: AtomicBool::new(false),
+            lock_waiters: AtomicUsize::new(0),
+            helpers: AtomicUsize::new(0),
+            parked_waiters: AtomicUsize::new(0),
+            helpers_gone: (Mutex::new(()), Condvar::new()),
+            progress_waiting_for_helpers: AtomicBool::new(false),
+            helper_sessions: AtomicU64::new(0),
+        });
+        // SAFETY: the handler's argument is the runtime, which outlives the worker (the worker
+        // is destroyed in `stop`, while the runtime is still referenced).
+        let registered = unsafe {
+            let mut params: u::ucp_am_handler_param_t = std::mem::zeroed();
+            params.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID
+                | u::UCP_AM_HANDLER_PARAM_FIELD_CB
+                | u::UCP_AM_HANDLER_PARAM_FIELD_ARG
+                | u::UCP_AM_HANDLER_PARAM_FIELD_FLAGS) as u64;
+            params.id = wire::AM_ID;
+            params.cb = Some(super::receive::am_recv_callback);
+            params.arg = Arc::as_ptr(&runtime) as *mut c_void;
+            params.flags = u::UCP_AM_FLAG_WHOLE_MSG;
+            check("ucp_worker_set_am_recv_handler", u::ucp_worker_set_am_recv_handler(worker, &params))
+        };
+        if let Err(e) = registered {
+            runtime.stop();
+            return Err(e);
+        }
+        let thread = {
+            let runtime = runtime.clone();
+            std::thread::Builder::new().name("fabric-progress".into()).spawn(move || runtime.progress_loop())
+        };
+        match thread {
+            Ok(thread) => *runtime.progress_thread.lock().unwrap() = Some(thread),
+            Err(e) => {
+                runtime.stop();
+                return Err(crate::error::Error::Config(format!("spawning the progress thread: {e}")));
+            }
+        }
+        Ok(runtime)
+    }
+
+    /// Ends the progress thread and destroys the worker. Every node has closed by now: their
+    /// listeners and endpoints are gone; nodes retired with UCX operations still in flight are
+    /// dropped after the worker, which completes or discards those operations.
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        // SAFETY: ucp_worker_signal is the one worker call that is safe from any thread.
+        unsafe { u::ucp_worker_signal(self.worker) };
+        self.wake_progress_from_helpers();
+        let thread = self.progress_thread.lock().unwrap().take();
+        if let Some(thread) = thread {
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: under the lock, and no node uses the worker any more.
+        unsafe { u::ucp_worker_destroy(self.worker) };
+        let retired = std::mem::take(&mut unsafe { self.shared() }.nodes);
+        drop(guard);
+        drop(retired);
+    }
+
+    /// The shared state.
+    ///
+    /// # Safety
+    /// Only while this thread holds `lock` (directly or inside a UCX callback), and without
+    /// another live reference from an earlier call.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn shared(&self) -> &mut Shared {
+        &mut *self.shared.get()
+    }
+
+    /// Whether this thread holds the lock (marked by `InProgressMark`).
+    pub(super) fn in_progress_here(&self) -> bool {
+        IN_PROGRESS.with(|p| std::ptr::eq(p.get(), self))
+    }
+
+    pub(super) fn lock_for_caller(&self) -> MutexGuard<'_, ()> {
+        self.lock_waiters.fetch_add(1, Ordering::SeqCst);
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.lock_waiters.fetch_sub(1, Ordering::SeqCst);
+        guard
+    }
+
+    /// Wakes the progress thread if it sleeps on the event fd.
+    pub(super) fn wake(&self) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            // SAFETY: ucp_worker_signal is the one worker call that is safe from any thread.
+            unsafe { u::ucp_worker_signal(self.worker) };
+        }
+    }
+
+    /// Adds a node. Caller holds the lock.
+    pub(super) fn register(&self, shared: &mut Shared, node: Arc<NodeInner>) {
+        self.spin_us.fetch_max(node.config.spin_us, Ordering::Relaxed);
+        shared.nodes.push(node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, HandlerMode, Transport};
+    use crate::node::Node;
+    use std::sync::Arc;
+
+    /// Settings no other unit test uses, so that no other test's node keeps the runtime alive.
+    fn own_settings() -> Config {
+        Config { handler_mode: HandlerMode::Pull, shm_with_peer_errors: false, ..Config::default() }
+    }
+
+    #[test]
+    fn nodes_with_the_same_settings_share_one_runtime_until_the_last_closes() {
+        let first = Node::start(own_settings(), None).unwrap();
+        let second = Node::start(Config { spin_us: 500, ..own_settings() }, None).unwrap();
+        let runtime = first.inner.runtime.clone();
+        assert!(Arc::ptr_eq(&runtime, &second.inner.runtime), "one worker for both nodes");
+        assert_eq!(runtime.spin_us.load(std::sync::atomic::Ordering::Relaxed), 500, "the largest spin of its nodes");
+        let tcp = Node::start(Config { transport: Transport::Tcp, ..own_settings() }, None).unwrap();
+        assert!(!Arc::ptr_eq(&runtime, &tcp.inner.runtime), "another transport needs another context");
+        first.close();
+        assert!(!runtime.stopped.load(std::sync::atomic::Ordering::SeqCst), "the second node still uses it");
+        second.close();
+        assert!(runtime.stopped.load(std::sync::atomic::Ordering::SeqCst), "the last node stopped it");
+        let third = Node::start(own_settings(), None).unwrap();
+        assert!(!Arc::ptr_eq(&runtime, &third.inner.runtime), "a new node starts a new runtime");
+        drop(tcp);
+    }
+
+    #[test]
+    fn a_closed_node_leaves_the_runtime_and_its_neighbour_keeps_working() {
+        // Over TCP: the other test here needs the runtime of `own_settings` to itself.
+        let tcp = Config { transport: Transport::Tcp, ..own_settings() };
+        let stays = Node::start(tcp.clone(), None).unwrap();
+        let leaves = Node::start(tcp, None).unwrap();
+        let runtime = stays.inner.runtime.clone();
+        leaves.close();
+        let registered = {
+            let _guard = runtime.lock.lock().unwrap();
+            // SAFETY: under the runtime's lock.
+            unsafe { runtime.shared() }.nodes.iter().any(|n| Arc::ptr_eq(n, &leaves.inner))
+        };
+        assert!(!registered, "a closed node with nothing in flight leaves at once");
+        assert!(stays.alloc(100).is_ok());
+        assert!(!stays.is_closed());
+    }
+}

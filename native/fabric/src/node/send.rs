@@ -1,0 +1,288 @@
+//! The send path: a request or response posted as one or more chunks of active messages on the
+//! caller's own thread (no hand-off), and the respond path of handler threads (straight to UCX
+//! when the worker is free, through the bounded respond queue under contention).
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ucx_sys as u;
+
+use crate::error::{ucx_error, Error, Result};
+use crate::log::log_warn;
+use crate::pool::Buffer;
+use crate::wire::{self, Header, Kind};
+
+use super::runtime::InProgressMark;
+use super::{NodeInner, NodeState};
+
+/// The bytes of a message and who owns them until UCX is done with them.
+pub(super) enum Payload {
+    None,
+    Owned(Buffer),
+    Shared(Arc<Buffer>),
+    Bytes(Vec<u8>),
+}
+
+impl Payload {
+    pub(super) fn bytes(&self) -> (&[u8], u::ucp_mem_h) {
+        match self {
+            Payload::None => (&[], ptr::null_mut()),
+            Payload::Owned(b) => (b.as_slice(), b.memh()),
+            Payload::Shared(b) => (b.as_slice(), b.memh()),
+            Payload::Bytes(v) => (v.as_slice(), ptr::null_mut()),
+        }
+    }
+}
+
+/// What travels with a send until UCX completes it: the header (UCX may read it after the call
+/// returns) and the payload's owner.
+pub(super) struct SendCtx {
+    node: *const NodeInner,
+    header: [u8; wire::HEADER_LEN],
+    payload: Payload,
+    offset: usize,
+    len: usize,
+    /// For a request: its id, to fail it if the send fails.
+    request_id: Option<u64>,
+}
+
+/// A response to send, queued by a handler thread for the respond stage.
+pub(super) struct Outgoing {
+    pub(super) conn_id: u64,
+    pub(super) request_id: u64,
+    pub(super) op: u16,
+    pub(super) status: u16,
+    pub(super) payload: Payload,
+}
+
+/// The chunks a message of `total_len` bytes travels as: `(offset, len)` each, in order.
+fn chunk_ranges(total_len: usize, chunk_count: u32, chunk_size: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..chunk_count as usize).map(move |index| {
+        let offset = index * chunk_size;
+        (offset, chunk_size.min(total_len - offset))
+    })
+}
+
+impl NodeInner {
+
+    /// Posts a whole message (request or response) as one or more chunks. Errors fail the request
+    /// (for requests) or are logged (for responses); a failed send also fails the connection.
+    pub(super) fn send_message(&self, state: &mut NodeState, conn_id: u64, mut header: Header, payload: Payload, request_id: Option<u64>) {
+        let Some(conn) = state.conns.get(&conn_id) else {
+            if let Some(id) = request_id {
+                self.complete_pending(state, id, Err(Error::PeerFailed { peer: format!("connection {conn_id}"), reason: "closed".into() }));
+            }
+            return;
+        };
+        if conn.failed {
+            let peer = conn.peer_name.clone();
+            if let Some(id) = request_id {
+                self.complete_pending(state, id, Err(Error::PeerFailed { peer, reason: "connection failed".into() }));
+            }
+            return;
+        }
+        if !conn.ready {
+            state.conns.get_mut(&conn_id).unwrap().backlog.push_back((header, payload, request_id));
+            return;
+        }
+        let ep = conn.ep;
+        let send_flags = conn.send_flags;
+        let total_len = payload.bytes().0.len();
+        let (chunk_count, chunk_size) = wire::chunking(total_len, self.config.chunk_size_bytes);
+        header.total_len = total_len as u64;
+        header.chunk_count = chunk_count;
+        let payload = if chunk_count > 1 {
+            match payload {
+                Payload::Owned(buffer) => Payload::Shared(Arc::new(buffer)),
+                other => other,
+            }
+        } else {
+            payload
+        };
+        let mut payload = Some(payload);
+        for (index, (offset, len)) in chunk_ranges(total_len, chunk_count, chunk_size).enumerate() {
+            let index = index as u32;
+            header.chunk_index = index;
+            header.offset = offset as u64;
+            let chunk_payload = if index + 1 == chunk_count {
+                payload.take().unwrap()
+            } else {
+                match payload.as_ref().unwrap() {
+                    Payload::Shared(buffer) => Payload::Shared(buffer.clone()),
+                    _ => unreachable!("multi-chunk payloads are shared buffers"),
+                }
+            };
+            if let Err(e) = self.post_send(state, ep, send_flags, &header, chunk_payload, offset, len, request_id) {
+                log_warn!("send to connection {conn_id} failed: {e}");
+                if let Some(id) = request_id {
+                    self.complete_pending(state, id, Err(e.clone()));
+                }
+                self.fail_conn(state, conn_id, &e.to_string());
+                return;
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_send(
+        &self,
+        state: &mut NodeState,
+        ep: u::ucp_ep_h,
+        send_flags: u32,
+        header: &Header,
+        payload: Payload,
+        offset: usize,
+        len: usize,
+        request_id: Option<u64>,
+    ) -> Result<()> {
+        let mut ctx = state.send_ctx_free.pop().unwrap_or_else(|| {
+            Box::new(SendCtx { node: self, header: [0; wire::HEADER_LEN], payload: Payload::None, offset: 0, len: 0, request_id: None })
+        });
+        ctx.node = self;
+        ctx.header = header.encode();
+        ctx.payload = payload;
+        ctx.offset = offset;
+        ctx.len = len;
+        ctx.request_id = request_id;
+        let (bytes, memh) = ctx.payload.bytes();
+        debug_assert!(offset + len <= bytes.len());
+        // SAFETY: offset + len <= bytes.len() (the chunk ranges cover the payload).
+        let data = unsafe { bytes.as_ptr().add(offset) };
+        let ctx_ptr = Box::into_raw(ctx);
+        // SAFETY: under the runtime's lock (the caller holds `state`). The header and payload live
+        // in the context box until UCX completes the send (`send_callback` frees it) or fails it
+        // at once (freed below); the node outlives the send (`NodeInner::ucx_busy`).
+        let status_ptr = unsafe {
+            let mut param: u::ucp_request_param_t = std::mem::zeroed();
+            param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_FLAGS;
+            if !memh.is_null() {
+                param.op_attr_mask |= u::UCP_OP_ATTR_FIELD_MEMH;
+                param.memh = memh;
+            }
+            param.flags = u::UCP_AM_SEND_FLAG_REPLY | send_flags;
+            param.cb.send = Some(send_callback);
+            param.user_data = ctx_ptr as *mut c_void;
+            u::ucp_am_send_nbx(
+                ep,
+                wire::AM_ID,
+                (*ctx_ptr).header.as_ptr() as *const c_void,
+                wire::HEADER_LEN,
+                data as *const c_void,
+                len,
+                &param,
+            )
+        };
+        if status_ptr.is_null() {
+            // SAFETY: completed in place: UCX kept no reference to the box.
+            self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
+            Ok(())
+        } else if u::ucs_ptr_is_err(status_ptr) {
+            // SAFETY: failed in place: UCX kept no reference to the box.
+            self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
+            Err(ucx_error("ucp_am_send_nbx", u::ucs_ptr_status(status_ptr)))
+        } else {
+            state.ucx_ops_in_flight += 1; // send_callback completes it
+            Ok(())
+        }
+    }
+
+    fn recycle_send_ctx(&self, state: &mut NodeState, mut ctx: Box<SendCtx>) {
+        ctx.payload = Payload::None; // returns the buffer to the pool
+        if state.send_ctx_free.len() < 1024 {
+            state.send_ctx_free.push(ctx);
+        }
+    }
+
+    pub(super) fn post_response(&self, outgoing: Outgoing) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        self.counters.requests_served.fetch_add(1, Ordering::Relaxed);
+        if self.in_progress_here() {
+            // SAFETY: this thread holds the runtime's lock (the mark says so).
+            unsafe { self.state() }.outbox.push_back(outgoing);
+            return;
+        }
+        // The respond stage's fast path: with the worker free, post the response from this
+        // thread; only under contention does it go through the respond queue.
+        if let Ok(guard) = self.runtime.lock.try_lock() {
+            let mark = InProgressMark::enter(&self.runtime);
+            // SAFETY: under the runtime's lock, taken above.
+            self.send_outgoing(unsafe { self.state() }, outgoing);
+            drop(mark);
+            drop(guard);
+            self.wake();
+            return;
+        }
+        let deadline = Instant::now() + self.config.request_timeout;
+        if self.respond.push_until(outgoing, deadline).is_err() {
+            log_warn!("respond queue full for {} ms: response dropped", self.config.request_timeout.as_millis());
+        }
+        self.wake();
+    }
+
+    pub(super) fn send_outgoing(&self, state: &mut NodeState, outgoing: Outgoing) {
+        let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
+        let header = Header {
+            kind,
+            op: outgoing.op,
+            status: outgoing.status,
+            chunk_index: 0,
+            chunk_count: 1,
+            request_id: outgoing.request_id,
+            total_len: 0,
+            offset: 0,
+        };
+        self.send_message(state, outgoing.conn_id, header, outgoing.payload, None);
+    }
+}
+
+// Runs under the runtime's lock, inside progress (or the send call): `user_data` is the box
+// `post_send` gave UCX, returned exactly once.
+unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
+    let ctx = Box::from_raw(user_data as *mut SendCtx);
+    let node = &*ctx.node;
+    let state = node.state();
+    state.ucx_ops_in_flight -= 1;
+    if status != u::UCS_OK {
+        if let Some(request_id) = ctx.request_id {
+            let peer = state.pending.get(request_id).and_then(|e| state.conns.get(&e.conn_id)).map(|c| c.peer_name.clone()).unwrap_or_default();
+            node.complete_pending(state, request_id, Err(Error::PeerFailed { peer, reason: u::status_string(status) }));
+        }
+    }
+    node.recycle_send_ctx(state, ctx);
+    u::ucp_request_free(request);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_message_once_in_order() {
+        for (total_len, chunk_size) in [(0usize, 4096usize), (1, 4096), (4096, 4096), (4097, 4096), (10 << 20, 1 << 20), ((10 << 20) + 3, 1 << 20)] {
+            let (count, size) = wire::chunking(total_len, chunk_size);
+            let ranges: Vec<(usize, usize)> = chunk_ranges(total_len, count, size).collect();
+            assert_eq!(ranges.len(), count as usize);
+            let mut next = 0;
+            for &(offset, len) in &ranges {
+                assert_eq!(offset, next, "chunks of {total_len} bytes are contiguous");
+                assert!(len <= size && (len > 0 || total_len == 0));
+                next = offset + len;
+            }
+            assert_eq!(next, total_len, "chunks of {total_len} bytes add up");
+        }
+    }
+
+    #[test]
+    fn byte_payloads_carry_no_memory_handle() {
+        let payload = Payload::Bytes(b"error".to_vec());
+        let (bytes, memh) = payload.bytes();
+        assert_eq!(bytes, b"error");
+        assert!(memh.is_null(), "unregistered bytes must not claim a registration");
+        let (bytes, memh) = Payload::None.bytes();
+        assert!(bytes.is_empty() && memh.is_null());
+    }
+}

@@ -1,0 +1,203 @@
+//! The stages after receive (SEDA): the bounded dispatch queue (with its overflow list and load
+//! shedding), the handler threads of Staged mode, the intake of Pull mode, and `Request`, which
+//! a handler answers exactly once.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::HandlerMode;
+use crate::error::{Error, Result};
+use crate::pool::Buffer;
+use crate::wire;
+
+use super::progress::WAITER_SPIN;
+use super::send::{Outgoing, Payload};
+use super::{NodeInner, NodeState};
+
+/// Handles requests arriving at a node (Inline and Staged modes).
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, request: Request);
+}
+
+impl<F: Fn(Request) + Send + Sync + 'static> Handler for F {
+    fn handle(&self, request: Request) {
+        self(request)
+    }
+}
+
+/// A request received by this node. Answer it exactly once; dropping it unanswered fails it.
+pub struct Request {
+    pub(super) node: Arc<NodeInner>,
+    pub(super) conn_id: u64,
+    pub(super) request_id: u64,
+    pub(super) op: u16,
+    pub(super) payload: Option<Buffer>,
+    pub(super) answered: bool,
+}
+
+impl Request {
+    pub fn op(&self) -> u16 {
+        self.op
+    }
+
+    /// The connection the request came on: unique within this node and never reused, so a server
+    /// can keep per-connection state (authentication) keyed by it.
+    pub fn connection_id(&self) -> u64 {
+        self.conn_id
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        self.payload.as_deref().unwrap_or(&[])
+    }
+
+    /// The payload as an owned registered buffer (left empty in the request).
+    pub fn take_payload(&mut self) -> Option<Buffer> {
+        self.payload.take()
+    }
+
+    /// A registered buffer from this node's pool, for building a response without a copy.
+    pub fn alloc(&self, len: usize) -> Result<Buffer> {
+        self.node.check_len(len)?;
+        self.node.pool.alloc(len, self.node.alloc_deadline())
+    }
+
+    pub fn respond(mut self, data: &[u8]) {
+        match self.node.check_len(data.len()).and_then(|_| self.node.pool.alloc(data.len(), self.node.alloc_deadline())) {
+            Ok(mut buffer) => {
+                buffer.as_mut_slice().copy_from_slice(data);
+                self.finish(wire::STATUS_OK, Payload::Owned(buffer));
+            }
+            Err(e) => self.finish_error(&e),
+        }
+    }
+
+    pub fn respond_buffer(mut self, data: Buffer) {
+        self.finish(wire::STATUS_OK, Payload::Owned(data));
+    }
+
+    /// Fails the request: the requester gets `Error::Remote(message)`.
+    pub fn fail(mut self, message: &str) {
+        self.finish(wire::STATUS_REMOTE, Payload::Bytes(message.as_bytes().to_vec()));
+    }
+
+    /// Forgets the request without answering (the node is closing; the peer sees the connection close).
+    pub(super) fn discard(mut self) {
+        self.answered = true;
+    }
+
+    pub(super) fn finish_error(&mut self, error: &Error) {
+        let status = match error {
+            Error::TooLarge { .. } => wire::STATUS_TOO_LARGE,
+            Error::PoolExhausted { .. } => wire::STATUS_POOL_EXHAUSTED,
+            Error::Overloaded => wire::STATUS_OVERLOADED,
+            _ => wire::STATUS_REMOTE,
+        };
+        self.finish(status, Payload::Bytes(error.to_string().into_bytes()));
+    }
+
+    fn finish(&mut self, status: u16, payload: Payload) {
+        debug_assert!(!self.answered);
+        self.answered = true;
+        self.payload = None;
+        let outgoing = Outgoing { conn_id: self.conn_id, request_id: self.request_id, op: self.op, status, payload };
+        self.node.post_response(outgoing);
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.finish(wire::STATUS_REMOTE, Payload::Bytes(b"handler dropped the request".to_vec()));
+        }
+    }
+}
+
+impl NodeInner {
+    pub(super) fn dispatch_request(&self, state: &mut NodeState, request: Request) {
+        if self.handler.is_none() && self.config.handler_mode != HandlerMode::Pull {
+            request.fail("this node serves no requests");
+            return;
+        }
+        match self.config.handler_mode {
+            HandlerMode::Inline => {
+                let handler = self.handler.clone().expect("Inline mode has a handler");
+                handler.handle(request);
+            }
+            HandlerMode::Staged { .. } | HandlerMode::Pull => {
+                let request = if state.overflow.is_empty() {
+                    match self.dispatch.try_push(request) {
+                        Ok(()) => return,
+                        Err(request) => request,
+                    }
+                } else {
+                    request
+                };
+                if state.overflow.len() < self.dispatch.capacity() {
+                    state.overflow.push_back(request);
+                } else {
+                    self.counters.requests_shed.fetch_add(1, Ordering::Relaxed);
+                    let mut request = request;
+                    request.finish_error(&Error::Overloaded);
+                }
+            }
+        }
+    }
+
+    pub(super) fn handler_loop(self: Arc<Self>) {
+        let handler = self.handler.clone().expect("Staged mode has a handler");
+        while !self.closed.load(Ordering::SeqCst) {
+            if let Some(request) = self.next_request(Duration::from_millis(100)) {
+                handler.handle(request);
+            }
+        }
+    }
+
+    /// The handle stage's intake. One handler thread at a time spins briefly, driving progress
+    /// itself, so that a request arriving now is received and handled on one thread with no
+    /// hand-off; the others (and the spinner, after WAITER_SPIN) block on the dispatch queue.
+    pub(super) fn next_request(&self, timeout: Duration) -> Option<Request> {
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
+        if let Some(request) = self.dispatch.try_pop() {
+            return Some(request);
+        }
+        if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
+            let mut found = None;
+            self.runtime.spin_as_helper(WAITER_SPIN.min(timeout), &self.closed, |_| {
+                found = self.dispatch.try_pop();
+                found.is_some()
+            });
+            self.puller_spinning.store(false, Ordering::SeqCst);
+            if found.is_some() {
+                return found;
+            }
+        }
+        self.dispatch.pop_timeout(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, HandlerMode};
+    use crate::node::Node;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn pulling_from_an_idle_node_times_out_and_from_a_closed_one_returns_at_once() {
+        let node = Node::start(Config { handler_mode: HandlerMode::Pull, ..Config::default() }, None).unwrap();
+        let start = Instant::now();
+        assert!(node.next_request(Duration::from_millis(30)).is_none());
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        node.close();
+        let start = Instant::now();
+        assert!(node.next_request(Duration::from_secs(10)).is_none());
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_listening_node_in_staged_mode_needs_a_handler() {
+        let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 1 }, ..Config::default() };
+        assert!(Node::start(config, None).is_err());
+    }
+}

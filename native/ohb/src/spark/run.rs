@@ -1,0 +1,320 @@
+//! What one `ohb spark` run measures: tests, shuffle configurations, the workload, and the Java
+//! command line and Spark settings of each application.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::spark::{
+    BUFFER_CAP_DEFAULT, BUFFER_CAP_KEY, DRIVER_HEAP, EXECUTORS, EXECUTOR_MEMORY_MIB_MAX, EXECUTOR_MEMORY_MIB_MIN,
+    JAVA_MODULE_OPTIONS, MAIN_CLASS, MAPPERS_MAX, PAIRS_PER_MAPPER_MAX, PLUGIN_SHUFFLE_MANAGER, REDUCERS_MAX,
+    REPEATS_MAX,
+};
+use crate::spark::cli::spark_size_bytes;
+
+/// OHB's two Spark shuffle tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparkTest {
+    GroupBy,
+    SortBy,
+}
+
+impl SparkTest {
+    pub const ALL: [SparkTest; 2] = [SparkTest::GroupBy, SparkTest::SortBy];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SparkTest::GroupBy => "groupby",
+            SparkTest::SortBy => "sortby",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SparkTest> {
+        SparkTest::ALL.into_iter().find(|t| t.name() == text)
+    }
+
+    /// The measured job, for the table's header.
+    pub fn job(self, reducers: usize) -> String {
+        match self {
+            SparkTest::GroupBy => format!("groupByKey({reducers})"),
+            SparkTest::SortBy => format!("sortByKey(true, {reducers}) (its sampling job included)"),
+        }
+    }
+}
+
+/// A shuffle configuration. Names are the JSON `name`s and `--configs` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparkConfig {
+    Vanilla,
+    Plugin,
+    PluginTcp,
+}
+
+impl SparkConfig {
+    pub const ALL: [SparkConfig; 3] = [SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SparkConfig::Vanilla => "vanilla",
+            SparkConfig::Plugin => "plugin",
+            SparkConfig::PluginTcp => "plugin-tcp",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SparkConfig> {
+        SparkConfig::ALL.into_iter().find(|c| c.name() == text)
+    }
+
+    pub fn uses_plugin(self) -> bool {
+        self != SparkConfig::Vanilla
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            SparkConfig::Vanilla => "sort shuffle over Netty, readHostLocalDisk=false (the other executor's blocks over the network)",
+            SparkConfig::Plugin => "spark.shuffle.manager=io.slipstream.spark.SlipstreamShuffleManager (fabric, default transports)",
+            SparkConfig::PluginTcp => "the plugin with spark.slipstream.transport=tcp",
+        }
+    }
+}
+
+/// The data: `mappers` map tasks of `pairs_per_mapper` (int, byte[value_bytes]) pairs, `reducers` reduce tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workload {
+    pub mappers: usize,
+    pub pairs_per_mapper: usize,
+    pub value_bytes: usize,
+    pub reducers: usize,
+}
+
+impl Workload {
+    /// 8 x 128 Ki pairs x 1000 B: 1.0e9 bytes of values, about 1.06e9 bytes of shuffle output.
+    pub const DEFAULT: Workload = Workload { mappers: 8, pairs_per_mapper: 128 << 10, value_bytes: 1000, reducers: 8 };
+    /// `--quick`: 4 MB, for a smoke run.
+    pub const QUICK: Workload = Workload { mappers: 2, pairs_per_mapper: 2000, value_bytes: 1000, reducers: 2 };
+
+    pub fn records(&self) -> u64 {
+        self.mappers as u64 * self.pairs_per_mapper as u64
+    }
+
+    pub fn value_bytes_total(&self) -> u64 {
+        self.records() * self.value_bytes as u64
+    }
+}
+
+/// One `ohb spark` invocation.
+#[derive(Debug, Clone)]
+pub struct SparkRun {
+    pub tests: Vec<SparkTest>,
+    pub configs: Vec<SparkConfig>,
+    pub workload: Workload,
+    pub executor_memory_mib: u64,
+    pub repeats: usize,
+    pub seed: u64,
+    pub spark_home: PathBuf,
+    pub app_jar: PathBuf,
+    pub plugin_jar: PathBuf,
+    pub java: PathBuf,
+    /// `--conf k=v`, applied after (so over) the configuration's own settings.
+    pub extra_conf: Vec<(String, String)>,
+    pub timeout: Duration,
+    pub log_dir: PathBuf,
+    pub progress: bool,
+}
+
+impl SparkRun {
+    /// `local-cluster[2,1,MEM]`: each worker offers exactly the executor's memory.
+    pub fn master(&self) -> String {
+        format!("local-cluster[{EXECUTORS},1,{}]", self.executor_memory_mib)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let w = &self.workload;
+        if w.mappers == 0 || w.mappers > MAPPERS_MAX {
+            return Err(format!("--mappers must be in 1..={MAPPERS_MAX}"));
+        }
+        if w.pairs_per_mapper == 0 || w.pairs_per_mapper > PAIRS_PER_MAPPER_MAX {
+            return Err(format!("--pairs must be in 1..={PAIRS_PER_MAPPER_MAX}"));
+        }
+        if w.reducers == 0 || w.reducers > REDUCERS_MAX {
+            return Err(format!("--reducers must be in 1..={REDUCERS_MAX}"));
+        }
+        if self.repeats == 0 || self.repeats > REPEATS_MAX {
+            return Err(format!("--repeats must be in 1..={REPEATS_MAX}"));
+        }
+        if !(EXECUTOR_MEMORY_MIB_MIN..=EXECUTOR_MEMORY_MIB_MAX).contains(&self.executor_memory_mib) {
+            return Err(format!("--executor-memory must be in {EXECUTOR_MEMORY_MIB_MIN}m..={}g", EXECUTOR_MEMORY_MIB_MAX >> 10));
+        }
+        if self.tests.is_empty() || self.configs.is_empty() {
+            return Err("nothing to run".into());
+        }
+        if self.timeout.is_zero() {
+            return Err("--timeout-s must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// What must exist before anything starts.
+    pub fn check_files(&self) -> Result<(), String> {
+        if !self.spark_home.join("jars").is_dir() {
+            return Err(format!(
+                "no Spark home at {} (a directory with jars/; make spark-homes builds build/spark/3.5.8, or pass --spark-home)",
+                self.spark_home.display()
+            ));
+        }
+        if !self.app_jar.is_file() {
+            return Err(format!(
+                "Spark bench jar not found: {} (build jvm/ohb-spark: mvn -f jvm/pom.xml package -pl ohb-spark, or pass --app-jar)",
+                self.app_jar.display()
+            ));
+        }
+        if self.configs.iter().any(|c| c.uses_plugin()) && !self.plugin_jar.is_file() {
+            return Err(format!(
+                "plugin jar not found: {} (build jvm/spark, pass --plugin-jar, or measure vanilla alone with --configs vanilla)",
+                self.plugin_jar.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Spark settings of a configuration, in order (later ones win).
+    pub fn spark_conf(&self, config: SparkConfig) -> Vec<(String, String)> {
+        let mut conf: Vec<(String, String)> = [
+            ("spark.executor.memory", format!("{}m", self.executor_memory_mib)),
+            ("spark.driver.host", "127.0.0.1".to_string()),
+            ("spark.driver.bindAddress", "127.0.0.1".to_string()),
+            ("spark.ui.enabled", "false".to_string()),
+            // The executors load the applications' classes from here (the driver serves the jar).
+            ("spark.jars", self.app_jar.display().to_string()),
+            // As OHB's Scala tests get for (Int, Array[Byte]) pairs; the Java API would pick Java serialization.
+            ("spark.serializer", "org.apache.spark.serializer.KryoSerializer".to_string()),
+            // Every configuration: a plugin that hands some reads to Spark's own reader must not read the
+            // other executor's files from disk either.
+            ("spark.shuffle.readHostLocalDisk", "false".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if config.uses_plugin() {
+            let jar = self.plugin_jar.display().to_string();
+            conf.push(("spark.shuffle.manager".into(), PLUGIN_SHUFFLE_MANAGER.into()));
+            conf.push(("spark.driver.extraClassPath".into(), jar.clone()));
+            conf.push(("spark.executor.extraClassPath".into(), jar));
+        }
+        if config == SparkConfig::PluginTcp {
+            conf.push(("spark.slipstream.transport".into(), "tcp".into()));
+        }
+        conf.extend(self.extra_conf.iter().cloned());
+        conf
+    }
+
+    /// The plugin's buffer cap in a configuration: `--conf spark.slipstream.buffer.cap` or its default.
+    pub fn buffer_cap_bytes(&self, config: SparkConfig) -> Result<u64, String> {
+        let conf = self.spark_conf(config);
+        let value = conf.iter().rev().find(|(k, _)| k == BUFFER_CAP_KEY).map_or(BUFFER_CAP_DEFAULT, |(_, v)| v.as_str());
+        spark_size_bytes(value).map_err(|e| format!("{BUFFER_CAP_KEY}: {e}"))
+    }
+
+    /// The driver's class path: Spark's jars, the applications, the plugin for its configurations.
+    pub fn class_path(&self, config: SparkConfig) -> String {
+        let mut parts = vec![self.spark_home.join("jars").join("*").display().to_string(), self.app_jar.display().to_string()];
+        if config.uses_plugin() {
+            parts.push(self.plugin_jar.display().to_string());
+        }
+        parts.join(":")
+    }
+
+    /// The java command line (without the program).
+    pub fn java_args(&self, test: SparkTest, config: SparkConfig) -> Vec<String> {
+        let w = &self.workload;
+        let mut args: Vec<String> = vec![DRIVER_HEAP.into()];
+        args.extend(JAVA_MODULE_OPTIONS.iter().map(|s| s.to_string()));
+        args.extend(["-cp".into(), self.class_path(config), MAIN_CLASS.into(), test.name().into()]);
+        for (flag, value) in [
+            ("--mappers", w.mappers.to_string()),
+            ("--pairs", w.pairs_per_mapper.to_string()),
+            ("--value-bytes", w.value_bytes.to_string()),
+            ("--reducers", w.reducers.to_string()),
+            ("--seed", self.seed.to_string()),
+            ("--master", self.master()),
+            ("--executors", EXECUTORS.to_string()),
+        ] {
+            args.extend([flag.to_string(), value]);
+        }
+        for (key, value) in self.spark_conf(config) {
+            args.extend(["--conf".to_string(), format!("{key}={value}")]);
+        }
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spark::test_support::sample_run;
+    use super::*;
+
+    #[test]
+    fn configurations_differ_only_in_the_shuffle_settings() {
+        let run = sample_run();
+        let get = |c: SparkConfig, k: &str| run.spark_conf(c).into_iter().rev().find(|(key, _)| key == k).map(|(_, v)| v);
+        for c in SparkConfig::ALL {
+            assert_eq!(get(c, "spark.shuffle.readHostLocalDisk").as_deref(), Some("false"));
+            assert_eq!(get(c, "spark.executor.memory").as_deref(), Some("4096m"));
+        }
+        assert_eq!(get(SparkConfig::Vanilla, "spark.shuffle.manager"), None);
+        assert_eq!(get(SparkConfig::Plugin, "spark.shuffle.manager").as_deref(), Some(PLUGIN_SHUFFLE_MANAGER));
+        assert_eq!(get(SparkConfig::Plugin, "spark.executor.extraClassPath").as_deref(), Some("/repo/jvm/spark/target/slipstream-spark.jar"));
+        assert_eq!(get(SparkConfig::Plugin, "spark.slipstream.transport"), None);
+        assert_eq!(get(SparkConfig::PluginTcp, "spark.slipstream.transport").as_deref(), Some("tcp"));
+        assert!(!run.class_path(SparkConfig::Vanilla).contains("slipstream-spark.jar"));
+        assert!(run.class_path(SparkConfig::Plugin).ends_with(":/repo/jvm/spark/target/slipstream-spark.jar"));
+        let with_extra = SparkRun { extra_conf: vec![("spark.shuffle.readHostLocalDisk".into(), "true".into())], ..sample_run() };
+        let last = with_extra.spark_conf(SparkConfig::Vanilla).into_iter().rev().find(|(k, _)| k == "spark.shuffle.readHostLocalDisk");
+        assert_eq!(last.unwrap().1, "true", "--conf comes last and wins");
+    }
+
+    #[test]
+    fn java_command_line() {
+        let args = sample_run().java_args(SparkTest::SortBy, SparkConfig::PluginTcp).join(" ");
+        assert!(args.starts_with("-Xmx1g -XX:+IgnoreUnrecognizedVMOptions --add-opens=java.base/java.lang=ALL-UNNAMED"), "{args}");
+        assert!(args.contains(
+            " io.slipstream.ohb.spark.ShuffleBench sortby --mappers 8 --pairs 131072 --value-bytes 1000 --reducers 8 --seed 42 \
+             --master local-cluster[2,1,4096] --executors 2 --conf "
+        ), "{args}");
+        assert!(args.ends_with("--conf spark.slipstream.transport=tcp"), "{args}");
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let run = SparkRun { spark_home: PathBuf::from("/nonexistent/spark"), ..sample_run() };
+        assert!(run.check_files().unwrap_err().contains("no Spark home"));
+        let home = std::env::temp_dir().join(format!("ohb-spark-unit-{}", std::process::id()));
+        std::fs::create_dir_all(home.join("jars")).unwrap();
+        let run = SparkRun { spark_home: home.clone(), ..sample_run() };
+        assert!(run.check_files().unwrap_err().contains("Spark bench jar not found"));
+        let jar = home.join("app.jar");
+        std::fs::write(&jar, b"").unwrap();
+        let run = SparkRun { spark_home: home.clone(), app_jar: jar.clone(), ..sample_run() };
+        assert!(run.check_files().unwrap_err().contains("--configs vanilla"));
+        let run = SparkRun { configs: vec![SparkConfig::Vanilla], ..run };
+        assert!(run.check_files().is_ok());
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn buffer_cap_is_read_as_spark_reads_sizes() {
+        assert_eq!(spark_size_bytes("256m").unwrap(), 256 << 20);
+        assert_eq!(spark_size_bytes("1G").unwrap(), 1 << 30);
+        assert_eq!(spark_size_bytes("64mb").unwrap(), 64 << 20);
+        assert_eq!(spark_size_bytes("512k").unwrap(), 512 << 10);
+        assert_eq!(spark_size_bytes("1048576").unwrap(), 1 << 20, "no unit: bytes");
+        for bad in ["", "m", "1.5g", "12x", "99999999999p"] {
+            assert!(spark_size_bytes(bad).is_err(), "{bad}");
+        }
+        let run = sample_run();
+        assert_eq!(run.buffer_cap_bytes(SparkConfig::Plugin).unwrap(), 256 << 20, "the plugin's default");
+        let run = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "64m".into())], ..sample_run() };
+        assert_eq!(run.buffer_cap_bytes(SparkConfig::PluginTcp).unwrap(), 64 << 20);
+        let run = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "lots".into())], ..sample_run() };
+        assert!(run.buffer_cap_bytes(SparkConfig::Plugin).unwrap_err().contains(BUFFER_CAP_KEY));
+    }
+}

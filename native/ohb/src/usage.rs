@@ -1,0 +1,188 @@
+//! The table of tests and the usage text (`ohb --help`).
+
+/// One entry of the table of tests.
+#[derive(Debug, Clone, Copy)]
+pub struct TestInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub variants: &'static str,
+}
+
+/// The table of tests, as `ohb --help` lists it.
+pub const TESTS: &[TestInfo] = &[
+    TestInfo {
+        name: "fabric lat",
+        description: "round-trip latency of an echo (min / p50 / p99), one request at a time",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_lat (2x one-way)",
+    },
+    TestInfo {
+        name: "fabric bw",
+        description: "bandwidth with a window of requests in flight answered by tiny acks",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_bw",
+    },
+    TestInfo {
+        name: "fabric rate",
+        description: "message rate with a wider window of requests in flight",
+        variants: "fabric, fabric-tcp, rust-socket | java-socket, ucx_perftest tag_bw",
+    },
+    TestInfo {
+        name: "fabric all",
+        description: "lat, bw and rate one after the other (one JSON file each)",
+        variants: "as above",
+    },
+    TestInfo {
+        name: "fabric mem",
+        description: "server and client RSS under many concurrent mixed-size requests vs pool cap + overhead",
+        variants: "fabric (staged handlers)",
+    },
+    TestInfo {
+        name: "mem lat",
+        description: "cache GET / SET / MIX (90:10) latency, p50 / p99 / avg, values 1 B to 512 KB",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric (one client library)",
+    },
+    TestInfo {
+        name: "mem thr",
+        description: "cache operations per second with N client threads, one connection each",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric",
+    },
+    TestInfo {
+        name: "mem nb",
+        description: "iset / iget / bset / bget in batches of --req-thresh, completed by wait or test",
+        variants: "memcached 1.6 (TCP), cache-tcp, cache-fabric; each against its blocking calls",
+    },
+    TestInfo {
+        name: "mem hybrid",
+        description: "data set larger than memory (spill factor): success rate, latency with a miss penalty; fit-in-memory cost; hybrid nb",
+        variants: "cache-ram, cache-hybrid (--ssd-path), memcached, memcached-ext (extstore), over TCP",
+    },
+    TestInfo {
+        name: "mem nb --hybrid",
+        description: "blocking gets vs iget / bget batches on the hybrid cache with the data spilled, over the fabric",
+        variants: "cache-hybrid",
+    },
+    TestInfo {
+        name: "spark groupby",
+        description: "OHB's GroupByTest: groupByKey over a cached random data set, job / stage / fetch wait times, checksum",
+        variants: "vanilla (Netty, readHostLocalDisk=false), plugin (SlipstreamShuffleManager), plugin-tcp",
+    },
+    TestInfo {
+        name: "spark sortby",
+        description: "OHB's SortByTest: sortByKey over the same data, the output's order and checksum checked",
+        variants: "as spark groupby",
+    },
+];
+
+/// The usage text: synopsis, the table of tests, options.
+pub fn usage() -> String {
+    let mut text = String::from(
+        "Usage: ohb fabric <test> [options]\n\
+         \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
+         \x20      ohb spark groupby|sortby|all [options]\n\
+         \n\
+         Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
+         Servers run in their own processes on 127.0.0.1. Progress goes to stderr, the table to\n\
+         stdout, the results to JSON.\n\
+         \n\
+         Tests:\n",
+    );
+    for t in TESTS {
+        text += &format!("  {:<12} {}\n  {:<12}   variants: {}\n", t.name, t.description, "", t.variants);
+    }
+    text += r#"
+Options for lat / bw / rate / all:
+  --quick              few sizes (8, 4K, 64K, 1M) and a short budget: about a minute for all
+  --sizes LIST         sizes, e.g. 8,4K,64K,1M (default 8 B, then powers of 4 from 16 B to 4 MiB)
+  --iterations N       fixed iterations (messages for bw/rate) per point, instead of the time budget
+  --warmup N           fixed warm-up count per point
+  --budget-ms N        measuring time per point (default 600, quick 100)
+  --window N           requests in flight for bw/rate (default 32/64 small, 8 up to 1 MiB, 4 above)
+  --trials N           bw/rate trials per point, the median is reported (default 5, quick 3)
+  --variants LIST      subset of fabric,fabric-tcp,rust-socket,ucx_perftest
+  --fabric-copy        send with Endpoint::request(&[u8]) (a copy) instead of registered buffers
+  --json PATH          where to write results (default results/ohb-fabric-<test>-<layer>.json)
+  --no-progress        no progress lines on stderr
+  --jvm                through the JVM bridge: runs java -cp JAR io.slipstream.ohb.FabricBench
+  --jvm-jar PATH       default jvm/ohb/target/slipstream-ohb.jar under the repository root
+  --java PATH          java executable (default $JAVA_HOME/bin/java, else java)
+  --jvm-timeout-s N    kill the JVM bench after N seconds (default 900)
+
+Options for mem:
+  --seconds N          load duration (default 60)
+  --threads N          client threads (default 16)
+  --window N           requests in flight per thread (default 4)
+  --max-size SIZE      largest request (default 4M); sizes are mixed 8 B..max
+  --pool-cap-mib N     pool cap of both nodes (default 64)
+  --overhead-mib N     allowed RSS above the pool cap (default 17: the fabric's documented 16 MiB fixed overhead + 1 MiB small-buffer reserve)
+  --transport T        auto or tcp (default auto)
+  --json PATH          default results/ohb-fabric-mem-rust.json
+
+Options for mem lat / thr / nb / all (the cache; servers get -t 2 -m 1024 unless told):
+  --quick              few points and short runs (about a minute for all)
+  --sizes LIST         value sizes (lat default 1,32,256,1K,4K,16K,64K,512K; thr/nb 32,4K)
+  --ops LIST           lat/thr: subset of GET,SET,MIX (default all)
+  --iterations N       lat: measured operations per point (default 5000, quick 1000)
+  --threads N          thr: client threads (default 4)
+  --seconds S          thr: seconds per trial (default 2, quick 0.5)
+  --trials N           thr: trials per point, median reported (default 3, quick 1)
+  --reqtype LIST       nb: subset of iset,iget,bset,bget (default all)
+  --progress-type T    nb: wait or test (default wait)
+  --req-thresh N       nb: requests issued before completing them (default 32)
+  --count N            nb: operations per pass (default 20000, quick 4000)
+  --server-threads N   -t of both servers (default 2)
+  --memory-mib N       -m of both servers (default 1024)
+  --variants LIST      subset of memcached,cache-tcp,cache-fabric
+                       (mem hybrid: subset of cache-ram,cache-hybrid,memcached,memcached-ext)
+  --json PATH          default results/ohb-mem-<test>.json (nb --hybrid: ohb-mem-nb-hybrid.json)
+
+Options for mem hybrid and mem nb --hybrid (after OHB's ohb_memhybrid; mem all runs hybrid too):
+  --hybrid             nb: measure the hybrid variant (blocking get vs iget/bget over the fabric) only
+  --scan MODE          uniform or normal (centred, sd = items / 6) (default uniform)
+  --max-memory-mb N    -m of every server (default 64)
+  --value-bytes SIZE   value size (default 4096)
+  --spill-factor X     data set / memory: items = X * max-memory / value-bytes (default 1.5);
+                       the SSD tier and the extstore file get 2 * X * max-memory MB
+  --miss-penalty-ms X  cost of a miss, ADDED to that get's latency, not slept (default 1.5)
+  --gets N             gets per server (default 100000, quick 10000)
+  --clients N          client threads for the gets, one connection each (default 1)
+  --seed N             seed of the key sequence, the same for every server (default 42)
+  --rounds N           fit-in-memory rounds, servers rotating (default 21, quick 6)
+  --count N            nb: gets per pass (default 20000, quick 4000)
+  --trials N           nb: trials, modes rotated, median reported (default 3, quick 1)
+  --req-thresh N       nb: gets in flight before completing them (default 32)
+
+Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 executors x 1 core, own JVMs):
+  --quick              2 mappers x 2000 pairs x 1000 B (4 MB), 2 reducers, 1 repeat, 1g executors
+  --mappers N          map tasks (default 8)
+  --pairs N            pairs per mapper (default 131072: 8 x 131072 x 1000 B = 1.0 GB of values)
+  --value-bytes SIZE   value size (default 1000)
+  --reducers N         reduce tasks (default 8; = --mappers when only that is given)
+  --executor-memory M  per executor and worker, e.g. 4g (default 4g, quick 1g)
+  --repeats N          runs per configuration, interleaved, medians reported (default 3, quick 1)
+  --configs LIST       subset of vanilla,plugin,plugin-tcp (default all three)
+  --conf KEY=VALUE     extra Spark setting for every configuration (repeatable; wins over ours)
+  --seed N             seed of the generated data (default 42)
+  --spark-home DIR     a directory with jars/ (default build/spark/3.5.8)
+  --plugin-jar PATH    default jvm/spark/target/slipstream-spark.jar
+  --app-jar PATH       default jvm/ohb-spark/target/slipstream-ohb-spark.jar
+  --java PATH          java executable (default $JAVA_HOME/bin/java, else java)
+  --timeout-s N        kill an application after N seconds (default 600, quick 180)
+  --log-dir DIR        drivers' output and executors' logs, one directory per run, earlier ones
+                       removed (default build/ohb-spark)
+  --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
+
+Examples:
+  ohb fabric lat --quick
+  ohb fabric all
+  ohb fabric bw --sizes 64K,1M,4M --variants fabric,ucx_perftest
+  ohb fabric lat --jvm
+  ohb fabric mem --seconds 60
+  ohb mem all --quick
+  ohb mem thr --threads 4 --sizes 32,4K --ops GET,SET
+  ohb mem hybrid --gets 2000
+  ohb mem hybrid --scan normal --spill-factor 2
+  ohb mem nb --hybrid
+  ohb spark all --quick
+  ohb spark groupby --configs vanilla --repeats 1
+"#;
+    text
+}
