@@ -2,17 +2,18 @@ package io.slipstream.mapreduce.it;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
-import java.util.stream.Stream;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Counters;
 import org.apache.hadoop.mapreduce.Job;
 
@@ -31,8 +32,7 @@ final class Jobs {
     }
 
     /** Text files of words drawn from a Zipf-like vocabulary (a few frequent words, a long tail). */
-    static void writeText(Path dir, int files, int linesPerFile, long seed) throws IOException {
-        Files.createDirectories(dir);
+    static void writeText(FileSystem fs, Path dir, int files, int linesPerFile, long seed) throws IOException {
         Random random = new Random(seed);
         for (int f = 0; f < files; f++) {
             StringBuilder text = new StringBuilder();
@@ -43,24 +43,29 @@ final class Jobs {
                 }
                 text.append('\n');
             }
-            Files.writeString(dir.resolve("part-" + f + ".txt"), text.toString(), StandardCharsets.UTF_8);
+            try (OutputStream out = fs.create(new Path(dir, "part-" + f + ".txt"))) {
+                out.write(text.toString().getBytes(StandardCharsets.UTF_8));
+            }
         }
     }
 
     /** A digest of every part file of an output directory, in name order (empty parts included). */
-    static String digest(Path outputDir) throws IOException {
+    static String digest(FileSystem fs, Path outputDir) throws IOException {
         List<Path> parts = new ArrayList<>();
-        try (Stream<Path> listing = Files.list(outputDir)) {
-            listing.filter(p -> p.getFileName().toString().startsWith("part-")).sorted().forEach(parts::add);
+        for (FileStatus status : fs.listStatus(outputDir)) {
+            if (status.getPath().getName().startsWith("part-")) {
+                parts.add(status.getPath());
+            }
         }
+        parts.sort(null);
         if (parts.isEmpty()) {
             throw new IOException("no part files in " + outputDir);
         }
         try {
             MessageDigest digest = MessageDigest.getInstance("SHA-256");
             for (Path part : parts) {
-                digest.update(part.getFileName().toString().getBytes(StandardCharsets.UTF_8));
-                try (InputStream in = Files.newInputStream(part)) {
+                digest.update(part.getName().getBytes(StandardCharsets.UTF_8));
+                try (InputStream in = fs.open(part)) {
                     byte[] buffer = new byte[1 << 16];
                     for (int n; (n = in.read(buffer)) > 0; ) {
                         digest.update(buffer, 0, n);
@@ -71,6 +76,27 @@ final class Jobs {
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /** Every line of an output directory's part files, as key to the rest of the line. */
+    static java.util.Map<String, String> lines(FileSystem fs, Path outputDir) throws IOException {
+        java.util.Map<String, String> lines = new java.util.TreeMap<>();
+        for (FileStatus status : fs.listStatus(outputDir)) {
+            if (!status.getPath().getName().startsWith("part-")) {
+                continue;
+            }
+            try (InputStream in = fs.open(status.getPath())) {
+                for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+                    if (!line.isEmpty()) {
+                        int tab = line.indexOf('\t');
+                        if (lines.put(line.substring(0, tab), line.substring(tab + 1)) != null) {
+                            throw new IOException("key " + line.substring(0, tab) + " written twice in " + outputDir);
+                        }
+                    }
+                }
+            }
+        }
+        return lines;
     }
 
     static long counter(Counters counters, String group, String name) {
