@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Some("fabric") => ohb::fabric::cli::fabric_main(&argv[1..]),
         Some("mem") => ohb::cache::cli::cache_main(&argv[1..]),
         Some("spark") => ohb::spark::cli::spark_main(&argv[1..]),
+        Some("mapreduce") => ohb::mapreduce::cli::mapreduce_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {

@@ -93,6 +93,16 @@ final class MapReduceConf {
         return requestBytesMax + (1 << 20);
     }
 
+    /** A fabric node with these settings (the NodeManager's adds where it listens). */
+    io.slipstream.fabric.FabricConfig.Builder nodeBuilder() {
+        return io.slipstream.fabric.FabricNode.builder()
+                .netDevices(netDevicesFor(bindAddress))
+                .transport(transport)
+                .poolCapBytes(bufferCapBytes)
+                .maxMessageBytes(maxMessageBytes())
+                .requestTimeout(requestTimeout);
+    }
+
     /** UCX's devices: as set, else the loopback device for a loopback address, else all. */
     String netDevicesFor(String host) {
         if (!netDevices.isEmpty()) {

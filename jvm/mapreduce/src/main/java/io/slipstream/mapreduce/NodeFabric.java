@@ -28,14 +28,7 @@ final class NodeFabric {
     private final Map<SlipstreamShuffleHandler, Integer> ports = new HashMap<>();
 
     private NodeFabric(MapReduceConf conf) throws FabricUnavailableException {
-        node = FabricNode.builder()
-                .listen(conf.bindAddress, conf.port)
-                .netDevices(conf.netDevicesFor(conf.bindAddress))
-                .transport(conf.transport)
-                .poolCapBytes(conf.bufferCapBytes)
-                .maxMessageBytes(conf.maxMessageBytes())
-                .requestTimeout(conf.requestTimeout)
-                .start();
+        node = conf.nodeBuilder().listen(conf.bindAddress, conf.port).start();
         server = new ShuffleServer(node, this::resolve);
         server.start(conf.serverThreads);
         LOG.info("slipstream: NodeManager map outputs served over the fabric at {} ({} transport)", node.localAddress(), conf.transport);

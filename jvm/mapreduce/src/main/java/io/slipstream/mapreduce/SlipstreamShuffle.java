@@ -73,13 +73,7 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
             return;
         }
         try {
-            node = FabricNode.builder()
-                    .netDevices(conf.netDevicesFor(conf.bindAddress))
-                    .transport(conf.transport)
-                    .poolCapBytes(conf.bufferCapBytes)
-                    .maxMessageBytes(conf.maxMessageBytes())
-                    .requestTimeout(conf.requestTimeout)
-                    .start();
+            node = conf.nodeBuilder().start();
         } catch (FabricUnavailableException | RuntimeException e) {
             if (conf.fallback == MapReduceConf.Fallback.NEVER) {
                 throw new IllegalStateException("slipstream: the fabric cannot start in " + context.getReduceId() + " ("

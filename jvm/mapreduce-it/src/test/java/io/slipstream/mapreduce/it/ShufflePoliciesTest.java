@@ -110,7 +110,8 @@ class ShufflePoliciesTest {
         TaskReport map0 = java.util.Arrays.stream(job.getTaskReports(TaskType.MAP)).filter(r -> r.getTaskID().getId() == 0).findFirst()
                 .orElseThrow();
         assertTrue(map0.getSuccessfulTaskAttemptId().getId() >= 1, "map 0 was not re-run: " + map0.getSuccessfulTaskAttemptId());
-        assertTrue(Jobs.taskCounter(job, "FAILED_SHUFFLE") > 0, "no failed shuffle counted");
+        // (FAILED_SHUFFLE is not checked: the reducer that met the loss may itself be failed by Hadoop's
+        // reducer-health check and re-run, and the job's counters are its successful attempts'.)
     }
 
     /** A map attempt's file.out in one of the NodeManagers' local directories. */
