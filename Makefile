@@ -127,13 +127,15 @@ smoke: build spark-homes
 	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >build/smoke-mem-lat.txt
 	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
 	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >build/smoke-spark.txt
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark: vanilla, plugin, plugin over TCP); tables in build/smoke-*.txt"
+	$(OHB) mapreduce avg --quick --no-progress --json build/smoke-mapreduce.json >build/smoke-mapreduce.txt
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark and MapReduce: vanilla, plugin, plugin over TCP); tables in build/smoke-*.txt"
 
 demo: build spark-homes
 	$(OHB) fabric all
 	$(OHB) fabric all --jvm
 	$(OHB) mem all
 	$(OHB) spark all
+	$(OHB) mapreduce all
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -143,6 +145,7 @@ bench: build spark-homes
 	$(OHB) fabric mem --seconds 60
 	$(OHB) mem all
 	$(OHB) spark all
+	$(OHB) mapreduce all
 	$(OHB) report
 
 clean:

@@ -5,7 +5,7 @@
 //! fabric with default transports, the fabric forced to TCP, plain sockets in the same language, and
 //! `ucx_perftest` as the raw-UCX reference; it prints a table with ratio columns and writes JSON.
 //!
-//! Layout: one folder per suite (`fabric/`, `cache/` for `ohb mem ...`, `spark/`), each with its
+//! Layout: one folder per suite (`fabric/`, `cache/` for `ohb mem ...`, `spark/`, `mapreduce/`), each with its
 //! own `cli.rs` (flags to runs) and `render.rs` (tables, targets, JSON), over shared modules:
 //! [`args`] (flags), [`child`] (child processes), [`machine`] (what ran it), [`stats`]
 //! (order statistics), [`progress`] (stderr lines), [`table`] (number formats, target checks),
@@ -27,6 +27,7 @@ pub mod cache;
 pub mod child;
 pub mod fabric;
 pub mod machine;
+pub mod mapreduce;
 pub mod output;
 pub mod proc_mem;
 pub mod progress;

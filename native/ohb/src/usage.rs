@@ -70,6 +70,21 @@ pub const TESTS: &[TestInfo] = &[
         description: "OHB's SortByTest: sortByKey over the same data, the output's order and checksum checked",
         variants: "as spark groupby",
     },
+    TestInfo {
+        name: "mapreduce avg",
+        description: "OHB's MR-AVG: maps generate pairs spread evenly over the reducers; job, shuffle and merge times",
+        variants: "vanilla (Hadoop's HTTP shuffle), plugin (SlipstreamShuffle), plugin-tcp",
+    },
+    TestInfo {
+        name: "mapreduce rand",
+        description: "OHB's MR-RAND: as avg, reducers chosen pseudo-randomly",
+        variants: "as mapreduce avg",
+    },
+    TestInfo {
+        name: "mapreduce skew",
+        description: "OHB's MR-SKEW: as avg, half the pairs to reducer 0",
+        variants: "as mapreduce avg",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -78,6 +93,7 @@ pub fn usage() -> String {
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|all [options]\n\
+         \x20      ohb mapreduce avg|rand|skew|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -171,6 +187,16 @@ Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 exe
                        removed (default build/ohb-spark)
   --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
 
+Options for mapreduce avg / rand / skew / all (Hadoop 3.4 mini YARN cluster of 2 NodeManagers, reducers in
+their own JVMs, reducers start after the last map):
+  --quick              2 maps x 2 reducers x 20000 records x 100 B (4 MB)
+  --maps N             map tasks (default 4)
+  --reduces N          reduce tasks (default 4)
+  --records N          records per map (default 262144: 4 x 262144 x 1000 B = 1.05 GB)
+  --value-bytes N      value size (default 1000)
+  --runs N             jobs per configuration, medians reported (default 1)
+  --json PATH          default results/ohb-mapreduce-<test>.json
+
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
   --out DIR            where index.html, summary.md and charts/ go (default report/)
@@ -191,6 +217,7 @@ Examples:
   ohb mem nb --hybrid
   ohb spark all --quick
   ohb spark groupby --configs vanilla --repeats 1
+  ohb mapreduce avg --quick
   ohb report --input results --out report
 "#;
     text

@@ -11,8 +11,10 @@ import javax.crypto.spec.SecretKeySpec;
 /**
  * Authenticates requests with the application's shared secret (Spark: {@code spark.authenticate}).
  *
- * <p>Each request payload starts with a header: {@code u8 version, u8 flags} and, when
- * authenticated, a 32-byte HMAC-SHA256 of the operation code and the body under the secret. A
+ * <p>Each request payload starts with a header: {@code u8 version, u8 flags}, when scoped a
+ * {@code str scope} (flag 2: which secret and which map outputs, for a server shared by several
+ * applications, e.g. Hadoop's jobs), and, when authenticated, a 32-byte HMAC-SHA256 of the
+ * operation code, the scope and the body under the secret. A
  * server with a secret refuses requests without a valid tag; a server without one refuses tagged
  * requests too (the two sides disagree about the configuration: better said than ignored).
  *
@@ -29,10 +31,13 @@ public final class RequestAuthenticator {
     /** 2: responses carry a tag too, and LOOKUP answers a status (unknown, found, gone). */
     public static final byte VERSION = 2;
     private static final byte FLAG_TAGGED = 1;
+    private static final byte FLAG_SCOPED = 2;
     public static final int TAG_BYTES = 32;
     private static final String ALGORITHM = "HmacSHA256";
 
     private final boolean enabled;
+    private final String scope;
+    private final byte[] scopeBytes;
     private final Supplier<String> secretSupplier;
     private volatile byte[] secret;
     private final ThreadLocal<Mac> macs;
@@ -47,6 +52,27 @@ public final class RequestAuthenticator {
      * only once it is running). The supplier must not return null when {@code enabled}.
      */
     public RequestAuthenticator(boolean enabled, Supplier<String> secretSupplier) {
+        this(null, enabled, secretSupplier);
+    }
+
+    /**
+     * A scoped authenticator: its requests name {@code scope} (at most
+     * {@link ShuffleProtocol#STRING_BYTES_MAX} bytes of UTF-8), covered by the tag, and it opens
+     * only requests naming the same scope. {@code secret} null: not authenticated.
+     */
+    public static RequestAuthenticator scoped(String scope, String secret) {
+        if (scope == null) {
+            throw new IllegalArgumentException("null scope");
+        }
+        return new RequestAuthenticator(scope, secret != null, () -> secret);
+    }
+
+    private RequestAuthenticator(String scope, boolean enabled, Supplier<String> secretSupplier) {
+        this.scope = scope;
+        this.scopeBytes = scope == null ? null : scope.getBytes(StandardCharsets.UTF_8);
+        if (scopeBytes != null && scopeBytes.length > ShuffleProtocol.STRING_BYTES_MAX) {
+            throw new IllegalArgumentException("scope longer than " + ShuffleProtocol.STRING_BYTES_MAX + " bytes");
+        }
         this.enabled = enabled;
         this.secretSupplier = secretSupplier;
         this.macs = ThreadLocal.withInitial(this::newMac);
@@ -62,13 +88,42 @@ public final class RequestAuthenticator {
 
     /** Bytes the header takes in front of a body. */
     public int headerBytes() {
-        return 2 + (enabled() ? TAG_BYTES : 0);
+        return 2 + (scope != null ? 2 + scopeBytes.length : 0) + (enabled() ? TAG_BYTES : 0);
+    }
+
+    /** The scope this authenticator's requests name, or null. */
+    public String scope() {
+        return scope;
+    }
+
+    /**
+     * The scope a request payload names, or null if unscoped: a server shared by several scopes
+     * reads it first to choose the authenticator that then {@link #open}s the payload. A malformed
+     * header is an {@link AuthenticationException}.
+     */
+    public static String scopeOf(ByteBuffer payload) {
+        ByteBuffer in = payload.duplicate();
+        if (in.remaining() < 2) {
+            throw new AuthenticationException("request without a header");
+        }
+        in.get();
+        if ((in.get() & FLAG_SCOPED) == 0) {
+            return null;
+        }
+        try {
+            return ShuffleProtocol.getString(in);
+        } catch (ShuffleProtocol.ProtocolException e) {
+            throw new AuthenticationException("malformed scope: " + e.getMessage());
+        }
     }
 
     /** A payload: the header, then {@code body}'s remaining bytes (body's position is not changed). */
     public ByteBuffer seal(int op, ByteBuffer body) {
         ByteBuffer payload = ByteBuffer.allocate(headerBytes() + body.remaining());
-        payload.put(VERSION).put(enabled() ? FLAG_TAGGED : 0);
+        payload.put(VERSION).put((byte) ((enabled() ? FLAG_TAGGED : 0) | (scope != null ? FLAG_SCOPED : 0)));
+        if (scope != null) {
+            payload.putShort((short) scopeBytes.length).put(scopeBytes);
+        }
         if (enabled()) {
             payload.put(tag(op, body.duplicate()));
         }
@@ -91,6 +146,20 @@ public final class RequestAuthenticator {
             throw new AuthenticationException("unknown protocol version " + version);
         }
         boolean tagged = (flags & FLAG_TAGGED) != 0;
+        if (((flags & FLAG_SCOPED) != 0) != (scope != null)) {
+            throw new AuthenticationException(scope != null ? "request without a scope refused" : "scoped request refused here");
+        }
+        if (scope != null) {
+            byte[] named;
+            try {
+                named = ShuffleProtocol.getString(in).getBytes(StandardCharsets.UTF_8);
+            } catch (ShuffleProtocol.ProtocolException e) {
+                throw new AuthenticationException("malformed scope: " + e.getMessage());
+            }
+            if (!MessageDigest.isEqual(named, scopeBytes)) {
+                throw new AuthenticationException("request for another scope refused");
+            }
+        }
         if (tagged != enabled()) {
             throw new AuthenticationException(enabled()
                     ? "unauthenticated request refused (authentication is on)"
@@ -115,17 +184,24 @@ public final class RequestAuthenticator {
         Mac mac = macs.get();
         mac.update((byte) (op >>> 8));
         mac.update((byte) op);
+        if (scopeBytes != null) {
+            mac.update((byte) (scopeBytes.length >>> 8));
+            mac.update((byte) scopeBytes.length);
+            mac.update(scopeBytes);
+        }
         mac.update(body);
         return mac.doFinal();
     }
 
     /** The request's tag (empty when authentication is off): what a response's tag is bound to. */
     public byte[] requestTag(ByteBuffer payload) {
-        if (!enabled || payload.remaining() < 2 + TAG_BYTES) {
+        // The tag ends the header, after the version, the flags and (when scoped) the scope.
+        int tagOffset = headerBytes() - TAG_BYTES;
+        if (!enabled || payload.remaining() < headerBytes()) {
             return new byte[0];
         }
         byte[] tag = new byte[TAG_BYTES];
-        payload.get(payload.position() + 2, tag);
+        payload.get(payload.position() + tagOffset, tag);
         return tag;
     }
 

@@ -22,7 +22,21 @@ import org.slf4j.LoggerFactory;
 public final class ShuffleServer {
     private static final Logger LOG = LoggerFactory.getLogger(ShuffleServer.class);
 
+    /**
+     * For a server shared by several applications (Hadoop: every job of every NodeManager in this
+     * process): what a scoped request's scope names.
+     */
+    public interface Scopes {
+        /** The scope's authenticator (itself scoped), map outputs and cache (null for none); throws
+         *  {@link RequestAuthenticator.AuthenticationException} if the scope is unknown here. */
+        Scope resolve(String scope);
+    }
+
+    /** What one scope serves, and under which secret. */
+    public record Scope(RequestAuthenticator authenticator, MapOutputSource source, MapOutputCache cache) {}
+
     private final FabricNode node;
+    private final Scopes scopes;
     private final MapOutputSource source;
     private final MapOutputCache cache;
     private final PeerDirectory directory;
@@ -40,10 +54,25 @@ public final class ShuffleServer {
     public ShuffleServer(FabricNode node, MapOutputSource source, MapOutputCache cache, PeerDirectory directory,
             RequestAuthenticator authenticator) {
         this.node = node;
+        this.scopes = null;
         this.source = source;
         this.cache = cache;
         this.directory = directory;
         this.authenticator = authenticator;
+        this.responseBytesMax = node.config().maxMessageBytes();
+        int[] corruption = corruptionSetting();
+        this.corruptPartition = corruption[0];
+        this.corruptionsLeft.set(corruption[1]);
+    }
+
+    /** A server of scoped FETCH requests only, each answered from what its scope resolves to. */
+    public ShuffleServer(FabricNode node, Scopes scopes) {
+        this.node = node;
+        this.scopes = java.util.Objects.requireNonNull(scopes);
+        this.source = null;
+        this.cache = null;
+        this.directory = null;
+        this.authenticator = null;
         this.responseBytesMax = node.config().maxMessageBytes();
         int[] corruption = corruptionSetting();
         this.corruptPartition = corruption[0];
@@ -57,24 +86,39 @@ public final class ShuffleServer {
 
     void handle(FabricRequest request) throws IOException {
         ByteBuffer body;
+        MapOutputSource source = this.source;
+        MapOutputCache cache = this.cache;
+        RequestAuthenticator auth = this.authenticator;
         try {
-            body = authenticator.open(request.op(), request.payloadBuffer());
+            if (scopes != null) {
+                String named = RequestAuthenticator.scopeOf(request.payloadBuffer());
+                if (named == null) {
+                    throw new RequestAuthenticator.AuthenticationException("request without a scope refused");
+                }
+                Scope scope = scopes.resolve(named);
+                auth = scope.authenticator();
+                body = auth.open(request.op(), request.payloadBuffer());
+                source = scope.source();
+                cache = scope.cache();
+            } else {
+                body = authenticator.open(request.op(), request.payloadBuffer());
+            }
         } catch (RequestAuthenticator.AuthenticationException e) {
             refused.incrementAndGet();
             LOG.warn("slipstream: refused a request: {}", e.getMessage());
             request.fail(e.getMessage());
             return;
         }
-        byte[] requestTag = authenticator.requestTag(request.payloadBuffer());
+        byte[] requestTag = auth.requestTag(request.payloadBuffer());
         try {
             switch (request.op()) {
-                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag);
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag, auth, source, cache);
                 case ShuffleProtocol.OP_REGISTER -> request.respond(
-                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().register(body)));
+                        auth.sealResponse(request.op(), requestTag, requireDirectory().register(body)));
                 case ShuffleProtocol.OP_DIAGNOSE -> request.respond(
-                        authenticator.sealResponse(request.op(), requestTag, diagnose(body)));
+                        auth.sealResponse(request.op(), requestTag, diagnose(body, source)));
                 case ShuffleProtocol.OP_LOOKUP -> request.respond(
-                        authenticator.sealResponse(request.op(), requestTag, requireDirectory().lookup(body)));
+                        auth.sealResponse(request.op(), requestTag, requireDirectory().lookup(body)));
                 default -> request.fail("unknown operation " + request.op());
             }
         } catch (ShuffleProtocol.ProtocolException | PeerDirectory.RegistrationRefused e) {
@@ -83,7 +127,7 @@ public final class ShuffleServer {
             if (!request.isAnswered()) {
                 request.fail(e.getMessage());
             }
-        } catch (IllegalStateException | IOException e) {
+        } catch (IllegalStateException | IllegalArgumentException | IOException e) {
             if (!request.isAnswered()) {
                 request.fail(e.getMessage());
             }
@@ -97,7 +141,8 @@ public final class ShuffleServer {
         return directory;
     }
 
-    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag) throws IOException {
+    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag, RequestAuthenticator authenticator,
+            MapOutputSource source, MapOutputCache cache) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }
@@ -178,7 +223,7 @@ public final class ShuffleServer {
         }
     }
 
-    private ByteBuffer diagnose(ByteBuffer body) throws IOException {
+    private ByteBuffer diagnose(ByteBuffer body, MapOutputSource source) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }

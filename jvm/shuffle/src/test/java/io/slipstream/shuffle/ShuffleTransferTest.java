@@ -406,4 +406,62 @@ class ShuffleTransferTest {
         tampered.put(tampered.limit() - 1, (byte) 9);
         assertThrows(RequestAuthenticator.AuthenticationException.class, () -> auth.open(ShuffleProtocol.OP_FETCH, tampered));
     }
+
+    @Test
+    void a_scoped_server_serves_each_scope_under_its_own_secret_and_refuses_the_rest() throws Exception {
+        FileOutputs jobA = new FileOutputs();
+        jobA.write(0, 1, new int[] {1000, 2000}, 5);
+        FileOutputs jobB = new FileOutputs();
+        jobB.write(1, 1, new int[] {300, 400}, 6);
+        Map<String, ShuffleServer.Scope> known = Map.of(
+                "a", new ShuffleServer.Scope(RequestAuthenticator.scoped("a", "secret-a"), jobA, null),
+                "b", new ShuffleServer.Scope(RequestAuthenticator.scoped("b", "secret-b"), jobB, null));
+        FabricNode server = node(true);
+        ShuffleServer shuffleServer = new ShuffleServer(server, scope -> {
+            ShuffleServer.Scope found = known.get(scope);
+            if (found == null) {
+                throw new RequestAuthenticator.AuthenticationException("unknown scope " + scope);
+            }
+            return found;
+        });
+        shuffleServer.start(1);
+        FabricNode client = node(false);
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.scoped("b", "secret-b"), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), jobB, -1))) {
+            Map<MapOutputBlock, byte[]> got = fetchAll(fetcher);
+            assertArrayEquals(jobB.contents.get(new MapOutputBlock(1, 1, 1)), got.get(new MapOutputBlock(1, 1, 1)));
+        }
+        // Job b's secret naming job a's scope, an unknown scope, and an unscoped request: all refused.
+        for (RequestAuthenticator wrong : List.of(RequestAuthenticator.scoped("a", "secret-b"), RequestAuthenticator.scoped("c", "secret-b"),
+                new RequestAuthenticator("secret-a"))) {
+            try (BlockFetcher fetcher = new BlockFetcher(client, wrong, limits(1 << 20, 10, 1 << 20), want(server.localAddress(), jobA, -1))) {
+                assertThrows(BlockFetchException.class, () -> fetchAll(fetcher));
+            }
+        }
+        assertEquals(3, shuffleServer.refusedRequests());
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.scoped("a", "secret-a"), limits(1 << 20, 10, 1 << 20),
+                want(server.localAddress(), jobA, -1))) {
+            assertEquals(2, fetchAll(fetcher).size());
+        }
+    }
+
+    @Test
+    void a_scope_is_covered_by_the_tag_and_must_match() {
+        RequestAuthenticator a = RequestAuthenticator.scoped("job-a", "k");
+        ByteBuffer sealed = a.seal(ShuffleProtocol.OP_FETCH, ByteBuffer.wrap(new byte[] {1, 2, 3}));
+        assertEquals("job-a", RequestAuthenticator.scopeOf(sealed));
+        assertEquals(3, a.open(ShuffleProtocol.OP_FETCH, sealed).remaining());
+        assertThrows(RequestAuthenticator.AuthenticationException.class,
+                () -> RequestAuthenticator.scoped("job-b", "k").open(ShuffleProtocol.OP_FETCH, sealed));
+        assertThrows(RequestAuthenticator.AuthenticationException.class, () -> new RequestAuthenticator("k").open(ShuffleProtocol.OP_FETCH, sealed));
+        // Same length, another name: the tag does not verify even if the scope check were skipped.
+        ByteBuffer renamed = ByteBuffer.allocate(sealed.remaining()).put(sealed.duplicate()).flip();
+        renamed.put(4 + 4, (byte) 'b');
+        assertEquals("job-b", RequestAuthenticator.scopeOf(renamed));
+        assertThrows(RequestAuthenticator.AuthenticationException.class,
+                () -> RequestAuthenticator.scoped("job-b", "k").open(ShuffleProtocol.OP_FETCH, renamed));
+        assertEquals(null, RequestAuthenticator.scopeOf(new RequestAuthenticator("k").seal(ShuffleProtocol.OP_FETCH, ByteBuffer.allocate(1))));
+        ByteBuffer truncated = ByteBuffer.wrap(new byte[] {RequestAuthenticator.VERSION, 2, 0, 9, 'x'});
+        assertThrows(RequestAuthenticator.AuthenticationException.class, () -> RequestAuthenticator.scopeOf(truncated));
+    }
 }

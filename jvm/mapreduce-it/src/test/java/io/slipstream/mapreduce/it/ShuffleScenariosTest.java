@@ -1,0 +1,90 @@
+package io.slipstream.mapreduce.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.Job;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The shuffle's harder cases on the shared mini cluster, each run with the HTTP shuffle and with
+ * the plugin on the same generated input: a skewed job with an empty partition in every map
+ * output, and compressed map outputs too large for the reducer's in-memory shuffle (so they go to
+ * disk and are merged there).
+ */
+class ShuffleScenariosTest {
+    private static final int MAPS = 4;
+    private static final int REDUCES = 4;
+    private static SharedCluster cluster;
+    private static Path seeds;
+
+    @BeforeAll
+    static void start() throws Exception {
+        cluster = SharedCluster.get();
+        seeds = new Path(cluster.work, "scenario-seeds");
+        if (!cluster.fs.exists(seeds)) {
+            ScenarioJob.writeSeeds(cluster.fs, seeds, MAPS);
+        }
+    }
+
+    private static Job run(Configuration conf, String name) throws Exception {
+        Job job = ScenarioJob.job(conf, name, seeds, new Path(cluster.work, name), REDUCES);
+        assertTrue(job.waitForCompletion(false), name + " failed: " + job.getStatus().getFailureInfo());
+        return job;
+    }
+
+    private static Configuration scenario(int records, int valueBytes, double skew) {
+        Configuration conf = new Configuration(cluster.conf);
+        conf.setInt(ScenarioJob.RECORDS, records);
+        conf.setInt(ScenarioJob.VALUE_BYTES, valueBytes);
+        conf.setDouble(ScenarioJob.SKEW, skew);
+        return conf;
+    }
+
+    /** Records the reducer of these keys received (the first field of its output lines). */
+    private static long records(java.util.Map<String, String> lines, String keyPrefix) {
+        return lines.entrySet().stream().filter(e -> e.getKey().startsWith(keyPrefix))
+                .mapToLong(e -> Long.parseLong(e.getValue().split("\t")[0])).sum();
+    }
+
+    @Test
+    void a_skewed_job_with_empty_partitions_gives_the_http_shuffles_output() throws Exception {
+        Configuration conf = scenario(20_000, 100, 0.8);
+        run(conf, "skew-http");
+        Job plugin = run(Jobs.withPlugin(conf), "skew-fabric");
+        FileSystem fs = cluster.fs;
+        assertEquals(Jobs.digest(fs, new Path(cluster.work, "skew-http")), Jobs.digest(fs, new Path(cluster.work, "skew-fabric")));
+        assertEquals(ScenarioJob.expected(conf, MAPS, REDUCES), Jobs.lines(fs, new Path(cluster.work, "skew-fabric")), "not what the maps wrote");
+        assertEquals(0, fs.getFileStatus(new Path(cluster.work, "skew-fabric/part-r-00003")).getLen(), "the last reducer's partition is empty");
+        java.util.Map<String, String> lines = Jobs.lines(fs, new Path(cluster.work, "skew-fabric"));
+        assertTrue(records(lines, "r0-") > 3 * records(lines, "r1-"), "no skew");
+        ShuffleOnYarnTest.assertShuffledOverFabric(plugin.getCounters(), MAPS, REDUCES);
+    }
+
+    @Test
+    void compressed_map_outputs_merged_on_disk_give_the_http_shuffles_output() throws Exception {
+        Configuration conf = scenario(20_000, 120, 0.0);
+        conf.setBoolean("mapreduce.map.output.compress", true);
+        conf.set("mapreduce.map.output.compress.codec", "org.apache.hadoop.io.compress.DefaultCodec");
+        // A map output above 0.2% of the shuffle memory (about 70 KB here) goes to disk; with a merge
+        // factor of 2, three such outputs start an on-disk merge while the copy goes on.
+        conf.setFloat("mapreduce.reduce.shuffle.input.buffer.percent", 0.1f);
+        conf.setFloat("mapreduce.reduce.shuffle.memory.limit.percent", 0.002f);
+        conf.setInt("mapreduce.task.io.sort.factor", 2);
+        Job vanilla = run(conf, "disk-http");
+        Job plugin = run(Jobs.withPlugin(conf), "disk-fabric");
+        FileSystem fs = cluster.fs;
+        assertEquals(Jobs.digest(fs, new Path(cluster.work, "disk-http")), Jobs.digest(fs, new Path(cluster.work, "disk-fabric")));
+        ShuffleOnYarnTest.assertShuffledOverFabric(plugin.getCounters(), MAPS, REDUCES);
+        // Compressed on the wire: fewer shuffled bytes than the map output's raw bytes.
+        assertTrue(Jobs.taskCounter(plugin, "REDUCE_SHUFFLE_BYTES") < Jobs.taskCounter(plugin, "MAP_OUTPUT_BYTES"));
+        assertEquals(Jobs.taskCounter(vanilla, "REDUCE_SHUFFLE_BYTES"), Jobs.taskCounter(plugin, "REDUCE_SHUFFLE_BYTES"));
+        // Reducers wrote map outputs to disk (spilled records beyond the maps' own).
+        assertTrue(Jobs.taskCounter(plugin, "SPILLED_RECORDS") > Jobs.taskCounter(plugin, "MAP_OUTPUT_RECORDS"),
+                "no on-disk shuffle on the reduce side");
+    }
+}

@@ -1,0 +1,59 @@
+package io.slipstream.mapreduce.it;
+
+import io.slipstream.mapreduce.SlipstreamShuffleHandler;
+import java.io.IOException;
+import java.net.ServerSocket;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.mapreduce.v2.MiniMRYarnCluster;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+
+/**
+ * A mini YARN cluster of two NodeManagers (sharing this JVM, as mini clusters do; their map tasks
+ * and reducers run in containers, each its own JVM), whose {@code mapreduce_shuffle} aux service
+ * is the plugin's ShuffleHandler. MiniMRYarnCluster forces Hadoop's ShuffleHandler into the
+ * configuration it is given; the configuration handed to it here turns that one setting into the
+ * plugin's class, and leaves the rest (HTTP shuffle port 0 per NodeManager) as Hadoop sets it.
+ */
+final class YarnCluster extends MiniMRYarnCluster {
+    static final String SHUFFLE_CLASS_KEY = "yarn.nodemanager.aux-services.mapreduce_shuffle.class";
+    static final int NODE_MANAGERS = 2;
+
+    final int fabricPort;
+
+    YarnCluster(String name) throws IOException {
+        super(name, NODE_MANAGERS);
+        fabricPort = freePort();
+    }
+
+    /** A port for the NodeManagers' shared fabric node (the kernel's choice of a free one, on loopback). */
+    private static int freePort() throws IOException {
+        try (ServerSocket socket = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return socket.getLocalPort();
+        }
+    }
+
+    /** The cluster's configuration before start: small containers (2 cores), the plugin's port. */
+    Configuration baseConfiguration() {
+        Configuration conf = new Configuration() {
+            @Override
+            public void setClass(String name, Class<?> theClass, Class<?> xface) {
+                super.setClass(name, SHUFFLE_CLASS_KEY.equals(name) ? SlipstreamShuffleHandler.class : theClass, xface);
+            }
+        };
+        conf.setInt("slipstream.mapreduce.port", fabricPort);
+        conf.set("slipstream.mapreduce.bindAddress", "127.0.0.1");
+        conf.set("slipstream.mapreduce.buffer.cap", "128m");
+        conf.setInt(YarnConfiguration.NM_PMEM_MB, 3072);
+        conf.setInt(YarnConfiguration.NM_VCORES, 4);
+        conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
+        conf.setInt("yarn.app.mapreduce.am.resource.mb", 512);
+        conf.set("yarn.app.mapreduce.am.command-opts", "-Xmx384m");
+        conf.setInt("mapreduce.map.memory.mb", 384);
+        conf.set("mapreduce.map.java.opts", "-Xmx256m");
+        conf.setInt("mapreduce.reduce.memory.mb", 512);
+        conf.set("mapreduce.reduce.java.opts", "-Xmx384m");
+        conf.setInt("mapreduce.task.io.sort.mb", 32);
+        conf.setInt("mapreduce.job.maxtaskfailures.per.tracker", 10);
+        return conf;
+    }
+}

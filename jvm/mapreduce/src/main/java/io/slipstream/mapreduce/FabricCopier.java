@@ -1,0 +1,249 @@
+package io.slipstream.mapreduce;
+
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import io.slipstream.shuffle.BlockFetchException;
+import io.slipstream.shuffle.BlockFetcher;
+import io.slipstream.shuffle.FetchedBlock;
+import io.slipstream.shuffle.RequestAuthenticator;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.hadoop.mapred.Reporter;
+import org.apache.hadoop.mapreduce.JobID;
+import org.apache.hadoop.mapreduce.TaskAttemptID;
+import org.apache.hadoop.mapreduce.task.reduce.ExceptionReporter;
+import org.apache.hadoop.mapreduce.task.reduce.MapHost;
+import org.apache.hadoop.mapreduce.task.reduce.MapOutput;
+import org.apache.hadoop.mapreduce.task.reduce.MergeManagerImpl;
+import org.apache.hadoop.mapreduce.task.reduce.ShuffleClientMetrics;
+import org.apache.hadoop.mapreduce.task.reduce.ShuffleSchedulerImpl;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One copier of a reduce task (there are {@code mapreduce.reduce.shuffle.parallelcopies}): takes a
+ * NodeManager from Hadoop's scheduler with the map outputs known there, fetches all of them in
+ * batched fabric requests (each map's 24-byte index record and its partition's bytes), and hands
+ * each complete output to Hadoop's merge manager, in memory or on disk as it decides. Success and
+ * failure go to the scheduler as Hadoop's own fetcher reports them, so counters, progress, and the
+ * fetch-failure reports that make the ApplicationMaster re-run a lost map are Hadoop's.
+ */
+final class FabricCopier<K, V> extends Thread {
+    private static final Logger LOG = LoggerFactory.getLogger(FabricCopier.class);
+    /** A guess of a partition's size before its index record arrives (the fetcher's hint only). */
+    private static final long DATA_BYTES_HINT = 1 << 20;
+    /** Between two asks for merge memory when the merge manager says wait. */
+    private static final long RESERVE_RETRY_MS = 20;
+
+    private final int id;
+    private final FabricNode node;
+    private final MapReduceConf conf;
+    private final BlockFetcher.Limits limits;
+    private final JobID job;
+    private final int reduce;
+    private final String secret;
+    private final ShuffleSchedulerImpl<K, V> scheduler;
+    private final MergeManagerImpl<K, V> merger;
+    private final Reporter reporter;
+    private final ShuffleClientMetrics metrics;
+    private final ExceptionReporter exceptionReporter;
+    private volatile boolean stopped;
+
+    FabricCopier(int id, FabricNode node, MapReduceConf conf, BlockFetcher.Limits limits, TaskAttemptID reduceId, String secret,
+            ShuffleSchedulerImpl<K, V> scheduler, MergeManagerImpl<K, V> merger, Reporter reporter, ShuffleClientMetrics metrics,
+            ExceptionReporter exceptionReporter) {
+        super("slipstream-copier-" + id);
+        setDaemon(true);
+        this.id = id;
+        this.node = node;
+        this.conf = conf;
+        this.limits = limits;
+        this.job = reduceId.getJobID();
+        this.reduce = reduceId.getTaskID().getId();
+        this.secret = secret;
+        this.scheduler = scheduler;
+        this.merger = merger;
+        this.reporter = reporter;
+        this.metrics = metrics;
+        this.exceptionReporter = exceptionReporter;
+    }
+
+    @Override
+    public void run() {
+        while (!stopped) {
+            MapHost host = null;
+            try {
+                host = scheduler.getHost();
+                metrics.threadBusy();
+                copyFromHost(host);
+            } catch (InterruptedException e) {
+                return;
+            } catch (Throwable t) {
+                if (!stopped) {
+                    exceptionReporter.reportException(t);
+                }
+                return;
+            } finally {
+                if (host != null) {
+                    scheduler.freeHost(host);
+                    metrics.threadFree();
+                }
+            }
+        }
+    }
+
+    void shutDown() throws InterruptedException {
+        stopped = true;
+        interrupt();
+        join(10_000);
+    }
+
+    private void copyFromHost(MapHost host) throws IOException, InterruptedException {
+        List<TaskAttemptID> maps = scheduler.getMapsForHost(host);
+        if (maps.isEmpty()) {
+            return;
+        }
+        String hostAndPort = host.getHostName();
+        int colon = hostAndPort.lastIndexOf(':');
+        String hostName = hostAndPort.substring(0, colon);
+        int shufflePort = Integer.parseInt(hostAndPort.substring(colon + 1));
+        InetSocketAddress peer = new InetSocketAddress(hostName, conf.port);
+        RequestAuthenticator authenticator = RequestAuthenticator.scoped(MapBlocks.scope(shufflePort, job), secret);
+        List<BlockFetcher.Wanted> wanted = new ArrayList<>();
+        for (TaskAttemptID map : maps) {
+            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.INDEX, map, reduce), MapBlocks.INDEX_RECORD_BYTES, map));
+            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.DATA, map, reduce), DATA_BYTES_HINT, map));
+        }
+        Set<TaskAttemptID> remaining = new LinkedHashSet<>(maps);
+        Map<TaskAttemptID, long[]> lengths = new HashMap<>();
+        Map<TaskAttemptID, FetchedBlock> bytes = new HashMap<>();
+        long startMillis = System.currentTimeMillis();
+        BlockFetcher fetcher = new BlockFetcher(node, authenticator, limits, Map.of(peer, wanted));
+        TaskAttemptID current = null;
+        try {
+            fetcher.start();
+            while (fetcher.hasNext()) {
+                FetchedBlock block = fetcher.next();
+                TaskAttemptID map = (TaskAttemptID) block.tag();
+                if (block.block().shuffleId() == MapBlocks.INDEX) {
+                    lengths.put(map, indexRecord(block));
+                } else {
+                    bytes.put(map, block);
+                }
+                if (lengths.containsKey(map) && bytes.containsKey(map)) {
+                    current = map;
+                    copy(host, map, lengths.remove(map), bytes.remove(map), startMillis);
+                    remaining.remove(map);
+                    current = null;
+                    startMillis = System.currentTimeMillis();
+                }
+            }
+        } catch (BlockFetchException e) {
+            boolean unreachable = remaining.size() == maps.size() && isUnreachable(e);
+            TaskAttemptID culprit = culprit(e, remaining);
+            LOG.warn("slipstream: fetch from {} failed ({}): {}", hostAndPort, unreachable ? "unreachable" : "read error", e.getMessage());
+            if (unreachable) {
+                for (TaskAttemptID map : remaining) {
+                    scheduler.copyFailed(map, host, false, true);
+                }
+            } else {
+                scheduler.copyFailed(culprit, host, true, false);
+            }
+            metrics.failedFetch();
+        } catch (IOException e) {
+            // The bytes arrived but are not a valid map output (checksum, length): Hadoop's read error.
+            LOG.warn("slipstream: map output {} from {} is unusable: {}", current, hostAndPort, e.toString());
+            scheduler.copyFailed(current != null ? current : remaining.iterator().next(), host, true, false);
+            metrics.failedFetch();
+        } finally {
+            reporter.incrCounter(SlipstreamCounter.FABRIC_REQUESTS, fetcher.requestsSent());
+            bytes.values().forEach(FetchedBlock::release);
+            fetcher.close();
+            for (TaskAttemptID map : remaining) {
+                scheduler.putBackKnownMapOutput(host, map);
+            }
+        }
+    }
+
+    private static long[] indexRecord(FetchedBlock block) throws IOException {
+        try {
+            ByteBuffer record = block.data();
+            if (record.remaining() != MapBlocks.INDEX_RECORD_BYTES) {
+                throw new IOException("index record of " + record.remaining() + " bytes");
+            }
+            long start = record.getLong();
+            long raw = record.getLong();
+            long part = record.getLong();
+            if (start < 0 || raw < 0 || part < 0) {
+                throw new IOException("bad index record " + start + "/" + raw + "/" + part);
+            }
+            return new long[] {raw, part};
+        } finally {
+            block.release();
+        }
+    }
+
+    private void copy(MapHost host, TaskAttemptID map, long[] lengths, FetchedBlock data, long startMillis)
+            throws IOException, InterruptedException {
+        long rawBytes = lengths[0];
+        long partBytes = lengths[1];
+        try {
+            if (data.bytes() != partBytes) {
+                throw new IOException(map + ": " + data.bytes() + " bytes received, its index says " + partBytes);
+            }
+            MapOutput<K, V> output;
+            while ((output = merger.reserve(map, rawBytes, id)) == null) {
+                // Merge memory is full until a merge ends: Hadoop's fetcher backs off the same way.
+                merger.waitForResource();
+                Thread.sleep(RESERVE_RETRY_MS);
+            }
+            try (InputStream in = data.stream()) {
+                output.shuffle(host, in, partBytes, rawBytes, metrics, reporter);
+            } catch (IOException | RuntimeException e) {
+                output.abort();
+                throw e;
+            }
+            scheduler.copySucceeded(map, host, partBytes, startMillis, System.currentTimeMillis(), output);
+            metrics.successFetch();
+            reporter.incrCounter(SlipstreamCounter.FABRIC_SHUFFLE_BYTES, partBytes);
+            reporter.incrCounter(SlipstreamCounter.FABRIC_SHUFFLED_MAPS, 1);
+        } finally {
+            data.release();
+        }
+    }
+
+    /**
+     * The map a failure is about: the one the NodeManager's message names (a lost output), else
+     * the first block of the failed request.
+     */
+    private static TaskAttemptID culprit(BlockFetchException e, Set<TaskAttemptID> remaining) {
+        String message = String.valueOf(e.getMessage());
+        for (TaskAttemptID map : remaining) {
+            if (message.contains(map.toString())) {
+                return map;
+            }
+        }
+        return e.wanted() != null && e.wanted().tag() instanceof TaskAttemptID t ? t : remaining.iterator().next();
+    }
+
+    /** The NodeManager did not answer at all (lost, or no fabric there): Hadoop's connection failure. */
+    private static boolean isUnreachable(BlockFetchException e) {
+        for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) {
+            if (cause instanceof FabricException fabric) {
+                return switch (fabric.kind()) {
+                    case PEER_FAILED, TIMEOUT, UCX -> true;
+                    default -> false;
+                };
+            }
+        }
+        return e.getMessage() != null && e.getMessage().startsWith("no response");
+    }
+}

@@ -1,0 +1,76 @@
+package io.slipstream.ohb.mapreduce;
+
+import io.slipstream.mapreduce.SlipstreamShuffleHandler;
+import java.io.File;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Optional;
+import java.util.stream.Stream;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.mapreduce.JobID;
+import org.apache.hadoop.mapreduce.v2.MiniMRYarnCluster;
+import org.apache.hadoop.yarn.conf.YarnConfiguration;
+
+/**
+ * A mini YARN cluster of two NodeManagers on the local file system, whose {@code mapreduce_shuffle}
+ * is the plugin's handler (Hadoop's HTTP shuffle stays in it), with the NodeManagers' fabric on
+ * loopback over the given transport. MiniMRYarnCluster forces Hadoop's ShuffleHandler class into
+ * its configuration; the configuration given to it turns that one setting into the plugin's.
+ */
+final class BenchCluster extends MiniMRYarnCluster {
+    private static final String SHUFFLE_CLASS_KEY = "yarn.nodemanager.aux-services.mapreduce_shuffle.class";
+
+    final int fabricPort;
+
+    BenchCluster(String name) throws IOException {
+        super(name, 2);
+        try (ServerSocket socket = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            fabricPort = socket.getLocalPort();
+        }
+    }
+
+    Configuration configuration(String transport, int nodeManagerMemoryMb, int reduceMemoryMb) {
+        Configuration conf = new Configuration() {
+            @Override
+            public void setClass(String name, Class<?> theClass, Class<?> xface) {
+                super.setClass(name, SHUFFLE_CLASS_KEY.equals(name) ? SlipstreamShuffleHandler.class : theClass, xface);
+            }
+        };
+        conf.setInt("slipstream.mapreduce.port", fabricPort);
+        conf.set("slipstream.mapreduce.bindAddress", "127.0.0.1");
+        conf.set("slipstream.mapreduce.transport", transport);
+        conf.setInt(YarnConfiguration.NM_PMEM_MB, nodeManagerMemoryMb);
+        conf.setInt(YarnConfiguration.NM_VCORES, 8);
+        conf.setInt(YarnConfiguration.RM_SCHEDULER_MINIMUM_ALLOCATION_MB, 128);
+        conf.setInt("yarn.app.mapreduce.am.resource.mb", 512);
+        conf.set("yarn.app.mapreduce.am.command-opts", "-Xmx384m");
+        conf.setInt("mapreduce.map.memory.mb", 512);
+        conf.set("mapreduce.map.java.opts", "-Xmx384m");
+        conf.setInt("mapreduce.reduce.memory.mb", reduceMemoryMb);
+        conf.set("mapreduce.reduce.java.opts", "-Xmx" + (reduceMemoryMb * 3 / 4) + "m");
+        return conf;
+    }
+
+    /** The job's history file, once the ApplicationMaster has written it (empty after the wait). */
+    Optional<Path> historyFile(JobID job, long waitMs) throws IOException, InterruptedException {
+        long deadline = System.currentTimeMillis() + waitMs;
+        File root = getTestWorkDir();
+        do {
+            try (Stream<Path> files = Files.walk(root.toPath())) {
+                Optional<Path> found = files.filter(p -> {
+                    String name = p.getFileName().toString();
+                    return name.startsWith(job.toString()) && name.endsWith(".jhist");
+                }).findFirst();
+                if (found.isPresent()) {
+                    return found;
+                }
+            } catch (java.io.UncheckedIOException e) {
+                // a directory went away while walking: look again
+            }
+            Thread.sleep(200);
+        } while (System.currentTimeMillis() < deadline);
+        return Optional.empty();
+    }
+}

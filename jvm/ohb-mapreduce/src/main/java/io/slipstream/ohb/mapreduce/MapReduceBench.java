@@ -1,0 +1,196 @@
+package io.slipstream.ohb.mapreduce;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.mapreduce.Counters;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.TaskType;
+import org.apache.hadoop.mapreduce.jobhistory.JobHistoryParser;
+
+/**
+ * The JVM side of {@code ohb mapreduce avg|rand|skew}: for each configuration (vanilla: Hadoop's
+ * HTTP shuffle; plugin; plugin-tcp: the plugin with the fabric forced to TCP) a mini YARN cluster
+ * of two NodeManagers (one for vanilla and plugin, a fresh one for TCP) runs {@link GeneratorJob} {@code --runs} times, with reducers
+ * starting after the last map ({@code slowstart=1.0}) so that the shuffle phase is the shuffle
+ * alone. Prints one {@code OHB_MAPREDUCE_RESULT {json}} line per run: job time, the reducers'
+ * shuffle and merge phases from the job history (longest reducer), Hadoop's and the plugin's
+ * shuffle counters and the reducers' checksum. Exit status 1 when a run fails, when checksums
+ * differ between configurations, or when a plugin run did not carry its shuffle over the fabric.
+ */
+public final class MapReduceBench {
+    private MapReduceBench() {}
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> options = new LinkedHashMap<>();
+        options.put("pattern", "avg");
+        options.put("maps", "4");
+        options.put("reduces", "4");
+        options.put("records", "100000");
+        options.put("value-bytes", "1000");
+        options.put("runs", "1");
+        options.put("configs", "vanilla,plugin,plugin-tcp");
+        options.put("reduce-mb", "1024");
+        options.put("work", "build/ohb-mapreduce");
+        for (int i = 0; i < args.length; i++) {
+            if (i == 0 && !args[0].startsWith("--")) {
+                options.put("pattern", args[0]);
+                continue;
+            }
+            String key = args[i].replaceFirst("^--", "");
+            if (!options.containsKey(key) || i + 1 >= args.length) {
+                System.err.println("usage: MapReduceBench avg|rand|skew [--maps N] [--reduces N] [--records N] [--value-bytes N]"
+                        + " [--runs N] [--configs vanilla,plugin,plugin-tcp] [--reduce-mb N] [--work DIR]");
+                System.exit(2);
+            }
+            options.put(key, args[++i]);
+        }
+        Bench bench = new Bench(options);
+        BenchCluster cluster = null;
+        String clusterTransport = null;
+        try {
+            for (String config : options.get("configs").split(",")) {
+                String transport = config.equals("plugin-tcp") ? "tcp" : "auto";
+                if (cluster == null || !transport.equals(clusterTransport)) {
+                    // vanilla and plugin share a cluster (the HTTP shuffle is in the plugin's handler);
+                    // plugin-tcp needs NodeManagers whose fabric is TCP only.
+                    if (cluster != null) {
+                        cluster.stop();
+                    }
+                    cluster = bench.startCluster(transport);
+                    clusterTransport = transport;
+                }
+                for (int run = 0; run < Integer.parseInt(options.get("runs")); run++) {
+                    bench.run(cluster, config, transport, run);
+                }
+            }
+        } finally {
+            if (cluster != null) {
+                cluster.stop();
+            }
+        }
+        System.exit(bench.ok ? 0 : 1);
+    }
+
+    /** The runs of one invocation, and whether all went right. */
+    private static final class Bench {
+        final Map<String, String> options;
+        final int maps;
+        final int reduces;
+        final int reduceMb;
+        Long checksum;
+        boolean ok = true;
+
+        Bench(Map<String, String> options) {
+            this.options = options;
+            maps = Integer.parseInt(options.get("maps"));
+            reduces = Integer.parseInt(options.get("reduces"));
+            reduceMb = Integer.parseInt(options.get("reduce-mb"));
+        }
+
+        BenchCluster startCluster(String transport) throws Exception {
+            // Where MiniYARNCluster puts its directories (read when it is constructed).
+            System.setProperty("test.build.data", Path.of(options.get("work")).toAbsolutePath().toString());
+            BenchCluster cluster = new BenchCluster("ohb-mr-" + transport);
+            cluster.init(cluster.configuration(transport, Math.max(4096, (reduces + 1) * reduceMb), reduceMb));
+            cluster.start();
+            return cluster;
+        }
+
+        void run(BenchCluster cluster, String config, String transport, int run) throws Exception {
+            Configuration conf = new Configuration(cluster.getConfig());
+            conf.setInt(GeneratorJob.MAPS, maps);
+            conf.setInt(GeneratorJob.RECORDS, Integer.parseInt(options.get("records")));
+            conf.setInt(GeneratorJob.VALUE_BYTES, Integer.parseInt(options.get("value-bytes")));
+            conf.set(GeneratorJob.PATTERN, options.get("pattern"));
+            conf.setFloat("mapreduce.job.reduce.slowstart.completedmaps", 1.0f);
+            if (!config.equals("vanilla")) {
+                conf.set("mapreduce.job.reduce.shuffle.consumer.plugin.class", "io.slipstream.mapreduce.SlipstreamShuffle");
+                conf.set("slipstream.mapreduce.fallback", "never");
+                conf.set("slipstream.mapreduce.transport", transport);
+            }
+            Job job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
+            long start = System.nanoTime();
+            boolean succeeded = job.waitForCompletion(false);
+            long jobMs = (System.nanoTime() - start) / 1_000_000;
+            if (!succeeded) {
+                System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
+                ok = false;
+                return;
+            }
+            Counters counters = job.getCounters();
+            long sum = counters.findCounter(GeneratorJob.GROUP, "CHECKSUM").getValue();
+            long shuffleBytes = counters.findCounter("org.apache.hadoop.mapreduce.TaskCounter", "REDUCE_SHUFFLE_BYTES").getValue();
+            long fabricBytes = counters.findCounter("io.slipstream.mapreduce.SlipstreamCounter", "FABRIC_SHUFFLE_BYTES").getValue();
+            if (checksum == null) {
+                checksum = sum;
+            } else if (checksum != sum) {
+                System.err.println("ohb mapreduce: " + config + " reducers saw other data (checksum " + sum + " vs " + checksum + ")");
+                ok = false;
+            }
+            if (!config.equals("vanilla") && fabricBytes != shuffleBytes) {
+                System.err.println("ohb mapreduce: " + config + " shuffled " + fabricBytes + " of " + shuffleBytes + " bytes over the fabric");
+                ok = false;
+            }
+            long[] phases = phases(cluster, job, conf);
+            Map<String, Object> result = new LinkedHashMap<>();
+            result.put("config", config);
+            result.put("pattern", options.get("pattern"));
+            result.put("run", run);
+            result.put("maps", maps);
+            result.put("reduces", reduces);
+            result.put("records_per_map", Long.parseLong(options.get("records")));
+            result.put("value_bytes", Long.parseLong(options.get("value-bytes")));
+            result.put("job_ms", jobMs);
+            result.put("shuffle_ms", phases[0]);
+            result.put("merge_ms", phases[1]);
+            result.put("reduce_ms", phases[2]);
+            result.put("shuffle_bytes", shuffleBytes);
+            result.put("fabric_bytes", fabricBytes);
+            result.put("records", counters.findCounter(GeneratorJob.GROUP, "RECORDS").getValue());
+            result.put("checksum", sum);
+            System.out.println("OHB_MAPREDUCE_RESULT " + json(result));
+        }
+    }
+
+    /** The longest reducer's shuffle, merge and reduce phases (ms), from the job's history file; -1 if it is not there. */
+    private static long[] phases(BenchCluster cluster, Job job, Configuration conf) throws Exception {
+        Optional<Path> file = cluster.historyFile(job.getJobID(), 60_000);
+        if (file.isEmpty()) {
+            return new long[] {-1, -1, -1};
+        }
+        JobHistoryParser.JobInfo info = new JobHistoryParser(FileSystem.getLocal(conf),
+                new org.apache.hadoop.fs.Path(file.get().toString())).parse();
+        long shuffle = 0;
+        long merge = 0;
+        long reduce = 0;
+        for (JobHistoryParser.TaskInfo task : info.getAllTasks().values()) {
+            if (task.getTaskType() != TaskType.REDUCE) {
+                continue;
+            }
+            JobHistoryParser.TaskAttemptInfo attempt = task.getAllTaskAttempts().get(task.getSuccessfulAttemptId());
+            if (attempt == null) {
+                continue;
+            }
+            shuffle = Math.max(shuffle, attempt.getShuffleFinishTime() - attempt.getStartTime());
+            merge = Math.max(merge, attempt.getSortFinishTime() - attempt.getShuffleFinishTime());
+            reduce = Math.max(reduce, attempt.getFinishTime() - attempt.getSortFinishTime());
+        }
+        return new long[] {shuffle, merge, reduce};
+    }
+
+    private static String json(Map<String, Object> values) {
+        List<String> fields = new ArrayList<>();
+        for (Map.Entry<String, Object> entry : values.entrySet()) {
+            Object value = entry.getValue();
+            fields.add("\"" + entry.getKey() + "\":" + (value instanceof String ? "\"" + value + "\"" : String.valueOf(value)));
+        }
+        return String.format(Locale.ROOT, "{%s}", String.join(",", fields));
+    }
+}
