@@ -116,6 +116,9 @@ Options for lat / bw / rate / all:
   --trials N           bw/rate trials per point, the median is reported (default 5, quick 3)
   --variants LIST      subset of fabric,fabric-tcp,rust-socket,ucx_perftest
   --fabric-copy        send with Endpoint::request(&[u8]) (a copy) instead of registered buffers
+  --hosts netns        client and servers on two hosts (network namespaces + veth, own IPC/PID):
+                       TCP on the link, no shared memory or CMA; needs root; Rust layer only
+                       (results/ohb-fabric-<test>-rust-netns.json); default: loopback
   --json PATH          where to write results (default results/ohb-fabric-<test>-<layer>.json)
   --no-progress        no progress lines on stderr
   --jvm                through the JVM bridge: runs java -cp JAR io.slipstream.ohb.FabricBench

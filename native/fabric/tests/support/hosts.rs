@@ -104,12 +104,12 @@ impl Hosts {
     }
 
     pub fn address(&self, host: usize) -> Ipv4Addr {
-        Ipv4Addr::new(198, 18, 77, host as u8 + 1)
+        host_address(host)
     }
 
     /// The host's end of the link (the name UCX_NET_DEVICES / `--devices` wants).
     pub fn device(&self, host: usize) -> &'static str {
-        ["veth0", "veth1"][host]
+        host_device(host)
     }
 
     pub fn namespace(&self, host: usize) -> &str {
@@ -217,6 +217,16 @@ impl Drop for HostProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The address of host 0 or 1 (the same for every `Hosts`: each pair is a network of its own).
+pub fn host_address(host: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, 77, host as u8 + 1)
+}
+
+/// Host 0's or 1's end of the link.
+pub fn host_device(host: usize) -> &'static str {
+    ["veth0", "veth1"][host]
 }
 
 /// A command that runs `program` (arguments to be added) on the host of network namespace

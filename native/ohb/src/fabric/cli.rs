@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::args::{parse_size, parse_sizes, Args};
 use crate::child::{default_java, find_repo_root, Launcher};
 use crate::fabric::jvm::{run_jvm, JvmRun, DEFAULT_JAR, JVM_TIMEOUT_DEFAULT};
+use crate::fabric::hosts::{run_on_hosts, Servers};
 use crate::fabric::measure::Plan;
 use crate::fabric::mem::{run_mem, MemRun};
 use crate::fabric::node::{parse_transport, SendPath};
@@ -16,6 +17,8 @@ use crate::output::{fail_if_points_failed, write_json};
 
 const BENCH_VALUE_FLAGS: &[&str] = &[
     "sizes",
+    "hosts",
+    "servers-netns",
     "iterations",
     "warmup",
     "budget-ms",
@@ -51,10 +54,15 @@ pub fn fabric_main(argv: &[String]) -> Result<(), String> {
             if modes.len() > 1 && args.value("json").is_some() {
                 return Err("--json names one file; 'fabric all' writes one default file per test".into());
             }
+            let Some(servers) = servers_from(&args)? else {
+                // --hosts netns: this run made the hosts; ohb runs again as the client on host b.
+                let inner: Vec<String> = std::iter::once("fabric".to_string()).chain(argv.iter().cloned()).collect();
+                return run_on_hosts(&Launcher::current()?.exe, &inner);
+            };
             let mut failures = Vec::new();
             let several = modes.len() > 1;
             for mode in modes {
-                let failed = bench(mode, &args)?;
+                let failed = bench(mode, &args, &servers)?;
                 failures.extend(failed.into_iter().map(|f| if several { format!("{} {f}", mode.name()) } else { f }));
             }
             let layer = if args.switch("jvm") { " --jvm" } else { "" };
@@ -93,8 +101,21 @@ fn plan_from(args: &Args, quick: bool) -> Result<Plan, String> {
     Ok(Plan { budget: Duration::from_millis(budget_ms), iterations, warmup: args.number("warmup")?, window, trials })
 }
 
+/// `--hosts loopback|netns`: where the servers run. `None` for the outer run of `--hosts netns`
+/// (no `--servers-netns` yet), which creates the hosts and runs the client on one of them.
+fn servers_from(args: &Args) -> Result<Option<Servers>, String> {
+    match (args.value("hosts").unwrap_or("loopback"), args.value("servers-netns")) {
+        ("loopback", None) => Ok(Some(Servers::Loopback)),
+        ("loopback", Some(_)) => Err("--servers-netns belongs to --hosts netns (ohb passes it to itself)".into()),
+        ("netns", _) if args.switch("jvm") => Err("--hosts netns measures the Rust layer (without --jvm)".into()),
+        ("netns", None) => Ok(None),
+        ("netns", Some(namespace)) => Ok(Some(Servers::Netns { namespace: namespace.to_string() })),
+        (other, _) => Err(format!("--hosts: '{other}' is not loopback or netns")),
+    }
+}
+
 /// Runs one test, prints its table and writes its JSON; returns the failed points.
-fn bench(mode: Mode, args: &Args) -> Result<Vec<String>, String> {
+fn bench(mode: Mode, args: &Args, servers: &Servers) -> Result<Vec<String>, String> {
     let quick = args.switch("quick");
     let sizes = match args.value("sizes") {
         Some(text) => parse_sizes(text)?,
@@ -105,7 +126,11 @@ fn bench(mode: Mode, args: &Args) -> Result<Vec<String>, String> {
     let progress = !args.switch("no-progress");
     let repo_root = find_repo_root();
     let jvm = args.switch("jvm");
-    let layer = if jvm { "jvm" } else { "rust" };
+    let layer = match (jvm, servers) {
+        (true, _) => "jvm",
+        (false, Servers::Loopback) => "rust",
+        (false, Servers::Netns { .. }) => "rust-netns",
+    };
     let result = if jvm {
         let jar = match args.value("jvm-jar") {
             Some(p) => PathBuf::from(p),
@@ -134,7 +159,7 @@ fn bench(mode: Mode, args: &Args) -> Result<Vec<String>, String> {
             return Err("java-socket is measured by the JVM bench: use --jvm".into());
         }
         let send_path = if args.switch("fabric-copy") { SendPath::Copy } else { SendPath::Registered };
-        let run = FabricRun { mode, sizes, plan, variants, send_path, progress };
+        let run = FabricRun { mode, sizes, plan, variants, send_path, progress, servers: servers.clone() };
         run_rust(&run, &Launcher::current()?)
     };
     print!("{}", render(&result));
@@ -184,4 +209,27 @@ fn mem(args: &Args) -> Result<(), String> {
     write_json(&path, &report.to_json())?;
     println!("results: {}", path.display());
     fail_if_points_failed("fabric mem", &report.failures())
+}
+
+#[cfg(test)]
+mod hosts_flag_tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Args {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        Args::parse(&words, BENCH_VALUE_FLAGS, BENCH_SWITCH_FLAGS).unwrap()
+    }
+
+    #[test]
+    fn hosts_flag_chooses_where_servers_run() {
+        assert_eq!(servers_from(&parse(&[])).unwrap(), Some(Servers::Loopback));
+        assert_eq!(servers_from(&parse(&["--hosts", "netns"])).unwrap(), None, "the outer run makes the hosts");
+        assert_eq!(
+            servers_from(&parse(&["--hosts", "netns", "--servers-netns", "ns-a"])).unwrap(),
+            Some(Servers::Netns { namespace: "ns-a".into() })
+        );
+        assert!(servers_from(&parse(&["--hosts", "mars"])).unwrap_err().contains("not loopback or netns"));
+        assert!(servers_from(&parse(&["--hosts", "netns", "--jvm"])).unwrap_err().contains("without --jvm"));
+        assert!(servers_from(&parse(&["--servers-netns", "ns-a"])).unwrap_err().contains("belongs to --hosts netns"));
+    }
 }

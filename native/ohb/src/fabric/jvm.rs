@@ -13,6 +13,7 @@ use crate::child::ChildGuard;
 use crate::machine::Machine;
 use crate::fabric::measure::Plan;
 use crate::fabric::result::{BenchResult, Mode, Point, Variant, VariantResult};
+use crate::fabric::hosts::Servers;
 use crate::fabric::suite::perftest_points;
 use crate::progress::Progress;
 
@@ -123,7 +124,7 @@ pub fn run_jvm(run: &JvmRun) -> Result<BenchResult, String> {
     }
     if run.perftest && result.variant(Variant::UcxPerftest.name()).is_none() {
         let mut progress = Progress::new(run.progress, run.sizes.len());
-        let points = perftest_points(run.mode, &run.sizes, &run.plan, &mut progress);
+        let points = perftest_points(run.mode, &run.sizes, &run.plan, &Servers::Loopback, &mut progress);
         result.variants.push(VariantResult { name: Variant::UcxPerftest.name().into(), points, error: None });
     }
     Ok(result)

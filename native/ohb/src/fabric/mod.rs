@@ -7,6 +7,7 @@
 //! the table and checks the targets; [`mem`] is the memory test.
 
 pub mod cli;
+pub mod hosts;
 pub mod jvm;
 pub mod measure;
 pub mod mem;

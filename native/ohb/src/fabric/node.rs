@@ -57,6 +57,8 @@ pub fn handle(mut request: Request) {
 /// How a benchmark server node is configured.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// The address to listen on: 127.0.0.1, or host a's with `--hosts netns`.
+    pub ip: Ipv4Addr,
     pub transport: Transport,
     pub port: u16,
     pub handler_mode: HandlerMode,
@@ -67,7 +69,7 @@ pub struct ServerConfig {
 impl ServerConfig {
     pub fn node_config(&self) -> Config {
         let mut config = Config {
-            listen: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))),
+            listen: Some(SocketAddr::from((self.ip, self.port))),
             transport: self.transport,
             handler_mode: self.handler_mode,
             ..Config::default()

@@ -1,17 +1,19 @@
 //! `ucx_perftest`: raw UCX, the reference every fabric figure is compared with.
 //!
 //! For each size a server (`ucx_perftest -t TEST -s SIZE -n N -w W -p PORT`) and a client
-//! (`ucx_perftest 127.0.0.1 ...` with the same arguments) run as separate processes; the client's
+//! (`ucx_perftest 127.0.0.1 ...` with the same arguments; host a's address with `--hosts netns`) run as separate processes; the client's
 //! final line holds the figures. tag_lat reports one-way latency (half the ping-pong round trip);
 //! tag_bw reports bandwidth (MB = 2^20 bytes) and message rate. The server exits by itself after
 //! the test; the guard kills it otherwise. Note: `ucx_perftest` has no bind-address option, so its
 //! server listens on every interface for the second or so it runs.
 
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::child::{run_captured, ChildGuard};
+use crate::fabric::hosts::Servers;
 use crate::fabric::result::{Mode, Point};
 
 pub const PERFTEST_BIN: &str = "ucx_perftest";
@@ -99,7 +101,7 @@ pub fn default_warmup(iterations: u64) -> u64 {
 }
 
 /// Runs one test at one size: server and client processes on loopback.
-pub fn run(test: &str, size_bytes: usize, iterations: u64, warmup: u64) -> Result<PerftestFigures, String> {
+pub fn run(test: &str, size_bytes: usize, iterations: u64, warmup: u64, servers: &Servers) -> Result<PerftestFigures, String> {
     assert!(iterations > 0 && size_bytes > 0);
     let mut last_error = String::new();
     for _attempt in 0..CONNECT_ATTEMPTS_MAX {
@@ -117,17 +119,23 @@ pub fn run(test: &str, size_bytes: usize, iterations: u64, warmup: u64) -> Resul
             if std::env::var_os("UCX_NET_DEVICES").is_none() {
                 cmd.env("UCX_NET_DEVICES", "lo");
             }
+            // On separate hosts (--hosts netns) UCX still sees one machine (same boot id) and,
+            // without error handling, picks shared memory and CMA that cannot work across the
+            // namespaces: the client then never finished. TCP is what both sides can use.
+            if *servers != Servers::Loopback {
+                cmd.env("UCX_TLS", "tcp");
+            }
         };
-        let mut server_cmd = Command::new(PERFTEST_BIN);
+        let mut server_cmd = servers.command(Path::new(PERFTEST_BIN));
         common(&mut server_cmd);
         server_cmd.stderr(Stdio::null());
         let mut server = ChildGuard::spawn("ucx_perftest server", server_cmd, false)?;
-        if let Err(e) = wait_listening(port, LISTEN_TIMEOUT) {
+        if let Err(e) = wait_listening(server.pid(), port, LISTEN_TIMEOUT) {
             last_error = e;
             continue;
         }
         let mut client_cmd = Command::new(PERFTEST_BIN);
-        client_cmd.arg("127.0.0.1");
+        client_cmd.arg(servers.ip().to_string());
         common(&mut client_cmd);
         let out = run_captured("ucx_perftest client", client_cmd, RUN_TIMEOUT)?;
         // The server ends by itself once the client is done; the guard kills a straggler.
@@ -144,8 +152,8 @@ pub fn run(test: &str, size_bytes: usize, iterations: u64, warmup: u64) -> Resul
 }
 
 /// One table point for `mode`, with the latency as a round trip (2x one-way).
-pub fn point(mode: Mode, size_bytes: usize, iterations: u64, warmup: u64) -> Point {
-    let figures = match run(test_for(mode), size_bytes, iterations, warmup) {
+pub fn point(mode: Mode, size_bytes: usize, iterations: u64, warmup: u64, servers: &Servers) -> Point {
+    let figures = match run(test_for(mode), size_bytes, iterations, warmup, servers) {
         Ok(f) => f,
         Err(e) => return Point::failed(size_bytes, e),
     };
@@ -174,11 +182,13 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// Polls /proc/net/tcp{,6} until some socket listens on `port`.
-fn wait_listening(port: u16, timeout: Duration) -> Result<(), String> {
+/// Waits until the server listens on `port`, seen in the network namespace of its process `pid`
+/// (with `--hosts netns` the server's host is not the caller's).
+fn wait_listening(pid: u32, port: u16, timeout: Duration) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            if let Ok(text) = std::fs::read_to_string(table) {
+        for table in [format!("/proc/{pid}/net/tcp"), format!("/proc/{pid}/net/tcp6")] {
+            if let Ok(text) = std::fs::read_to_string(&table) {
                 if proc_net_tcp_listens(&text, port) {
                     return Ok(());
                 }

@@ -45,9 +45,9 @@ pub fn decode_header(h: &[u8; FRAME_HEADER_BYTES]) -> Result<(usize, u16), Strin
     Ok((len, op))
 }
 
-/// Binds 127.0.0.1:`port` (0 = any free port).
-pub fn bind(port: u16) -> Result<TcpListener, String> {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(|e| format!("bind 127.0.0.1:{port}: {e}"))
+/// Binds `ip`:`port` (0 = any free port).
+pub fn bind(ip: Ipv4Addr, port: u16) -> Result<TcpListener, String> {
+    TcpListener::bind((ip, port)).map_err(|e| format!("bind {ip}:{port}: {e}"))
 }
 
 /// Accepts connections forever (the process ends when its parent leaves).
@@ -201,7 +201,7 @@ mod tests {
     /// In-process server thread (the CLI runs it in its own process; the loop is the same).
     #[test]
     fn echo_and_stream_over_loopback() {
-        let listener = bind(0).unwrap();
+        let listener = bind(Ipv4Addr::LOCALHOST, 0).unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || serve(listener));
         let mut party = SocketParty::connect(addr).unwrap();

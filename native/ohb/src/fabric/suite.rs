@@ -8,10 +8,11 @@ use std::time::Duration;
 use fabric::Transport;
 
 use crate::args::format_size;
-use crate::child::Launcher;
+use crate::child::{ChildGuard, Launcher};
 use crate::fabric::node::{transport_name, FabricParty, SendPath};
 use crate::machine::Machine;
 use crate::fabric::measure::{measure, Party, Plan};
+use crate::fabric::hosts::Servers;
 use crate::fabric::perftest;
 use crate::table::{format_mb_s, format_rate, format_us};
 use crate::fabric::result::{BenchResult, Mode, Point, Variant, VariantResult};
@@ -45,6 +46,8 @@ pub struct FabricRun {
     pub variants: Vec<Variant>,
     pub send_path: SendPath,
     pub progress: bool,
+    /// Where the servers run (`--hosts`): this host, or another one.
+    pub servers: Servers,
 }
 
 /// What a point shows in a progress line.
@@ -82,7 +85,7 @@ pub fn run_rust(run: &FabricRun, launcher: &Launcher) -> BenchResult {
     let mut variants = Vec::new();
     for &variant in &run.variants {
         let points = match variant {
-            Variant::UcxPerftest => perftest_points(run.mode, &run.sizes, &run.plan, &mut progress),
+            Variant::UcxPerftest => perftest_points(run.mode, &run.sizes, &run.plan, &run.servers, &mut progress),
             _ => run_client_server(run, variant, launcher, &mut progress),
         };
         variants.push(VariantResult { name: variant.name().to_string(), points, error: None });
@@ -119,18 +122,23 @@ fn notes(run: &FabricRun) -> Vec<String> {
                 .into(),
         });
     }
-    notes.push("every server runs in its own process on 127.0.0.1; rust-socket: blocking std::net, TCP_NODELAY, length-prefixed frames".into());
+    notes.push(format!("{}; rust-socket: blocking std::net, TCP_NODELAY, length-prefixed frames", run.servers.note()));
     notes
 }
 
 /// `ucx_perftest`, the raw-UCX reference, at every size (both the Rust and the JVM layer use it).
-pub fn perftest_points(mode: Mode, sizes: &[usize], plan: &Plan, progress: &mut Progress) -> Vec<Point> {
+pub fn perftest_points(mode: Mode, sizes: &[usize], plan: &Plan, servers: &Servers, progress: &mut Progress) -> Vec<Point> {
     let mut points = Vec::new();
     for &size in sizes {
         progress.begin(&format!("{} {} {}", Variant::UcxPerftest.name(), perftest::test_for(mode), format_size(size)));
-        let iterations = plan.iterations.unwrap_or_else(|| perftest::default_iterations(mode, size, plan.budget));
+        let iterations = plan.iterations.unwrap_or_else(|| match servers {
+            Servers::Loopback => perftest::default_iterations(mode, size, plan.budget),
+            // Over TCP between hosts a round trip costs tens of microseconds, not one: the shared-memory
+            // cost model would ask for minutes of iterations (the client hit its 60 s limit).
+            Servers::Netns { .. } => perftest::default_iterations(mode, size, plan.budget) / 50,
+        }.max(perftest::ITERATIONS_MIN));
         let warmup = plan.warmup.unwrap_or_else(|| perftest::default_warmup(iterations));
-        let point = perftest::point(mode, size, iterations, warmup);
+        let point = perftest::point(mode, size, iterations, warmup, servers);
         progress.end(&outcome(mode, &point));
         points.push(point);
     }
@@ -141,11 +149,16 @@ fn run_client_server(run: &FabricRun, variant: Variant, launcher: &Launcher, pro
     let connected = (|| -> Result<_, String> {
         let args =
             serve_args(variant).ok_or_else(|| format!("{} is not measured at the Rust level", variant.name()))?;
-        let (server, port) = launcher.spawn_server(variant.name(), &args, SERVER_START_TIMEOUT)?;
+        let ip = run.servers.ip();
+        let mut command = run.servers.command(&launcher.exe);
+        command.args(&args).args(["--ip", &ip.to_string()]);
+        let mut server = ChildGuard::spawn(variant.name(), command, true)?;
+        let port = server.wait_for_port(SERVER_START_TIMEOUT)?;
+        let address = SocketAddr::from((ip, port));
         let party: Box<dyn Party> = match variant {
-            Variant::Fabric => Box::new(FabricParty::connect(Transport::Auto, loopback(port), run.send_path)?),
-            Variant::FabricTcp => Box::new(FabricParty::connect(Transport::Tcp, loopback(port), run.send_path)?),
-            Variant::RustSocket => Box::new(SocketParty::connect(loopback(port))?),
+            Variant::Fabric => Box::new(FabricParty::connect(Transport::Auto, address, run.send_path)?),
+            Variant::FabricTcp => Box::new(FabricParty::connect(Transport::Tcp, address, run.send_path)?),
+            Variant::RustSocket => Box::new(SocketParty::connect(address)?),
             _ => unreachable!("serve_args covers the variants"),
         };
         Ok((server, party))
@@ -181,14 +194,18 @@ pub fn serve_main(argv: &[String]) -> Result<(), String> {
     use crate::child::{announce_port, exit_when_parent_leaves};
     let args = Args::parse(
         argv,
-        &["transport", "port", "handler", "threads", "pool-cap-mib", "max-message-mib", "stats-ms", "lifetime-s"],
+        &["ip", "transport", "port", "handler", "threads", "pool-cap-mib", "max-message-mib", "stats-ms", "lifetime-s"],
         &[],
     )?;
     let port: u16 = args.number("port")?.unwrap_or(0);
+    let ip: Ipv4Addr = match args.value("ip") {
+        Some(text) => text.parse().map_err(|_| format!("--ip: '{text}' is not an IPv4 address"))?,
+        None => Ipv4Addr::LOCALHOST,
+    };
     let lifetime = Duration::from_secs(args.number("lifetime-s")?.unwrap_or(3600));
     match args.positional.first().map(String::as_str) {
         Some("socket") => {
-            let listener = crate::fabric::socket::bind(port)?;
+            let listener = crate::fabric::socket::bind(ip, port)?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
             exit_when_parent_leaves(lifetime);
             announce_port(port);
@@ -207,6 +224,7 @@ pub fn serve_main(argv: &[String]) -> Result<(), String> {
             let mib =
                 |name: &str| -> Result<Option<usize>, String> { Ok(args.number::<usize>(name)?.map(|m| m << 20)) };
             let server = crate::fabric::node::ServerConfig {
+                ip,
                 transport,
                 port,
                 handler_mode,
