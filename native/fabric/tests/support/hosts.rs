@@ -22,16 +22,23 @@ use std::os::unix::fs::MetadataExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 const PREFIX: &str = "slipstream-t";
 /// Namespaces one test process may create (each `Hosts` makes two).
 const MAX_HOSTS_PER_PROCESS: usize = 32;
 static CREATED: AtomicUsize = AtomicUsize::new(0);
+/// One pair of hosts at a time per process: the test harness runs tests in parallel, and a test
+/// that counts this process's namespaces (or a 2-core machine running several pairs of UCX peers
+/// over veths) must not see another test's hosts.
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Two hosts joined by one veth pair: host 0 is 198.18.77.1, host 1 is 198.18.77.2.
 pub struct Hosts {
     namespaces: [String; 2],
+    /// Released after `drop` has removed the namespaces (fields drop after `Drop::drop`).
+    _one_at_a_time: MutexGuard<'static, ()>,
 }
 
 /// Runs a command to completion; panics with its output if it fails.
@@ -62,12 +69,14 @@ impl Hosts {
     pub fn pair() -> Hosts {
         // SAFETY: geteuid has no preconditions and cannot fail.
         assert_eq!(unsafe { libc::geteuid() }, 0, "the netns tests need root to create network namespaces (CI runs as root)");
+        // A test that panicked while holding the lock poisoned it; its namespaces are gone anyway.
+        let one_at_a_time = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let n = CREATED.fetch_add(2, Ordering::SeqCst);
         assert!(n + 2 <= MAX_HOSTS_PER_PROCESS, "more than {MAX_HOSTS_PER_PROCESS} test hosts in one process");
         remove_stale_namespaces();
         let pid = std::process::id();
         let namespaces = [format!("{PREFIX}{pid}-{n}a"), format!("{PREFIX}{pid}-{n}b")];
-        let hosts = Hosts { namespaces };
+        let hosts = Hosts { namespaces, _one_at_a_time: one_at_a_time };
         for ns in &hosts.namespaces {
             run("ip", &["netns", "add", ns]);
         }
