@@ -97,8 +97,8 @@ class PluginPoliciesTest {
     }
 
     /**
-     * Dynamic allocation with shuffle tracking (no external shuffle service): executors without shuffle data may go
-     * after a second idle, those holding map outputs stay until their shuffles are done, as with Spark's own shuffle.
+     * Dynamic allocation with shuffle tracking (no external shuffle service): the plugin runs under Spark's executor
+     * allocation manager as Spark's own shuffle does (executors holding map outputs are kept by shuffle tracking).
      */
     @Test
     void dynamic_allocation_with_shuffle_tracking_works_as_with_spark_s_shuffle() throws Exception {
@@ -109,7 +109,9 @@ class PluginPoliciesTest {
         conf.put("spark.dynamicAllocation.initialExecutors", "2");
         conf.put("spark.dynamicAllocation.minExecutors", "0");
         conf.put("spark.dynamicAllocation.maxExecutors", "2");
-        conf.put("spark.dynamicAllocation.executorIdleTimeout", "1s");
+        // Long enough that executors do not churn between the application's jobs: with 1 s the run took 289 s on a
+        // loaded machine (each replacement executor starts anew) and once passed the 5-minute limit.
+        conf.put("spark.dynamicAllocation.executorIdleTimeout", "30s");
         ApplicationRun run = plugin("dynamic-allocation", conf);
         assertCorrect(run);
         assertTrue(run.metric("remoteBytesRead") > 0, run.logs());
