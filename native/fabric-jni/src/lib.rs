@@ -14,10 +14,12 @@
 //!   guarantees a handle is used only while valid and freed once (`NodeHandle`, `FabricBuffer`,
 //!   `FabricRequest`); functions that consume a handle take ownership first, so they consume it
 //!   even when they fail.
-//! - Registered memory reaches Java only as direct `ByteBuffer`s over pool buffers. The pool keeps
-//!   returned memory mapped until the pool itself is dropped, and the pool lives as long as the
-//!   node handle, which Java frees only once no view is reachable: a stale view reads stale bytes,
-//!   it never faults.
+//! - Registered memory reaches Java only as direct `ByteBuffer`s over pool buffers. Each buffer
+//!   handed to Java is pinned (`bufferPin`, a `fabric::ViewPin` behind another handle) until its
+//!   root view is garbage (`viewUnpin`, from Java's cleaner): the pool may reuse a released
+//!   buffer but never unmaps pinned memory. The pool lives as long as the node handle, which Java
+//!   frees only once no view is reachable. So a stale view reads or writes stale bytes of the
+//!   pool, it never faults and never touches the native heap.
 use std::net::{IpAddr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -33,7 +35,7 @@ mod completions;
 use completions::Completions;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-const ABI_VERSION: jint = 3;
+const ABI_VERSION: jint = 4;
 /// `FabricNative.STATS_FIELDS`.
 const STATS_FIELDS: usize = 11;
 
@@ -822,6 +824,28 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_bufferFree(
 ) {
     guard(&mut env, (), |_| {
         drop(take::<Buffer>(buffer, "buffer")?);
+        Ok(())
+    })
+}
+
+/// Pins a live buffer's memory for its Java views (see the crate's invariants); returns the pin's
+/// handle, which `viewUnpin` frees once the views are garbage.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_bufferPin(
+    mut env: JNIEnv,
+    _class: JClass,
+    buffer: jlong,
+) -> jlong {
+    guard(&mut env, 0, |_| {
+        let buffer: &Buffer = borrow(buffer, "buffer")?;
+        Ok(into_handle(buffer.pin_view()))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_viewUnpin(mut env: JNIEnv, _class: JClass, pin: jlong) {
+    guard(&mut env, (), |_| {
+        drop(take::<fabric::ViewPin>(pin, "view pin")?);
         Ok(())
     })
 }
