@@ -25,7 +25,11 @@ pub(super) struct Conn {
     pub(super) outgoing_peer: Option<SocketAddr>,
     pub(super) peer_name: String,
     pub(super) failed: bool,
+    /// Last request sent or response received (outgoing), last message received or response sent
+    /// (accepted), on the coarse clock.
     pub(super) last_used_ms: u64,
+    /// Outgoing: this node's requests awaiting their response. Accepted: requests received and not
+    /// answered yet.
     pub(super) requests_in_flight: usize,
     /// False until the endpoint's first flush completes, i.e. until UCX has finished wiring up its
     /// transports. UCX 1.13 re-sends messages queued during wire-up with the protocol chosen for
@@ -38,10 +42,12 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Whether the idle scan closes this connection: only connections this node opened (a peer
-    /// closes its own), healthy, with nothing in flight, unused for `idle_timeout_ms`.
-    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64) -> bool {
-        self.outgoing_peer.is_some() && !self.failed && self.requests_in_flight == 0 && now_ms.saturating_sub(self.last_used_ms) >= idle_timeout_ms
+    /// Whether the idle scan closes this connection: healthy, with nothing in flight, unused for
+    /// `idle_timeout_ms` if this node opened it, for `incoming_idle_timeout_ms` if it accepted it
+    /// (longer, so that a peer closes the connections it opened itself first).
+    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64, incoming_idle_timeout_ms: u64) -> bool {
+        let timeout_ms = if self.outgoing_peer.is_some() { idle_timeout_ms } else { incoming_idle_timeout_ms };
+        !self.failed && self.requests_in_flight == 0 && now_ms.saturating_sub(self.last_used_ms) >= timeout_ms
     }
 }
 
@@ -201,7 +207,9 @@ impl NodeInner {
 
     pub(super) fn close_idle_connections(&self, state: &mut WorkerState, now_ms: u64) {
         let idle_timeout_ms = self.config.idle_timeout.as_millis() as u64;
-        let idle: Vec<u64> = state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms)).map(|(&id, _)| id).collect();
+        let incoming_idle_timeout_ms = self.config.incoming_idle_timeout.as_millis() as u64;
+        let idle: Vec<u64> =
+            state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms, incoming_idle_timeout_ms)).map(|(&id, _)| id).collect();
         for conn_id in idle {
             log_debug!("closing idle connection {conn_id}");
             self.close_conn(state, conn_id, false);
@@ -304,21 +312,31 @@ mod tests {
     #[test]
     fn an_outgoing_connection_is_idle_after_the_timeout_with_nothing_in_flight() {
         let c = conn(true, 1_000);
-        assert!(!c.is_idle(1_000, 500));
-        assert!(!c.is_idle(1_499, 500));
-        assert!(c.is_idle(1_500, 500));
+        assert!(!c.is_idle(1_000, 500, 5_000));
+        assert!(!c.is_idle(1_499, 500, 5_000));
+        assert!(c.is_idle(1_500, 500, 5_000));
         // A clock that went backwards (coarse clock read on another core) is not idleness.
-        assert!(!c.is_idle(900, 500));
+        assert!(!c.is_idle(900, 500, 5_000));
     }
 
     #[test]
-    fn busy_failed_and_accepted_connections_are_never_idle() {
+    fn an_accepted_connection_is_idle_after_the_incoming_timeout() {
+        let c = conn(false, 1_000);
+        assert!(!c.is_idle(1_500, 500, 5_000), "the peer closes its own end first");
+        assert!(!c.is_idle(5_999, 500, 5_000));
+        assert!(c.is_idle(6_000, 500, 5_000));
+        let mut serving = conn(false, 0);
+        serving.requests_in_flight = 1;
+        assert!(!serving.is_idle(1_000_000, 500, 5_000), "a request being served keeps it open");
+    }
+
+    #[test]
+    fn busy_and_failed_connections_are_never_idle() {
         let mut busy = conn(true, 0);
         busy.requests_in_flight = 1;
-        assert!(!busy.is_idle(1_000_000, 500));
+        assert!(!busy.is_idle(1_000_000, 500, 500));
         let mut failed = conn(true, 0);
         failed.failed = true;
-        assert!(!failed.is_idle(1_000_000, 500), "failed connections are closed by the failure path");
-        assert!(!conn(false, 0).is_idle(1_000_000, 500), "a peer closes the connections it opened");
+        assert!(!failed.is_idle(1_000_000, 500, 500), "failed connections are closed by the failure path");
     }
 }

@@ -245,7 +245,12 @@ impl Node {
                 next_conn_id: 1,
                 next_request_id: 1,
                 pending: PendingTable::new(config.max_requests_in_flight),
-                partials: Reassembly::default(),
+                partials: Reassembly::new(reassembly::Limits {
+                    requests_per_connection: config.max_reassembly_messages_per_connection,
+                    requests: config.max_reassembly_messages,
+                    bytes_per_connection: config.max_reassembly_bytes_per_connection,
+                    timeout_ms: config.reassembly_timeout.as_millis() as u64,
+                }),
                 overflow: VecDeque::new(),
                 outbox: VecDeque::new(),
                 to_close: Vec::new(),
@@ -520,7 +525,6 @@ impl NodeInner {
             unsafe { u::ucp_worker_progress(self.worker) };
             reap_closed_endpoints(state);
         }
-        state.partials.clear();
         unsafe {
             if !state.listener.is_null() {
                 u::ucp_listener_destroy(state.listener);
@@ -528,6 +532,8 @@ impl NodeInner {
             }
             u::ucp_worker_destroy(self.worker);
         }
+        // After the worker: no rendezvous receive can still be writing into a message's buffer.
+        state.partials.clear();
         state.send_ctx_free.clear();
         drop(mark);
         drop(guard);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ucx_sys as u;
 
 use crate::clock::coarse_ms;
+use crate::log::log_warn;
 
 use super::connections::reap_closed_endpoints;
 use super::{InProgressMark, NodeInner};
@@ -21,7 +22,7 @@ pub(super) static SPINNING_WAITERS_MAX: std::sync::LazyLock<usize> = std::sync::
 });
 /// Period of the scan for requests past their deadline.
 const TIMEOUT_SCAN_PERIOD: Duration = Duration::from_millis(10);
-/// Period of the scan for idle cached connections.
+/// Period of the scan for idle connections and expired reassembly.
 const IDLE_SCAN_PERIOD: Duration = Duration::from_millis(500);
 /// Longest sleep of the progress thread on the event fd; timers are checked at least this often.
 const SLEEP_MAX_MS: i32 = 20;
@@ -115,7 +116,12 @@ impl NodeInner {
         }
         if now.duration_since(state.last_idle_scan) >= IDLE_SCAN_PERIOD {
             state.last_idle_scan = now;
-            self.close_idle_connections(state, coarse_ms());
+            let now_ms = coarse_ms();
+            self.close_idle_connections(state, now_ms);
+            let expired = state.partials.expire(now_ms);
+            if expired > 0 {
+                log_warn!("dropped {expired} messages whose chunks stopped arriving for {} ms", self.config.reassembly_timeout.as_millis());
+            }
         }
         if busy { events.max(1) } else { events }
     }

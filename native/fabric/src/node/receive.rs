@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ucx_sys as u;
 
+use crate::clock::coarse_ms;
 use crate::error::{ucx_error, Error, Result};
 use crate::log::{log_debug, log_warn};
 use crate::pool::Buffer;
@@ -38,6 +39,9 @@ impl NodeInner {
             log_debug!("message from an unknown endpoint dropped");
             return;
         };
+        if let Some(conn) = state.conns.get_mut(&conn_id) {
+            conn.last_used_ms = coarse_ms(); // for the idle rule of accepted connections
+        }
         let header = match Header::decode(header, length, self.config.max_message_bytes) {
             Ok(h) => h,
             Err(e) => {
@@ -75,7 +79,7 @@ impl NodeInner {
             }
             buffer
         };
-        let (destination, memh) = match state.partials.accept(key, &header, alloc) {
+        let (destination, memh) = match state.partials.accept(key, &header, coarse_ms(), rndv, alloc) {
             Err(reason) => {
                 self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 log_warn!("closing connection {conn_id}: {reason}");
@@ -84,7 +88,7 @@ impl NodeInner {
             }
             Ok(ChunkTarget::Drop) => {
                 // Nowhere to put it: count it, drop it (for rendezvous, returning OK drops the descriptor).
-                self.on_chunk_done(state, key, length, Ok(()));
+                self.on_chunk_done(state, key, length, false, Ok(()));
                 return;
             }
             // SAFETY: `Header::decode` checked offset + length <= total_len, and `accept` checked
@@ -93,7 +97,7 @@ impl NodeInner {
         };
         if !rndv {
             ptr::copy_nonoverlapping(data as *const u8, destination, length);
-            self.on_chunk_done(state, key, length, Ok(()));
+            self.on_chunk_done(state, key, length, false, Ok(()));
             return;
         }
         // Zero-copy: UCX moves the chunk straight into the registered buffer.
@@ -106,20 +110,21 @@ impl NodeInner {
         let status_ptr = u::ucp_am_recv_data_nbx(self.worker, data, destination as *mut c_void, length, &rparam);
         if status_ptr.is_null() {
             drop(Box::from_raw(ctx));
-            self.on_chunk_done(state, key, length, Ok(()));
+            self.on_chunk_done(state, key, length, true, Ok(()));
         } else if u::ucs_ptr_is_err(status_ptr) {
             drop(Box::from_raw(ctx));
-            self.on_chunk_done(state, key, length, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
+            self.on_chunk_done(state, key, length, true, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
         } else {
             state.ucx_ops_in_flight += 1;
         }
     }
 
-    fn on_chunk_done(&self, state: &mut WorkerState, key: PartialKey, len: usize, result: Result<()>) {
+    /// `receive`: the chunk came by a rendezvous receive into the message's buffer.
+    fn on_chunk_done(&self, state: &mut WorkerState, key: PartialKey, len: usize, receive: bool, result: Result<()>) {
         if let Err(e) = &result {
             log_warn!("receiving a chunk of message {} failed: {e}", key.1);
         }
-        if let Some((header, payload)) = state.partials.chunk_done(key, len, result.is_ok(), self.pool.cap_bytes()) {
+        if let Some((header, payload)) = state.partials.chunk_done(key, len, result.is_ok(), receive, self.pool.cap_bytes()) {
             self.on_message(state, key.0, &header, payload);
         }
     }
@@ -128,6 +133,10 @@ impl NodeInner {
     fn on_message(&self, state: &mut WorkerState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
         match header.kind {
             Kind::Request => {
+                // Being served: an accepted connection is not idle until it is answered (`send_outgoing`).
+                if let Some(conn) = state.conns.get_mut(&conn_id) {
+                    conn.requests_in_flight += 1;
+                }
                 let payload = match payload {
                     Ok(buffer) => buffer,
                     Err(e) => {
@@ -184,6 +193,6 @@ unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_sta
     let state = node.state();
     state.ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };
-    node.on_chunk_done(state, ctx.key, ctx.len, result);
+    node.on_chunk_done(state, ctx.key, ctx.len, true, result);
     u::ucp_request_free(request);
 }

@@ -215,6 +215,12 @@ impl NodeInner {
     }
 
     pub(super) fn send_outgoing(&self, state: &mut WorkerState, outgoing: Outgoing) {
+        if let Some(conn) = state.conns.get_mut(&outgoing.conn_id) {
+            if conn.outgoing_peer.is_none() {
+                conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
+                conn.last_used_ms = crate::clock::coarse_ms();
+            }
+        }
         let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
         let header = Header {
             kind,
