@@ -28,6 +28,7 @@
 //! ```
 mod clock;
 mod config;
+mod environ;
 mod error;
 mod log;
 mod node;

@@ -22,11 +22,12 @@ impl Context {
         // A restarted server must be able to listen on its port again at once, even with
         // connections of its previous life in TIME_WAIT. UCX 1.13 reads this connection-manager
         // setting only from the environment (ucp_config_modify ignores it), so it is set there,
-        // once, before the first context, unless the user set it.
+        // once, before the first context, unless the user set it; without glibc's `setenv`, which
+        // is unsafe while other threads (a JVM's) may read the environment (see `environ.rs`).
         static REUSEADDR: std::sync::Once = std::sync::Once::new();
         REUSEADDR.call_once(|| {
-            if std::env::var_os("UCX_TCP_CM_REUSEADDR").is_none() {
-                std::env::set_var("UCX_TCP_CM_REUSEADDR", "y");
+            if !crate::environ::set_var(c"UCX_TCP_CM_REUSEADDR", c"y", false) {
+                crate::log::log_warn!("could not set UCX_TCP_CM_REUSEADDR (out of memory): a restarted server may not get its port back at once");
             }
         });
         unsafe {

@@ -30,6 +30,12 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
+/// The non-reallocating setter of the C environment, shared with the fabric by path (this library
+/// links nothing but libc).
+#[path = "../../../fabric/src/environ.rs"]
+#[allow(dead_code)]
+mod environ;
+
 /// UCX's default `UCX_ERROR_SIGNALS` set (see `ucx_info -c`).
 const ERROR_SIGNALS: [libc::c_int; 4] = [libc::SIGILL, libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE];
 
@@ -86,13 +92,15 @@ fn prepare() -> i32 {
     if std::env::var_os("UCX_ERROR_SIGNALS").is_some_and(|value| !value.is_empty()) {
         flags |= PREPARE_OVERRODE_ERROR_SIGNALS;
     }
-    // libc::setenv (not std::env::set_var): the C environment is what libucs's constructor reads.
-    if unsafe { libc::setenv(c"UCX_ERROR_SIGNALS".as_ptr(), c"".as_ptr(), 1) } != 0 {
+    // The C environment is what libucs's constructor reads, so there is no config API to use
+    // instead. JVM threads run already and may call getenv: `environ::set_var` never frees an
+    // environment array a reader may be walking (glibc's setenv reallocs it).
+    if !environ::set_var(c"UCX_ERROR_SIGNALS", c"", true) {
         return flags | PREPARE_SETENV_FAILED;
     }
     if std::env::var_os("UCX_MEM_EVENTS").is_some() {
         flags |= PREPARE_KEPT_MEM_EVENTS;
-    } else if unsafe { libc::setenv(c"UCX_MEM_EVENTS".as_ptr(), c"no".as_ptr(), 0) } != 0 {
+    } else if !environ::set_var(c"UCX_MEM_EVENTS", c"no", false) {
         return flags | PREPARE_SETENV_FAILED;
     }
     let recorded = ERROR_SIGNALS.map(|signal| SavedAction(current_action(signal)));
