@@ -15,9 +15,19 @@
 //! Locking: every UCX call on the worker, and every access to `WorkerState`, happens under
 //! `NodeInner::lock`. UCX callbacks run inside `ucp_worker_progress` (or a send/close call), so they
 //! too run under the lock; they reach the state through `NodeInner::state()`. A thread that holds
-//! the lock for this node marks itself in `IN_PROGRESS`, so code reached from a callback (an inline
-//! handler answering, a completion callback sending a new request) uses the state directly instead
-//! of taking the lock again.
+//! the lock for this node marks itself in `IN_PROGRESS`, so code reached from under the lock (an
+//! Inline handler sending a request, a completion callback sending a new one) uses the state
+//! directly instead of taking the lock again.
+//!
+//! Borrows: `state()` hands out `&mut WorkerState`, so two must never be live at once on the lock's
+//! thread. The receive path holds one while UCX calls it, so user code never runs inside it:
+//! Inline handlers are queued (`inline_ready`) and run after `ucp_worker_progress` returns with no
+//! borrow live (`run_inline_handlers`), and responses posted under the lock go to
+//! `responses_under_lock`, outside the state. `state_reentries` counts violations from the receive
+//! path (a test keeps it at 0). Known remaining nesting: completion callbacks of `request_with`
+//! run inside the state's borrow (they must not call the node; the JVM bridge's only queue a
+//! result), and a forced `ucp_ep_close_nbx` may complete a connection's sends (their callbacks)
+//! inside `close_conn`.
 //!
 //! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
@@ -123,8 +133,11 @@ struct WorkerState {
     partials: Reassembly,
     /// Requests received while the dispatch queue was full, within one progress call.
     overflow: VecDeque<Request>,
-    /// Responses produced inside the progress context, sent right after `ucp_worker_progress` returns.
+    /// Error responses produced by the receive path, sent right after `ucp_worker_progress` returns.
     outbox: VecDeque<Outgoing>,
+    /// Requests for the Inline handler, run right after `ucp_worker_progress` returns, while no
+    /// borrow of this state is live (a handler may respond or send, which borrows it anew).
+    inline_ready: VecDeque<Request>,
     /// Connections to close once the current progress call returns.
     to_close: Vec<(u64, bool)>,
     /// Endpoint-close requests not finished yet.
@@ -152,6 +165,10 @@ pub(crate) struct NodeInner {
     local_addr: Option<SocketAddr>,
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
+    /// Responses posted by code running under the lock (Inline handlers, requests refused at
+    /// intake), sent by the next progress round. Outside `WorkerState` so that posting one never
+    /// borrows the state: the poster may run while a caller up the stack holds that borrow.
+    responses_under_lock: Mutex<VecDeque<Outgoing>>,
     handler: Option<Arc<dyn Handler>>,
     /// The progress thread is (about to be) asleep on the event fd: wake it with `ucp_worker_signal`.
     sleeping: AtomicBool,
@@ -173,6 +190,11 @@ pub(crate) struct NodeInner {
     /// One handler thread at a time spins in `next_request`.
     puller_spinning: AtomicBool,
     closed: AtomicBool,
+    /// The receive path (an active-message callback) runs on the thread holding the lock, with the
+    /// worker state borrowed: nothing may borrow it again meanwhile.
+    receiving: AtomicBool,
+    /// Times the state was borrowed again while the receive path held it (must stay 0; tests check).
+    state_reentries: AtomicU64,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -253,6 +275,7 @@ impl Node {
                 }),
                 overflow: VecDeque::new(),
                 outbox: VecDeque::new(),
+                inline_ready: VecDeque::new(),
                 to_close: Vec::new(),
                 closing: Vec::new(),
                 send_ctx_free: Vec::new(),
@@ -266,6 +289,7 @@ impl Node {
             local_addr: None,
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
+            responses_under_lock: Mutex::new(VecDeque::new()),
             handler,
             sleeping: AtomicBool::new(false),
             lock_waiters: AtomicUsize::new(0),
@@ -276,6 +300,8 @@ impl Node {
             helper_sessions: AtomicU64::new(0),
             puller_spinning: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            receiving: AtomicBool::new(false),
+            state_reentries: AtomicU64::new(0),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -443,6 +469,13 @@ impl NodeInner {
     /// Runs `f` with the worker state, taking the lock unless this thread already holds it.
     fn with_state<T>(&self, f: impl FnOnce(&NodeInner, &mut WorkerState) -> Result<T>) -> Result<T> {
         if self.in_progress_here() {
+            if self.receiving.load(Ordering::Relaxed) {
+                self.state_reentries.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: this thread holds the lock (it marked itself in IN_PROGRESS), and no borrow
+            // of the state is live up its stack: code that runs under the lock with user code above
+            // it (Inline handlers, `run_inline_handlers`) holds none (`state_reentries` counts
+            // violations from the receive path).
             return f(self, unsafe { self.state() });
         }
         let guard = self.lock_for_caller();
@@ -511,6 +544,10 @@ impl NodeInner {
             request.discard();
         }
         state.outbox.clear();
+        for request in state.inline_ready.drain(..) {
+            request.discard();
+        }
+        self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).clear();
         for request_id in state.pending.ids() {
             self.complete_pending(state, request_id, Err(Error::Closed));
         }

@@ -82,7 +82,9 @@ impl NodeInner {
         if receive {
             events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
         }
+        events += self.run_inline_handlers();
         let state = unsafe { self.state() };
+        state.outbox.append(&mut self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()));
         while let Some(outgoing) = state.outbox.pop_front() {
             self.send_outgoing(state, outgoing);
             events += 1;
@@ -209,7 +211,8 @@ impl NodeInner {
         let armed = {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             let state = unsafe { self.state() };
-            if !state.outbox.is_empty() || !state.overflow.is_empty() || !state.to_close.is_empty() || self.respond.len() > 0 {
+            let posted = !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+            if posted || !state.outbox.is_empty() || !state.overflow.is_empty() || !state.to_close.is_empty() || self.respond.len() > 0 {
                 false
             } else {
                 unsafe { u::ucp_worker_arm(self.worker) == u::UCS_OK }

@@ -183,7 +183,9 @@ pub(super) unsafe extern "C" fn am_recv_callback(
 ) -> u::ucs_status_t {
     let node = &*(arg as *const NodeInner);
     let header = if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
+    node.receiving.store(true, Ordering::Relaxed);
     node.on_active_message(header, data, length, &*param);
+    node.receiving.store(false, Ordering::Relaxed);
     u::UCS_OK
 }
 

@@ -194,7 +194,8 @@ impl NodeInner {
         }
         self.counters.requests_served.fetch_add(1, Ordering::Relaxed);
         if self.in_progress_here() {
-            unsafe { self.state() }.outbox.push_back(outgoing);
+            // Not through the worker state: a caller up this thread's stack may hold its borrow.
+            self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).push_back(outgoing);
             return;
         }
         // The respond stage's fast path: with the worker free, post the response from this
