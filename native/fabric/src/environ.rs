@@ -76,6 +76,7 @@ mod tests {
     fn get(name: &CStr) -> Option<String> {
         // SAFETY: NUL-terminated name; a non-null result is a NUL-terminated string of the environment.
         let value = unsafe { libc::getenv(name.as_ptr()) };
+        // SAFETY: a non-null `getenv` result is a NUL-terminated string of the environment, never freed.
         (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
     }
 

@@ -19,6 +19,8 @@ struct RawClient {
     failed: Box<AtomicBool>,
 }
 
+// SAFETY: UCX calls this only as registered: `arg` is the address of the client's boxed flag, which outlives
+// the endpoint (closed in Drop before the box goes).
 unsafe extern "C" fn on_error(arg: *mut c_void, _ep: u::ucp_ep_h, _status: u::ucs_status_t) {
     // SAFETY: `arg` is the address of the client's boxed flag, which outlives its endpoint.
     unsafe { (*(arg as *const AtomicBool)).store(true, Ordering::SeqCst) };
@@ -303,7 +305,9 @@ fn silent_messages_expire_and_idle_incoming_connections_close() {
     // close after the incoming idle timeout...
     until(&server, "idle incoming connections closed", |s| s.connections_open == 0);
     drop(silent);
-    // ...and the good client reconnects transparently.
+    // ...the good client sees its connection closed (a request racing that would fail with
+    // PeerFailed: docs/fabric.md), and its next request reconnects transparently.
+    until(&client, "the client saw the close", |s| s.connections_open == 0);
     assert_served(&endpoint, "after the idle close");
 }
 

@@ -55,9 +55,13 @@ static RECORDED: Mutex<Option<[SavedAction; 4]>> = Mutex::new(None);
 struct SavedAction(libc::sigaction);
 
 // `sigaction` holds a function pointer and plain data; moving it between threads is fine.
+// SAFETY: `sigaction` holds a function pointer and plain data, no thread-bound resource; moving it
+// between threads is fine.
 unsafe impl Send for SavedAction {}
 
 fn current_action(signal: libc::c_int) -> libc::sigaction {
+    // SAFETY: with a null new action `sigaction` only writes the current one into `action`, a zeroed
+    // valid sigaction.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         let status = libc::sigaction(signal, std::ptr::null(), &mut action);
@@ -74,6 +78,8 @@ fn same_handler(a: &libc::sigaction, b: &libc::sigaction) -> bool {
 
 fn ucs_loaded() -> bool {
     let name = c"libucs.so.0";
+    // SAFETY: `dlopen` with RTLD_NOLOAD only looks the library up (never loads it); a handle it
+    // returns is closed once.
     unsafe {
         let handle = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
         if handle.is_null() {
@@ -116,6 +122,7 @@ fn verify() -> i64 {
     let mut changed: i64 = 0;
     for (signal, saved) in ERROR_SIGNALS.iter().zip(recorded.iter()) {
         if !same_handler(&current_action(*signal), &saved.0) {
+            // SAFETY: `saved.0` is an action read back from the kernel by `prepare` for this signal.
             let status = unsafe { libc::sigaction(*signal, &saved.0, std::ptr::null_mut()) };
             debug_assert_eq!(status, 0);
             changed |= 1 << *signal;
@@ -172,6 +179,7 @@ mod tests {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         prepare();
         let before = current_action(libc::SIGFPE);
+        // SAFETY: (test) installs a valid handler function for SIGFPE; `verify` restores the JVM's.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;

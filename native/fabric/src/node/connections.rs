@@ -68,6 +68,9 @@ impl NodeInner {
             }
         }
         let (storage, len) = ucx::sockaddr(&peer);
+        // SAFETY: the params are zeroed and then filled for exactly the fields in `field_mask`; `storage`
+        // (the peer's sockaddr) outlives the call; `self` (the error callback's arg) outlives every
+        // endpoint of the worker, which is destroyed in `close` before the node goes away.
         let ep = unsafe {
             let mut params: u::ucp_ep_params_t = std::mem::zeroed();
             params.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
@@ -119,6 +122,8 @@ impl NodeInner {
         );
         state.by_ep.insert(ep as usize, conn_id);
         self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ep` was just created on this worker; the boxed FlushCtx is freed exactly once: here if
+        // UCX returns no request (the callback will not run), else by `wireup_flush_callback`.
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA;
@@ -150,6 +155,8 @@ impl NodeInner {
         conn.ready = true;
         if crate::log::debug_enabled() {
             // Which transports UCX chose for each protocol of this connection.
+            // SAFETY: `dup(2)` gives a descriptor that `fdopen` owns (checked for null) and `fclose` closes;
+            // `conn.ep` is a live endpoint of this worker (under the lock).
             unsafe {
                 let stream = libc::fdopen(libc::dup(2), c"w".as_ptr());
                 if !stream.is_null() {
@@ -194,6 +201,8 @@ impl NodeInner {
             }
         }
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: `conn.ep` is live (just removed from the tables, closed once here); a returned request is
+        // kept in `closing` and freed by `reap_closed_endpoints` once complete.
         unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -220,6 +229,8 @@ impl NodeInner {
 
 /// Frees the endpoint-close requests UCX has finished.
 pub(super) fn reap_closed_endpoints(state: &mut WorkerState) {
+    // SAFETY: every entry of `closing` is a request returned by `ucp_ep_close_nbx` on this worker, not
+    // freed yet; it is freed exactly once, here, when UCX says it is complete.
     state.closing.retain(|&request| unsafe {
         if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
             true
@@ -232,6 +243,9 @@ pub(super) fn reap_closed_endpoints(state: &mut WorkerState) {
 
 // UCX callbacks of connections. Each runs under the node's lock, inside progress or a UCX call.
 
+// SAFETY: UCX calls this only as registered: `user_data` is the FlushCtx boxed by `add_conn`, handed over once;
+// the node it names is alive (the worker is destroyed before it) and its lock is held (callbacks run
+// inside progress or a UCX call made under the lock), so `state()` is this thread's to use.
 unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut FlushCtx);
     let node = &*ctx.node;
@@ -241,6 +255,9 @@ unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_
     u::ucp_request_free(request);
 }
 
+// SAFETY: UCX calls this only as registered: `arg` is the node given to `ucp_listener_create`, alive while its
+// listener is (destroyed in `close`); the callback runs inside progress, under the node's lock;
+// `conn_request` is UCX's, handed to `ucp_ep_create` or `ucp_listener_reject` exactly once.
 pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_request_h, arg: *mut c_void) {
     let node = &*(arg as *const NodeInner);
     let state = node.state();
@@ -275,6 +292,8 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
     log_debug!("accepted connection {conn_id} from {peer_name}");
 }
 
+// SAFETY: UCX calls this only as registered: `arg` is the node, which outlives its worker's endpoints; the
+// callback runs inside progress under the node's lock.
 unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status: u::ucs_status_t) {
     let node = &*(arg as *const NodeInner);
     let state = node.state();

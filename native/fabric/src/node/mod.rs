@@ -240,6 +240,8 @@ impl Node {
         }
         let context = Arc::new(Context::new(&config)?);
         let pool = Pool::new(context.clone(), config.pool_cap_bytes, config.max_message_bytes);
+        // SAFETY: the params are zeroed, then filled for the fields in `field_mask`; `context` is alive
+        // (the node keeps it until after the worker is destroyed).
         let worker = unsafe {
             let mut params: u::ucp_worker_params_t = std::mem::zeroed();
             params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
@@ -249,8 +251,10 @@ impl Node {
             worker
         };
         let mut efd = -1;
+        // SAFETY: `worker` was just created; `efd` is a writable local.
         let status = unsafe { u::ucp_worker_get_efd(worker, &mut efd) };
         if status != u::UCS_OK {
+            // SAFETY: nothing else has seen `worker` yet; destroyed once, on this failure path only.
             unsafe { u::ucp_worker_destroy(worker) };
             return Err(ucx_error("ucp_worker_get_efd", status));
         }
@@ -311,6 +315,8 @@ impl Node {
         // Register the AM handler, then the listener; both refer to the node by address.
         let setup = (|| -> Result<Option<SocketAddr>> {
             let node_ptr = Arc::as_ptr(&inner) as *mut c_void;
+            // SAFETY: the params are zeroed and filled for the fields in `field_mask`; `node_ptr` stays valid
+            // while the worker exists (`close` destroys the worker before the last Arc can drop).
             unsafe {
                 let mut params: u::ucp_am_handler_param_t = std::mem::zeroed();
                 params.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID
@@ -325,6 +331,9 @@ impl Node {
             }
             match inner.config.listen {
                 None => Ok(None),
+                // SAFETY: `storage` outlives `ucp_listener_create`; the listener's callback arg is the node (as
+                // above); this thread is the only one with `inner` so far, so the state is its alone; UCX fills
+                // `attr.sockaddr` (a sockaddr_storage) before it is read.
                 Some(addr) => unsafe {
                     let (storage, len) = ucx::sockaddr(&addr);
                     let mut params: u::ucp_listener_params_t = std::mem::zeroed();
@@ -353,6 +362,8 @@ impl Node {
             }
         };
         // Only this thread holds `inner` so far: setting a field through the Arc is still exclusive.
+        // SAFETY: no other thread has `inner` yet (the progress thread starts below) and no reference to
+        // `local_addr` exists, so this write through the Arc is exclusive.
         unsafe { (*(Arc::as_ptr(&inner) as *mut NodeInner)).local_addr = local_addr };
 
         let mut threads = Vec::new();
@@ -458,6 +469,10 @@ impl Node {
 impl NodeInner {
     /// The worker state. Only valid while this thread holds `lock` (directly or in a UCX callback).
     #[allow(clippy::mut_from_ref)]
+    ///
+    /// # Safety
+    /// The caller holds `lock` on this thread (directly, or inside a UCX callback) and no other borrow
+    /// of the state is live on this thread (see the module comment, "Borrows").
     unsafe fn state(&self) -> &mut WorkerState {
         &mut *self.state.get()
     }
@@ -483,6 +498,7 @@ impl NodeInner {
             return Err(Error::Closed);
         }
         let mark = InProgressMark::enter(self);
+        // SAFETY: the lock was just taken by this thread, which had no borrow of the state before.
         let result = f(self, unsafe { self.state() });
         drop(mark);
         drop(guard);
@@ -514,6 +530,8 @@ impl NodeInner {
 
     fn wake(&self) {
         if self.sleeping.load(Ordering::SeqCst) {
+            // SAFETY: `ucp_worker_signal` is the one worker call UCX allows from any thread without the
+            // worker's lock; the worker lives until `close` destroys it, after the progress thread stopped.
             unsafe { u::ucp_worker_signal(self.worker) };
         }
     }
@@ -524,6 +542,7 @@ impl NodeInner {
         }
         self.dispatch.close();
         self.respond.close();
+        // SAFETY: as in `wake`; `close` destroys the worker only further down, after joining the threads.
         unsafe { u::ucp_worker_signal(self.worker) };
         let current = std::thread::current().id();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap());
@@ -539,6 +558,7 @@ impl NodeInner {
         drop(self.respond.drain());
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let mark = InProgressMark::enter(self);
+        // SAFETY: this thread holds the lock (taken just above) and had no borrow of the state.
         let state = unsafe { self.state() };
         for request in state.overflow.drain(..) {
             request.discard();
@@ -559,9 +579,13 @@ impl NodeInner {
         }
         let grace_end = Instant::now() + CLOSE_GRACE;
         while !state.closing.is_empty() && Instant::now() < grace_end {
+            // SAFETY: under the lock, on a worker that is not destroyed yet (below).
             unsafe { u::ucp_worker_progress(self.worker) };
             reap_closed_endpoints(state);
         }
+        // SAFETY: under the lock; the listener and the worker are destroyed exactly once (the listener's
+        // pointer is cleared; `closed` makes `close` run once), after every thread that used them was
+        // joined and every endpoint closed.
         unsafe {
             if !state.listener.is_null() {
                 u::ucp_listener_destroy(state.listener);

@@ -80,9 +80,13 @@ impl NodeInner {
         let _mark = InProgressMark::enter(self);
         let mut events = 0usize;
         if receive {
+            // SAFETY: the caller holds the lock (`_guard`) and no borrow of the state: UCX callbacks made
+            // inside borrow it themselves.
             events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
         }
         events += self.run_inline_handlers();
+        // SAFETY: the lock is held (`_guard`); the callbacks and Inline handlers above have returned,
+        // so no other borrow is live.
         let state = unsafe { self.state() };
         state.outbox.append(&mut self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()));
         while let Some(outgoing) = state.outbox.pop_front() {
@@ -210,16 +214,20 @@ impl NodeInner {
         self.sleeping.store(true, Ordering::SeqCst);
         let armed = {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the lock was just taken by this thread, which had no borrow of the state.
             let state = unsafe { self.state() };
             let posted = !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
             if posted || !state.outbox.is_empty() || !state.overflow.is_empty() || !state.to_close.is_empty() || self.respond.len() > 0 {
                 false
             } else {
+                // SAFETY: under the lock, on the live worker.
                 unsafe { u::ucp_worker_arm(self.worker) == u::UCS_OK }
             }
         };
         if armed && !self.closed.load(Ordering::SeqCst) {
             let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd; the worker's event fd stays open until the worker is destroyed in
+            // `close`, which joins this thread first.
             unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
         }
         self.sleeping.store(false, Ordering::SeqCst);

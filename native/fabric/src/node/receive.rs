@@ -32,6 +32,10 @@ impl NodeInner {
     /// The receive stage for one active message. Returns UCS_OK (data consumed) in every case but a
     /// rendezvous receive that was started (UCS_INPROGRESS is not needed: `ucp_am_recv_data_nbx`
     /// takes the descriptor).
+    ///
+    /// # Safety
+    /// Called from `am_recv_callback` only: under the node's lock with no borrow of the state live;
+    /// `data` holds `length` bytes (or is a rendezvous descriptor when `param` says so).
     unsafe fn on_active_message(&self, header: &[u8], data: *mut c_void, length: usize, param: &u::ucp_am_recv_param_t) {
         let state = self.state();
         let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
@@ -151,6 +155,8 @@ impl NodeInner {
                         return;
                     }
                 };
+                // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), which holds a strong
+                // count while the worker runs; the count is raised before the new Arc takes it over.
                 let node = unsafe {
                     Arc::increment_strong_count(self as *const NodeInner);
                     Arc::from_raw(self as *const NodeInner)
@@ -173,6 +179,9 @@ impl NodeInner {
 
 // UCX callbacks of the receive path. Each runs under the node's lock, inside progress.
 
+// SAFETY: UCX calls this only as registered: `arg` is the node given to `ucp_worker_set_am_recv_handler`,
+// alive while its worker is; `header` holds `header_length` bytes and `param` is valid for the call;
+// the callback runs inside `ucp_worker_progress`, under the node's lock, with no borrow of the state.
 pub(super) unsafe extern "C" fn am_recv_callback(
     arg: *mut c_void,
     header: *const c_void,
@@ -189,6 +198,9 @@ pub(super) unsafe extern "C" fn am_recv_callback(
     u::UCS_OK
 }
 
+// SAFETY: UCX calls this only as registered: `user_data` is the RecvCtx boxed by `on_active_message` for this
+// receive, handed over once; its node outlives the worker; the callback runs inside progress under
+// the node's lock; the reassembly kept the target buffer alive while this receive was in flight.
 unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_status_t, _length: usize, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut RecvCtx);
     let node = &*ctx.node;

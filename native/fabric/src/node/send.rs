@@ -147,8 +147,12 @@ impl NodeInner {
         ctx.request_id = request_id;
         let (bytes, memh) = ctx.payload.bytes();
         debug_assert!(offset + len <= bytes.len());
+        // SAFETY: `offset + len <= bytes.len()` (chunk_ranges cuts inside the payload; asserted above).
         let data = unsafe { bytes.as_ptr().add(offset) };
         let ctx_ptr = Box::into_raw(ctx);
+        // SAFETY: `ep` is a live endpoint of this worker (under the lock); the header and the payload
+        // bytes live in `ctx`, which is leaked into `user_data` until UCX is done: freed below if the send
+        // completed at once, else by `send_callback`; `memh`, if set, registers the payload's buffer.
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -170,9 +174,11 @@ impl NodeInner {
             )
         };
         if status_ptr.is_null() {
+            // SAFETY: completed at once: UCX will not call back, so the box is ours again (once).
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Ok(())
         } else if u::ucs_ptr_is_err(status_ptr) {
+            // SAFETY: failed at once: UCX will not call back, so the box is ours again (once).
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Err(ucx_error("ucp_am_send_nbx", u::ucs_ptr_status(status_ptr)))
         } else {
@@ -202,6 +208,7 @@ impl NodeInner {
         // thread; only under contention does it go through the respond queue.
         if let Ok(guard) = self.lock.try_lock() {
             let mark = InProgressMark::enter(self);
+            // SAFETY: this thread took the lock just now (`try_lock`), so no borrow of the state is live on it.
             self.send_outgoing(unsafe { self.state() }, outgoing);
             drop(mark);
             drop(guard);
@@ -237,6 +244,9 @@ impl NodeInner {
     }
 }
 
+// SAFETY: UCX calls this only as registered: `user_data` is the SendCtx leaked by `post_chunk` for this send,
+// handed over once; its node outlives the worker; the callback runs under the node's lock (inside
+// progress, or a forced `ucp_ep_close_nbx` in `close_conn`: see the module comment's known nesting).
 unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut SendCtx);
     let node = &*ctx.node;
