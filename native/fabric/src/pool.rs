@@ -4,10 +4,13 @@
 //!
 //! At the cap, an allocation first unmaps free buffers of other classes, then waits for a buffer
 //! to come back (bounded by a deadline), then fails with `Error::PoolExhausted`.
-//! Memory is unmapped only when the pool itself goes away, after every buffer has come back, so a
-//! stale pointer into a returned buffer (a Java ByteBuffer kept too long) reads stale bytes instead
-//! of faulting.
-use std::alloc::{alloc, dealloc, Layout};
+//!
+//! Views: a raw pointer into a buffer that outlives the `Buffer` (a Java direct `ByteBuffer`) must
+//! never point at unmapped memory. Whoever makes such a view takes a [`ViewPin`] first; a free
+//! buffer with pins is reused (a stale view then sees another message's bytes) but never unmapped
+//! at the cap. Everything is unmapped when the pool itself goes away, after every `Buffer` is back;
+//! the JVM bridge keeps the pool alive until every view is garbage.
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,11 +34,30 @@ struct Raw {
     address: *mut u8,
     capacity: usize,
     memh: u::ucp_mem_h,
+    /// Views of this memory that may outlive their `Buffer` (`ViewPin`s alive): while above 0 the
+    /// memory stays mapped.
+    pins: Arc<AtomicUsize>,
 }
 
-// The memory is owned by exactly one `Buffer`; shared references only read it.
+// SAFETY: `Raw` owns its mapping: it is either in one `Buffer` or on one free list (under that
+// class's mutex), never both, so moving it to another thread moves the only owner; the memh is a
+// plain handle that UCX allows to be used from any thread of a multi-threaded context.
 unsafe impl Send for Raw {}
+// SAFETY: `&Raw` only reads the address, capacity and memh fields (the bytes behind the address
+// are reached through `Buffer`, whose `&mut` methods give exclusive access).
 unsafe impl Sync for Raw {}
+
+/// Keeps a buffer's memory mapped while a view of it may exist (see the module comment). The pin
+/// holds no reference to the pool: the holder of a view keeps the pool alive itself.
+pub struct ViewPin {
+    pins: Arc<AtomicUsize>,
+}
+
+impl Drop for ViewPin {
+    fn drop(&mut self) {
+        self.pins.fetch_sub(1, Ordering::Release);
+    }
+}
 
 pub(crate) struct PoolInner {
     context: Arc<Context>,
@@ -77,8 +99,12 @@ fn layout(capacity: usize) -> Layout {
     Layout::from_size_align(capacity, align).unwrap()
 }
 
+/// Zeroed memory of `capacity` bytes (null if none), so a new buffer's bytes are initialized
+/// before anyone reads them through a slice.
 fn allocate(capacity: usize) -> *mut u8 {
     if capacity >= MMAP_MIN_BYTES {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
+        // existing memory; the result is checked against MAP_FAILED (anonymous pages are zeroed).
         let address = unsafe {
             libc::mmap(ptr::null_mut(), capacity, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
         };
@@ -88,15 +114,20 @@ fn allocate(capacity: usize) -> *mut u8 {
             address as *mut u8
         }
     } else {
-        unsafe { alloc(layout(capacity)) }
+        // SAFETY: `layout` has a non-zero size (classes start at 256 bytes).
+        unsafe { alloc_zeroed(layout(capacity)) }
     }
 }
 
+/// Gives back memory from `allocate(capacity)`. The caller guarantees nothing points into it any
+/// more: no `Buffer` (it is on a free list or the pool is dropping) and no `ViewPin`.
 fn deallocate(address: *mut u8, capacity: usize) {
     if capacity >= MMAP_MIN_BYTES {
+        // SAFETY: `address` is a mapping of exactly `capacity` bytes made by `allocate`, unmapped once.
         let status = unsafe { libc::munmap(address as *mut libc::c_void, capacity) };
         debug_assert_eq!(status, 0);
     } else {
+        // SAFETY: `address` came from `alloc_zeroed` with this same layout and is freed once.
         unsafe { dealloc(address, layout(capacity)) };
     }
 }
@@ -190,7 +221,7 @@ impl Pool {
         match self.inner.context.map(address, capacity) {
             Ok(memh) => {
                 self.inner.maps.fetch_add(1, Ordering::Relaxed);
-                Ok(Raw { address, capacity, memh })
+                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)) })
             }
             Err(e) => {
                 deallocate(address, capacity);
@@ -200,7 +231,8 @@ impl Pool {
     }
 
     /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
-    /// Free buffers of the wanted class would have been used, so they are not considered.
+    /// Free buffers of the wanted class would have been used, so they are not considered; pinned
+    /// ones (a view may still point into them) are kept.
     fn unmap_free_except(&self, wanted: usize, needed: usize) -> bool {
         let inner = &self.inner;
         let mut freed_any = false;
@@ -212,7 +244,16 @@ impl Pool {
                 if inner.mapped_bytes.load(Ordering::SeqCst) + needed <= inner.cap_bytes {
                     return true;
                 }
-                let Some(raw) = inner.classes[class].lock().unwrap().pop() else { break };
+                let raw = {
+                    let mut free = inner.classes[class].lock().unwrap();
+                    // Acquire: pairs with the Release of `ViewPin::drop`, so the view's last
+                    // accesses happen before the unmap. A free buffer cannot gain a pin (pins are
+                    // taken through a `Buffer`), so 0 here stays 0.
+                    match free.iter().position(|raw| raw.pins.load(Ordering::Acquire) == 0) {
+                        Some(index) => free.swap_remove(index),
+                        None => break,
+                    }
+                };
                 inner.release_raw(raw);
                 freed_any = true;
             }
@@ -278,9 +319,13 @@ impl Buffer {
         self.len = len;
     }
     pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping of `capacity` bytes at `address` lives as long as this `Buffer` (it
+        // returns to the pool only in `drop`), `len <= capacity` (`set_len` asserts it) and the
+        // memory is initialized (zeroed by mmap or written before use: see `allocate`).
         unsafe { std::slice::from_raw_parts(self.raw().address, self.len) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only slice of the buffer in Rust.
         unsafe { std::slice::from_raw_parts_mut(self.raw().address, self.len) }
     }
     pub fn as_ptr(&self) -> *const u8 {
@@ -291,6 +336,14 @@ impl Buffer {
     }
     pub(crate) fn memh(&self) -> u::ucp_mem_h {
         self.raw().memh
+    }
+    /// Pins this buffer's memory for a view that may outlive the buffer: until the pin is dropped,
+    /// the pool never unmaps it (it may hand it out again). A holder of a view must also keep the
+    /// node (its pool) alive.
+    pub fn pin_view(&self) -> ViewPin {
+        let pins = self.raw().pins.clone();
+        pins.fetch_add(1, Ordering::Relaxed);
+        ViewPin { pins }
     }
 }
 
@@ -384,6 +437,32 @@ mod tests {
         let small: Vec<Buffer> = (0..4).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
         drop(small);
         assert_eq!(pool.mapped_bytes(), 512 << 10);
+        let big = pool.alloc(1 << 20, None).unwrap();
+        assert_eq!(big.capacity(), 1 << 20);
+        assert_eq!(pool.mapped_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn pinned_free_buffers_stay_mapped_at_the_cap() {
+        let pool = pool(1 << 20);
+        let small: Vec<Buffer> = (0..4).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
+        let addresses: Vec<*const u8> = small.iter().map(|b| b.as_ptr()).collect();
+        // Two of the four get a view that outlives the buffer (as a Java ByteBuffer does).
+        let pins: Vec<ViewPin> = small[..2].iter().map(|b| b.pin_view()).collect();
+        drop(small);
+        // At the cap only the two unpinned buffers can be unmapped: not enough for 1 MiB.
+        assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
+        assert_eq!(pool.mapped_bytes(), 256 << 10, "the pinned half is still mapped");
+        let kept: Vec<Buffer> = (0..2).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
+        for buffer in &kept {
+            assert!(addresses[..2].contains(&buffer.as_ptr()), "a pinned buffer is reused, not unmapped");
+            // The pinned memory is still mapped: reading every page of it does not fault.
+            let touched: u64 = buffer.as_slice().iter().step_by(4096).map(|&b| b as u64).sum();
+            std::hint::black_box(touched);
+        }
+        drop(kept);
+        // Once the views are gone the memory can be reclaimed for the big buffer.
+        drop(pins);
         let big = pool.alloc(1 << 20, None).unwrap();
         assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pool.mapped_bytes(), 1 << 20);

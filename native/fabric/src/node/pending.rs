@@ -194,7 +194,8 @@ impl Endpoint {
         self.submit_pending(op, Payload::Shared(payload))
     }
 
-    /// Sends `payload`; `done` runs with the result on the progress thread (keep it short).
+    /// Sends `payload`; `done` runs with the result on the progress thread (keep it short), under
+    /// the node's lock and inside its borrow of the worker state: it must not call this node.
     pub fn request_with(
         &self,
         op: u16,
