@@ -8,8 +8,11 @@
 //! Views: a raw pointer into a buffer that outlives the `Buffer` (a Java direct `ByteBuffer`) must
 //! never point at unmapped memory. Whoever makes such a view takes a [`ViewPin`] first; a free
 //! buffer with pins is reused (a stale view then sees another message's bytes) but never unmapped
-//! at the cap. Everything is unmapped when the pool itself goes away, after every `Buffer` is back;
-//! the JVM bridge keeps the pool alive until every view is garbage.
+//! at the cap: a pinned buffer of 64 KiB or more that must make room becomes a ghost (unregistered,
+//! its pages dropped with MADV_DONTNEED, its address range still mapped: a stale view reads zeros)
+//! and is unmapped once its pins are gone; smaller pinned buffers (heap memory) stay until then.
+//! Everything is unmapped when the pool itself goes away, after every `Buffer` is back; the JVM
+//! bridge keeps the pool alive until every view is garbage.
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -71,6 +74,10 @@ pub(crate) struct PoolInner {
     /// count keeps the common case free of the futex system call a notify costs).
     returned: (Mutex<()>, Condvar),
     waiters: AtomicUsize,
+    /// Buffers given up at the cap while views still pointed into them: unregistered, pages
+    /// dropped, address range still mapped until their pins are gone (see `ghost`).
+    ghosts: Mutex<Vec<Raw>>,
+    ghost_bytes: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -146,6 +153,8 @@ impl Pool {
                 maps: AtomicU64::new(0),
                 returned: (Mutex::new(()), Condvar::new()),
                 waiters: AtomicUsize::new(0),
+                ghosts: Mutex::new(Vec::new()),
+                ghost_bytes: AtomicUsize::new(0),
             }),
         }
     }
@@ -235,6 +244,7 @@ impl Pool {
     /// ones (a view may still point into them) are kept.
     fn unmap_free_except(&self, wanted: usize, needed: usize) -> bool {
         let inner = &self.inner;
+        inner.reap_ghosts();
         let mut freed_any = false;
         for class in (0..inner.classes.len()).rev() {
             if class == wanted {
@@ -248,13 +258,19 @@ impl Pool {
                     let mut free = inner.classes[class].lock().unwrap();
                     // Acquire: pairs with the Release of `ViewPin::drop`, so the view's last
                     // accesses happen before the unmap. A free buffer cannot gain a pin (pins are
-                    // taken through a `Buffer`), so 0 here stays 0.
-                    match free.iter().position(|raw| raw.pins.load(Ordering::Acquire) == 0) {
+                    // taken through a `Buffer`), so 0 here stays 0. A pinned one can be given up
+                    // only if it is a mapping of its own (it becomes a ghost, below).
+                    let unpinned = free.iter().position(|raw| raw.pins.load(Ordering::Acquire) == 0);
+                    match unpinned.or_else(|| free.iter().position(|raw| raw.capacity >= MMAP_MIN_BYTES)) {
                         Some(index) => free.swap_remove(index),
                         None => break,
                     }
                 };
-                inner.release_raw(raw);
+                if raw.pins.load(Ordering::Acquire) == 0 {
+                    inner.release_raw(raw);
+                } else {
+                    inner.ghost(raw);
+                }
                 freed_any = true;
             }
         }
@@ -275,6 +291,35 @@ impl Pool {
 }
 
 impl PoolInner {
+    /// Gives up a free buffer that a view may still point into (pinned): its registration and its
+    /// pages go (the cap counts it no more), its address range stays mapped (reads see zeros, a
+    /// stale write costs a fresh page) until the last pin is gone and `reap_ghosts` unmaps it.
+    fn ghost(&self, raw: Raw) {
+        debug_assert!(raw.capacity >= MMAP_MIN_BYTES, "only own mappings become ghosts");
+        self.context.unmap(raw.memh);
+        // SAFETY: `raw` is a private anonymous mapping of `capacity` bytes made by `allocate`, owned
+        // by the pool (on no free list now, in no `Buffer`); MADV_DONTNEED keeps the range mapped.
+        let status = unsafe { libc::madvise(raw.address as *mut libc::c_void, raw.capacity, libc::MADV_DONTNEED) };
+        debug_assert_eq!(status, 0);
+        self.mapped_bytes.fetch_sub(raw.capacity, Ordering::SeqCst);
+        self.ghost_bytes.fetch_add(raw.capacity, Ordering::Relaxed);
+        self.ghosts.lock().unwrap().push(Raw { memh: ptr::null_mut(), ..raw });
+    }
+
+    /// Unmaps the ghosts whose views are all gone.
+    fn reap_ghosts(&self) {
+        let mut ghosts = self.ghosts.lock().unwrap();
+        ghosts.retain(|raw| {
+            // Acquire: as in `unmap_free_except`.
+            if raw.pins.load(Ordering::Acquire) > 0 {
+                return true;
+            }
+            deallocate(raw.address, raw.capacity);
+            self.ghost_bytes.fetch_sub(raw.capacity, Ordering::Relaxed);
+            false
+        });
+    }
+
     fn release_raw(&self, raw: Raw) {
         self.context.unmap(raw.memh);
         deallocate(raw.address, raw.capacity);
@@ -289,6 +334,10 @@ impl Drop for PoolInner {
                 self.context.unmap(raw.memh);
                 deallocate(raw.address, raw.capacity);
             }
+        }
+        // The holder of a view keeps the pool alive (see the module comment): no pin is left.
+        for raw in self.ghosts.lock().unwrap().drain(..) {
+            deallocate(raw.address, raw.capacity);
         }
     }
 }
@@ -447,25 +496,40 @@ mod tests {
         let pool = pool(1 << 20);
         let small: Vec<Buffer> = (0..4).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
         let addresses: Vec<*const u8> = small.iter().map(|b| b.as_ptr()).collect();
+        for (buffer, address) in small.iter().zip(&addresses) {
+            // SAFETY: (test) writes the first byte of a live buffer of 128 KiB.
+            unsafe { *(*address as *mut u8) = 7 };
+            assert_eq!(buffer.as_slice()[0], 7);
+        }
         // Two of the four get a view that outlives the buffer (as a Java ByteBuffer does).
         let pins: Vec<ViewPin> = small[..2].iter().map(|b| b.pin_view()).collect();
         drop(small);
-        // At the cap only the two unpinned buffers can be unmapped: not enough for 1 MiB.
-        assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
-        assert_eq!(pool.mapped_bytes(), 256 << 10, "the pinned half is still mapped");
-        let kept: Vec<Buffer> = (0..2).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
-        for buffer in &kept {
-            assert!(addresses[..2].contains(&buffer.as_ptr()), "a pinned buffer is reused, not unmapped");
-            // The pinned memory is still mapped: reading every page of it does not fault.
-            let touched: u64 = buffer.as_slice().iter().step_by(4096).map(|&b| b as u64).sum();
-            std::hint::black_box(touched);
-        }
-        drop(kept);
-        // Once the views are gone the memory can be reclaimed for the big buffer.
-        drop(pins);
+        // At the cap the unpinned two are unmapped and the pinned two become ghosts: the cap holds
+        // and the big buffer fits.
         let big = pool.alloc(1 << 20, None).unwrap();
-        assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pool.mapped_bytes(), 1 << 20);
+        assert_eq!(pool.inner.ghost_bytes.load(Ordering::Relaxed), 256 << 10);
+        for address in &addresses[..2] {
+            // SAFETY: (test) a ghost's range is still mapped (its pages were dropped): reads see 0.
+            assert_eq!(unsafe { std::ptr::read_volatile(*address) }, 0, "a stale view reads zeros, it does not fault");
+        }
+        drop(big);
+        // Once the views are gone the ghosts are unmapped at the next reclaim.
+        drop(pins);
+        let _other = pool.alloc(512 << 10, None).unwrap();
+        assert_eq!(pool.inner.ghost_bytes.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn small_pinned_buffers_are_kept_until_unpinned() {
+        let pool = pool(1 << 20);
+        let small: Vec<Buffer> = (0..32).map(|_| pool.alloc(32 << 10, None).unwrap()).collect();
+        let pins: Vec<ViewPin> = small.iter().map(|b| b.pin_view()).collect();
+        drop(small);
+        // Heap memory cannot be given up page-wise: with every small buffer pinned nothing fits.
+        assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
+        drop(pins);
+        assert_eq!(pool.alloc(1 << 20, None).unwrap().capacity(), 1 << 20);
     }
 
     #[test]

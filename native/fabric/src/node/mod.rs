@@ -153,7 +153,7 @@ pub(crate) struct NodeInner {
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
     /// Responses posted by code running under the lock (Inline handlers, requests refused at
-    /// intake), sent by the next progress round. Outside `WorkerState` so that posting one never
+    /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
     /// borrows the state: the poster may run while a caller up the stack holds that borrow.
     responses_under_lock: Mutex<VecDeque<Outgoing>>,
     handler: Option<Arc<dyn Handler>>,

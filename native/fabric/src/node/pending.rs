@@ -195,7 +195,8 @@ impl Endpoint {
     }
 
     /// Sends `payload`; `done` runs with the result on the progress thread (keep it short), under
-    /// the node's lock and inside its borrow of the worker state: it must not call this node.
+    /// the runtime's lock and inside this node's borrow of its state: it must not call this node
+    /// (another node of the process is fine).
     pub fn request_with(
         &self,
         op: u16,

@@ -56,11 +56,14 @@ pub(super) enum ChunkTarget<'a> {
     Drop,
 }
 
-/// What one connection holds in reassembly (requests only).
+/// What one connection holds in reassembly (requests only): multi-chunk requests (the count
+/// limits), and bytes of every request's buffer (a single-chunk request sent by rendezvous holds
+/// one here until its data has landed).
 #[derive(Default, Clone, Copy)]
 struct ConnUsage {
     requests: usize,
     bytes: usize,
+    entries: usize,
 }
 
 pub(super) struct Reassembly {
@@ -89,18 +92,22 @@ impl Reassembly {
     pub(super) fn accept(&mut self, key: PartialKey, header: &Header, now_ms: u64, receive: bool, alloc: impl FnOnce(usize) -> Option<Buffer>) -> Result<ChunkTarget<'_>, String> {
         if !self.partials.contains_key(&key) {
             let mut usage = self.usage.get(&key.0).copied().unwrap_or_default();
+            let counted = header.chunk_count > 1;
             let buffer = if is_request(&key) {
-                if usage.requests >= self.limits.requests_per_connection {
+                if counted && usage.requests >= self.limits.requests_per_connection {
                     return Err(format!("more than {} requests of one connection in reassembly", self.limits.requests_per_connection));
                 }
-                if self.requests >= self.limits.requests {
+                if counted && self.requests >= self.limits.requests {
                     return Err(format!("more than {} requests in reassembly on this node", self.limits.requests));
                 }
-                let over_bytes = usage.requests > 0 && usage.bytes + header.total_len as usize > self.limits.bytes_per_connection;
+                let over_bytes = usage.entries > 0 && usage.bytes + header.total_len as usize > self.limits.bytes_per_connection;
                 let buffer = if over_bytes { None } else { alloc(header.total_len as usize) };
-                usage.requests += 1;
+                if counted {
+                    usage.requests += 1;
+                    self.requests += 1;
+                }
+                usage.entries += 1;
                 usage.bytes += buffer.as_ref().map_or(0, |b| b.len());
-                self.requests += 1;
                 self.usage.insert(key.0, usage);
                 buffer
             } else {
@@ -198,11 +205,17 @@ impl Reassembly {
     fn remove(&mut self, key: &PartialKey) -> Option<Partial> {
         let partial = self.partials.remove(key)?;
         if is_request(key) {
-            self.requests -= 1;
+            let counted = partial.chunk_count > 1;
+            if counted {
+                self.requests -= 1;
+            }
             if let Some(usage) = self.usage.get_mut(&key.0) {
-                usage.requests -= 1;
+                if counted {
+                    usage.requests -= 1;
+                }
+                usage.entries -= 1;
                 usage.bytes -= partial.buffer.as_ref().map_or(0, |b| b.len());
-                if usage.requests == 0 {
+                if usage.entries == 0 {
                     self.usage.remove(&key.0);
                 }
             }
@@ -396,6 +409,19 @@ mod tests {
         reassembly.chunk_done((1, 0, 1), CHUNK, true, false, 1);
         assert!(reassembly.chunk_done((1, 0, 1), 1, true, false, 1).is_some());
         assert!(reassembly.accept((3, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
+    }
+
+    #[test]
+    fn single_chunk_requests_by_rendezvous_count_bytes_not_messages() {
+        let mut reassembly = Reassembly::new(LIMITS);
+        let single = |id| Header { kind: Kind::Request, status: wire::STATUS_OK, ..chunk(id, 0, 1, 100) };
+        for id in 0..10 {
+            assert!(reassembly.accept((1, id, 1), &single(id), 0, true, |_| None).is_ok(), "not limited by count: {id}");
+        }
+        assert!(reassembly.accept((1, 10, 1), &request_chunk(10, 0), 0, false, |_| None).is_ok(), "multi-chunk ones still fit");
+        for id in 0..10 {
+            assert!(reassembly.chunk_done((1, id, 1), 100, true, false, 1).is_some());
+        }
     }
 
     #[test]
