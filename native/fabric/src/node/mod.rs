@@ -546,7 +546,7 @@ impl NodeInner {
         self.retired.store(true, Ordering::SeqCst);
         // SAFETY: under the runtime's lock.
         let shared = unsafe { runtime.shared() };
-        shared.nodes.retain(|n| !(std::ptr::eq(Arc::as_ptr(n), self) && !NodeInner::ucx_busy(state)));
+        shared.nodes.retain(|n| !std::ptr::eq(Arc::as_ptr(n), self) || NodeInner::ucx_busy(state));
         drop(mark);
         drop(guard);
         runtime.release();
