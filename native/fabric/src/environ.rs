@@ -67,6 +67,11 @@ pub fn set_var(name: &CStr, value: &CStr, overwrite: bool) -> bool {
     true
 }
 
+/// Tests that change the C environment take turns: two writers at once (this file's tests and the
+/// preload library's, which include this file) lose each other's additions, as `set_var` says.
+#[cfg(test)]
+pub(crate) static TEST_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +87,7 @@ mod tests {
 
     #[test]
     fn adds_keeps_and_overwrites() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         assert!(set_var(c"SLIPSTREAM_ENVIRON_TEST_A", c"one", false));
         assert_eq!(get(c"SLIPSTREAM_ENVIRON_TEST_A").as_deref(), Some("one"));
         assert!(set_var(c"SLIPSTREAM_ENVIRON_TEST_A", c"two", false));
@@ -94,6 +100,7 @@ mod tests {
 
     #[test]
     fn readers_on_other_threads_survive_many_additions() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let stop = Arc::new(AtomicBool::new(false));
         let reads = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..2)

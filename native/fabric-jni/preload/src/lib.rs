@@ -147,8 +147,9 @@ pub extern "system" fn Java_io_slipstream_fabric_Preload_verify(_env: *mut c_voi
 mod tests {
     use super::*;
 
-    /// The recorded handlers are process-global: tests take turns.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    /// The recorded handlers and the C environment are process-global: tests take turns, also
+    /// with the tests of `environ.rs` (included in this library).
+    use super::environ::TEST_SERIAL as SERIAL;
 
     #[test]
     fn prepare_empties_the_variable_and_verify_sees_no_change() {
