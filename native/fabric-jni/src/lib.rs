@@ -14,10 +14,12 @@
 //!   guarantees a handle is used only while valid and freed once (`NodeHandle`, `FabricBuffer`,
 //!   `FabricRequest`); functions that consume a handle take ownership first, so they consume it
 //!   even when they fail.
-//! - Registered memory reaches Java only as direct `ByteBuffer`s over pool buffers. The pool keeps
-//!   returned memory mapped until the pool itself is dropped, and the pool lives as long as the
-//!   node handle, which Java frees only once no view is reachable: a stale view reads stale bytes,
-//!   it never faults.
+//! - Registered memory reaches Java only as direct `ByteBuffer`s over pool buffers. Each buffer
+//!   handed to Java is pinned (`bufferPin`, a `fabric::ViewPin` behind another handle) until its
+//!   root view is garbage (`viewUnpin`, from Java's cleaner): the pool may reuse a released
+//!   buffer but never unmaps pinned memory. The pool lives as long as the node handle, which Java
+//!   frees only once no view is reachable. So a stale view reads or writes stale bytes of the
+//!   pool, it never faults and never touches the native heap.
 use std::net::{IpAddr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -33,7 +35,7 @@ mod completions;
 use completions::Completions;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-const ABI_VERSION: jint = 3;
+const ABI_VERSION: jint = 4;
 /// `FabricNative.STATS_FIELDS`.
 const STATS_FIELDS: usize = 11;
 
@@ -183,6 +185,8 @@ fn borrow<'a, T>(handle: jlong, what: &str) -> Outcome<&'a T> {
     if handle == 0 {
         return Err(Failure::Internal(format!("null {what} handle")));
     }
+    // SAFETY: a non-null handle is a `Box<T>` made by `into_handle` and not yet taken; Java uses it only
+    // while valid (NodeHandle, FabricBuffer, FabricRequest hold it until freed once).
     Ok(unsafe { &*(handle as *const T) })
 }
 
@@ -191,6 +195,7 @@ fn take<T>(handle: jlong, what: &str) -> Outcome<T> {
     if handle == 0 {
         return Err(Failure::Internal(format!("null {what} handle")));
     }
+    // SAFETY: as in `borrow`; Java forgets the handle before this call, so the box is taken once.
     Ok(*unsafe { Box::from_raw(handle as *mut T) })
 }
 
@@ -224,6 +229,9 @@ fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> Outcome<JBy
             "buffer of {capacity} bytes does not fit a ByteBuffer"
         )));
     }
+    // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: Java pins the
+    // buffer (`bufferPin`) before the handle can be released and unpins only when the root view is
+    // garbage, and the pool never unmaps pinned memory nor goes away before the node handle is freed.
     Ok(unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? })
 }
 
@@ -234,6 +242,7 @@ fn emit_buffer(env: &mut JNIEnv, mut buffer: Buffer, out: &JLongArray, at: i32) 
     let length = buffer.len() as jlong;
     let handle = into_handle(buffer);
     if let Err(error) = env.set_long_array_region(out, at, &[handle, length]) {
+        // SAFETY: `handle` was made by `into_handle` just above and never reached Java.
         drop(unsafe { Box::from_raw(handle as *mut Buffer) });
         return Err(error.into());
     }
@@ -265,6 +274,9 @@ fn copy_payload(
             )));
         }
         let mut buffer = alloc(len)?;
+        // SAFETY: JNI gave the direct buffer's address and capacity, `start + len <= capacity` is
+        // checked above, and the `direct` reference keeps the buffer reachable for this call (a view of
+        // fabric memory is pinned besides, so a released buffer's view is still mapped).
         let source = unsafe { std::slice::from_raw_parts(address.add(start), len) };
         buffer.as_mut_slice().copy_from_slice(source);
         Ok(buffer)
@@ -278,6 +290,8 @@ fn copy_payload(
         let mut buffer = alloc(len)?;
         let target = buffer.as_mut_slice();
         // jbyte is i8: same size and alignment as u8.
+        // SAFETY: the same bytes reborrowed as i8 (same size and alignment as u8), exclusively (`target`
+        // is not used while this slice lives).
         let target = unsafe { std::slice::from_raw_parts_mut(target.as_mut_ptr() as *mut i8, target.len()) };
         env.get_byte_array_region(heap, offset, target)?;
         Ok(buffer)
@@ -524,7 +538,9 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'l
         let (length, op) = (payload.len() as jlong, request.op() as jlong);
         let (request, payload) = (into_handle(request), into_handle(payload));
         if let Err(error) = env.set_long_array_region(&out, 0, &[request, payload, length, op]) {
+            // SAFETY: both handles were made just above and never reached Java; each is taken once.
             drop(unsafe { Box::from_raw(payload as *mut Buffer) });
+            // SAFETY: as above.
             drop(unsafe { Box::from_raw(request as *mut Request) });
             return Err(error.into());
         }
@@ -610,6 +626,7 @@ fn emit_completion<'local>(
             }
             let handle = into_handle(buffer);
             if let Err(error) = env.set_long_array_region(out, 3 * at + 1, &[handle]) {
+                // SAFETY: `handle` was made just above and its store into `out` failed: Java never saw it.
                 let buffer = *unsafe { Box::from_raw(handle as *mut Buffer) };
                 return Err(((tag, Ok(buffer)), error.into()));
             }
@@ -822,6 +839,28 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_bufferFree(
 ) {
     guard(&mut env, (), |_| {
         drop(take::<Buffer>(buffer, "buffer")?);
+        Ok(())
+    })
+}
+
+/// Pins a live buffer's memory for its Java views (see the crate's invariants); returns the pin's
+/// handle, which `viewUnpin` frees once the views are garbage.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_bufferPin(
+    mut env: JNIEnv,
+    _class: JClass,
+    buffer: jlong,
+) -> jlong {
+    guard(&mut env, 0, |_| {
+        let buffer: &Buffer = borrow(buffer, "buffer")?;
+        Ok(into_handle(buffer.pin_view()))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_viewUnpin(mut env: JNIEnv, _class: JClass, pin: jlong) {
+    guard(&mut env, (), |_| {
+        drop(take::<fabric::ViewPin>(pin, "view pin")?);
         Ok(())
     })
 }

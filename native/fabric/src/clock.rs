@@ -6,6 +6,7 @@
 /// Milliseconds on CLOCK_MONOTONIC_COARSE.
 pub(crate) fn coarse_ms() -> u64 {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid, writable timespec for the duration of the call.
     let status = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
     debug_assert_eq!(status, 0);
     now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000

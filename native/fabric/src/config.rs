@@ -45,6 +45,24 @@ pub struct Config {
     pub handler_mode: HandlerMode,
     /// Cached outgoing connections unused this long are closed.
     pub idle_timeout: Duration,
+    /// Accepted (incoming) connections on which nothing was received or sent this long, with no
+    /// request being served, are closed. Longer than `idle_timeout` by default, so that a peer with
+    /// the same settings closes its own end first and never sees its cached connection fail.
+    pub incoming_idle_timeout: Duration,
+    /// Multi-chunk requests one connection may have in reassembly at once; a chunk that would start
+    /// one more is a protocol error (the connection is closed). Responses are bounded by the
+    /// pending table instead (`max_requests_in_flight`).
+    pub max_reassembly_messages_per_connection: usize,
+    /// Multi-chunk requests in reassembly at once over all connections; beyond it, as above, for
+    /// the connection whose chunk would exceed it.
+    pub max_reassembly_messages: usize,
+    /// Bytes of buffers one connection's requests may hold in reassembly (at least one message is
+    /// always admitted). A request beyond it gets no buffer: its chunks are received and dropped
+    /// and it is answered `STATUS_POOL_EXHAUSTED`, so one peer cannot pin the whole pool.
+    pub max_reassembly_bytes_per_connection: usize,
+    /// A message in reassembly whose chunks stop arriving for this long is dropped and its buffer
+    /// freed (no answer is sent: the requester's own deadline fails it).
+    pub reassembly_timeout: Duration,
     /// A request without a response after this fails with `Error::Timeout`.
     pub request_timeout: Duration,
     /// The progress thread spins this long after the last event before sleeping on the worker's event fd.
@@ -78,6 +96,11 @@ impl Default for Config {
             dispatch_queue_depth: 1024,
             handler_mode: HandlerMode::Staged { threads: 2 },
             idle_timeout: Duration::from_secs(60),
+            incoming_idle_timeout: Duration::from_secs(120),
+            max_reassembly_messages_per_connection: 256,
+            max_reassembly_messages: 4096,
+            max_reassembly_bytes_per_connection: 128 << 20,
+            reassembly_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             spin_us: 50,
             shm_with_peer_errors: true,
@@ -109,6 +132,12 @@ impl Config {
         }
         if self.request_timeout.is_zero() {
             return fail("request_timeout must be positive");
+        }
+        if self.max_reassembly_messages_per_connection == 0 || self.max_reassembly_messages == 0 || self.max_reassembly_bytes_per_connection == 0 {
+            return fail("max_reassembly_messages_per_connection, max_reassembly_messages and max_reassembly_bytes_per_connection must be positive");
+        }
+        if self.reassembly_timeout.is_zero() || self.incoming_idle_timeout.is_zero() {
+            return fail("reassembly_timeout and incoming_idle_timeout must be positive");
         }
         Ok(())
     }

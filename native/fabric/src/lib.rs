@@ -28,6 +28,7 @@
 //! ```
 mod clock;
 mod config;
+mod environ;
 mod error;
 mod log;
 mod node;
@@ -39,4 +40,4 @@ pub mod wire;
 pub use config::{Config, HandlerMode, Transport};
 pub use error::{Error, Result};
 pub use node::{Endpoint, Handler, Node, Pending, Request, Response, Stats};
-pub use pool::Buffer;
+pub use pool::{Buffer, ViewPin};

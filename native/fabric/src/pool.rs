@@ -4,10 +4,16 @@
 //!
 //! At the cap, an allocation first unmaps free buffers of other classes, then waits for a buffer
 //! to come back (bounded by a deadline), then fails with `Error::PoolExhausted`.
-//! Memory is unmapped only when the pool itself goes away, after every buffer has come back, so a
-//! stale pointer into a returned buffer (a Java ByteBuffer kept too long) reads stale bytes instead
-//! of faulting.
-use std::alloc::{alloc, dealloc, Layout};
+//!
+//! Views: a raw pointer into a buffer that outlives the `Buffer` (a Java direct `ByteBuffer`) must
+//! never point at unmapped memory. Whoever makes such a view takes a [`ViewPin`] first; a free
+//! buffer with pins is reused (a stale view then sees another message's bytes) but never unmapped
+//! at the cap: a pinned buffer of 64 KiB or more that must make room becomes a ghost (unregistered,
+//! its pages dropped with MADV_DONTNEED, its address range still mapped: a stale view reads zeros)
+//! and is unmapped once its pins are gone; smaller pinned buffers (heap memory) stay until then.
+//! Everything is unmapped when the pool itself goes away, after every `Buffer` is back; the JVM
+//! bridge keeps the pool alive until every view is garbage.
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,11 +37,30 @@ struct Raw {
     address: *mut u8,
     capacity: usize,
     memh: u::ucp_mem_h,
+    /// Views of this memory that may outlive their `Buffer` (`ViewPin`s alive): while above 0 the
+    /// memory stays mapped.
+    pins: Arc<AtomicUsize>,
 }
 
-// The memory is owned by exactly one `Buffer`; shared references only read it.
+// SAFETY: `Raw` owns its mapping: it is either in one `Buffer` or on one free list (under that
+// class's mutex), never both, so moving it to another thread moves the only owner; the memh is a
+// plain handle that UCX allows to be used from any thread of a multi-threaded context.
 unsafe impl Send for Raw {}
+// SAFETY: `&Raw` only reads the address, capacity and memh fields (the bytes behind the address
+// are reached through `Buffer`, whose `&mut` methods give exclusive access).
 unsafe impl Sync for Raw {}
+
+/// Keeps a buffer's memory mapped while a view of it may exist (see the module comment). The pin
+/// holds no reference to the pool: the holder of a view keeps the pool alive itself.
+pub struct ViewPin {
+    pins: Arc<AtomicUsize>,
+}
+
+impl Drop for ViewPin {
+    fn drop(&mut self) {
+        self.pins.fetch_sub(1, Ordering::Release);
+    }
+}
 
 pub(crate) struct PoolInner {
     context: Arc<Context>,
@@ -49,6 +74,10 @@ pub(crate) struct PoolInner {
     /// count keeps the common case free of the futex system call a notify costs).
     returned: (Mutex<()>, Condvar),
     waiters: AtomicUsize,
+    /// Buffers given up at the cap while views still pointed into them: unregistered, pages
+    /// dropped, address range still mapped until their pins are gone (see `ghost`).
+    ghosts: Mutex<Vec<Raw>>,
+    ghost_bytes: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -77,8 +106,12 @@ fn layout(capacity: usize) -> Layout {
     Layout::from_size_align(capacity, align).unwrap()
 }
 
+/// Zeroed memory of `capacity` bytes (null if none), so a new buffer's bytes are initialized
+/// before anyone reads them through a slice.
 fn allocate(capacity: usize) -> *mut u8 {
     if capacity >= MMAP_MIN_BYTES {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
+        // existing memory; the result is checked against MAP_FAILED (anonymous pages are zeroed).
         let address = unsafe {
             libc::mmap(ptr::null_mut(), capacity, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
         };
@@ -88,15 +121,20 @@ fn allocate(capacity: usize) -> *mut u8 {
             address as *mut u8
         }
     } else {
-        unsafe { alloc(layout(capacity)) }
+        // SAFETY: `layout` has a non-zero size (classes start at 256 bytes).
+        unsafe { alloc_zeroed(layout(capacity)) }
     }
 }
 
+/// Gives back memory from `allocate(capacity)`. The caller guarantees nothing points into it any
+/// more: no `Buffer` (it is on a free list or the pool is dropping) and no `ViewPin`.
 fn deallocate(address: *mut u8, capacity: usize) {
     if capacity >= MMAP_MIN_BYTES {
+        // SAFETY: `address` is a mapping of exactly `capacity` bytes made by `allocate`, unmapped once.
         let status = unsafe { libc::munmap(address as *mut libc::c_void, capacity) };
         debug_assert_eq!(status, 0);
     } else {
+        // SAFETY: `address` came from `alloc_zeroed` with this same layout and is freed once.
         unsafe { dealloc(address, layout(capacity)) };
     }
 }
@@ -115,6 +153,8 @@ impl Pool {
                 maps: AtomicU64::new(0),
                 returned: (Mutex::new(()), Condvar::new()),
                 waiters: AtomicUsize::new(0),
+                ghosts: Mutex::new(Vec::new()),
+                ghost_bytes: AtomicUsize::new(0),
             }),
         }
     }
@@ -190,7 +230,7 @@ impl Pool {
         match self.inner.context.map(address, capacity) {
             Ok(memh) => {
                 self.inner.maps.fetch_add(1, Ordering::Relaxed);
-                Ok(Raw { address, capacity, memh })
+                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)) })
             }
             Err(e) => {
                 deallocate(address, capacity);
@@ -200,9 +240,11 @@ impl Pool {
     }
 
     /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
-    /// Free buffers of the wanted class would have been used, so they are not considered.
+    /// Free buffers of the wanted class would have been used, so they are not considered; pinned
+    /// ones (a view may still point into them) are kept.
     fn unmap_free_except(&self, wanted: usize, needed: usize) -> bool {
         let inner = &self.inner;
+        inner.reap_ghosts();
         let mut freed_any = false;
         for class in (0..inner.classes.len()).rev() {
             if class == wanted {
@@ -212,8 +254,23 @@ impl Pool {
                 if inner.mapped_bytes.load(Ordering::SeqCst) + needed <= inner.cap_bytes {
                     return true;
                 }
-                let Some(raw) = inner.classes[class].lock().unwrap().pop() else { break };
-                inner.release_raw(raw);
+                let raw = {
+                    let mut free = inner.classes[class].lock().unwrap();
+                    // Acquire: pairs with the Release of `ViewPin::drop`, so the view's last
+                    // accesses happen before the unmap. A free buffer cannot gain a pin (pins are
+                    // taken through a `Buffer`), so 0 here stays 0. A pinned one can be given up
+                    // only if it is a mapping of its own (it becomes a ghost, below).
+                    let unpinned = free.iter().position(|raw| raw.pins.load(Ordering::Acquire) == 0);
+                    match unpinned.or_else(|| free.iter().position(|raw| raw.capacity >= MMAP_MIN_BYTES)) {
+                        Some(index) => free.swap_remove(index),
+                        None => break,
+                    }
+                };
+                if raw.pins.load(Ordering::Acquire) == 0 {
+                    inner.release_raw(raw);
+                } else {
+                    inner.ghost(raw);
+                }
                 freed_any = true;
             }
         }
@@ -234,6 +291,35 @@ impl Pool {
 }
 
 impl PoolInner {
+    /// Gives up a free buffer that a view may still point into (pinned): its registration and its
+    /// pages go (the cap counts it no more), its address range stays mapped (reads see zeros, a
+    /// stale write costs a fresh page) until the last pin is gone and `reap_ghosts` unmaps it.
+    fn ghost(&self, raw: Raw) {
+        debug_assert!(raw.capacity >= MMAP_MIN_BYTES, "only own mappings become ghosts");
+        self.context.unmap(raw.memh);
+        // SAFETY: `raw` is a private anonymous mapping of `capacity` bytes made by `allocate`, owned
+        // by the pool (on no free list now, in no `Buffer`); MADV_DONTNEED keeps the range mapped.
+        let status = unsafe { libc::madvise(raw.address as *mut libc::c_void, raw.capacity, libc::MADV_DONTNEED) };
+        debug_assert_eq!(status, 0);
+        self.mapped_bytes.fetch_sub(raw.capacity, Ordering::SeqCst);
+        self.ghost_bytes.fetch_add(raw.capacity, Ordering::Relaxed);
+        self.ghosts.lock().unwrap().push(Raw { memh: ptr::null_mut(), ..raw });
+    }
+
+    /// Unmaps the ghosts whose views are all gone.
+    fn reap_ghosts(&self) {
+        let mut ghosts = self.ghosts.lock().unwrap();
+        ghosts.retain(|raw| {
+            // Acquire: as in `unmap_free_except`.
+            if raw.pins.load(Ordering::Acquire) > 0 {
+                return true;
+            }
+            deallocate(raw.address, raw.capacity);
+            self.ghost_bytes.fetch_sub(raw.capacity, Ordering::Relaxed);
+            false
+        });
+    }
+
     fn release_raw(&self, raw: Raw) {
         self.context.unmap(raw.memh);
         deallocate(raw.address, raw.capacity);
@@ -248,6 +334,10 @@ impl Drop for PoolInner {
                 self.context.unmap(raw.memh);
                 deallocate(raw.address, raw.capacity);
             }
+        }
+        // The holder of a view keeps the pool alive (see the module comment): no pin is left.
+        for raw in self.ghosts.lock().unwrap().drain(..) {
+            deallocate(raw.address, raw.capacity);
         }
     }
 }
@@ -278,9 +368,13 @@ impl Buffer {
         self.len = len;
     }
     pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping of `capacity` bytes at `address` lives as long as this `Buffer` (it
+        // returns to the pool only in `drop`), `len <= capacity` (`set_len` asserts it) and the
+        // memory is initialized (zeroed by mmap or written before use: see `allocate`).
         unsafe { std::slice::from_raw_parts(self.raw().address, self.len) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only slice of the buffer in Rust.
         unsafe { std::slice::from_raw_parts_mut(self.raw().address, self.len) }
     }
     pub fn as_ptr(&self) -> *const u8 {
@@ -291,6 +385,14 @@ impl Buffer {
     }
     pub(crate) fn memh(&self) -> u::ucp_mem_h {
         self.raw().memh
+    }
+    /// Pins this buffer's memory for a view that may outlive the buffer: until the pin is dropped,
+    /// the pool never unmaps it (it may hand it out again). A holder of a view must also keep the
+    /// node (its pool) alive.
+    pub fn pin_view(&self) -> ViewPin {
+        let pins = self.raw().pins.clone();
+        pins.fetch_add(1, Ordering::Relaxed);
+        ViewPin { pins }
     }
 }
 
@@ -387,6 +489,47 @@ mod tests {
         let big = pool.alloc(1 << 20, None).unwrap();
         assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pool.mapped_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn pinned_free_buffers_stay_mapped_at_the_cap() {
+        let pool = pool(1 << 20);
+        let small: Vec<Buffer> = (0..4).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
+        let addresses: Vec<*const u8> = small.iter().map(|b| b.as_ptr()).collect();
+        for (buffer, address) in small.iter().zip(&addresses) {
+            // SAFETY: (test) writes the first byte of a live buffer of 128 KiB.
+            unsafe { *(*address as *mut u8) = 7 };
+            assert_eq!(buffer.as_slice()[0], 7);
+        }
+        // Two of the four get a view that outlives the buffer (as a Java ByteBuffer does).
+        let pins: Vec<ViewPin> = small[..2].iter().map(|b| b.pin_view()).collect();
+        drop(small);
+        // At the cap the unpinned two are unmapped and the pinned two become ghosts: the cap holds
+        // and the big buffer fits.
+        let big = pool.alloc(1 << 20, None).unwrap();
+        assert_eq!(pool.mapped_bytes(), 1 << 20);
+        assert_eq!(pool.inner.ghost_bytes.load(Ordering::Relaxed), 256 << 10);
+        for address in &addresses[..2] {
+            // SAFETY: (test) a ghost's range is still mapped (its pages were dropped): reads see 0.
+            assert_eq!(unsafe { std::ptr::read_volatile(*address) }, 0, "a stale view reads zeros, it does not fault");
+        }
+        drop(big);
+        // Once the views are gone the ghosts are unmapped at the next reclaim.
+        drop(pins);
+        let _other = pool.alloc(512 << 10, None).unwrap();
+        assert_eq!(pool.inner.ghost_bytes.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn small_pinned_buffers_are_kept_until_unpinned() {
+        let pool = pool(1 << 20);
+        let small: Vec<Buffer> = (0..32).map(|_| pool.alloc(32 << 10, None).unwrap()).collect();
+        let pins: Vec<ViewPin> = small.iter().map(|b| b.pin_view()).collect();
+        drop(small);
+        // Heap memory cannot be given up page-wise: with every small buffer pinned nothing fits.
+        assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
+        drop(pins);
+        assert_eq!(pool.alloc(1 << 20, None).unwrap().capacity(), 1 << 20);
     }
 
     #[test]

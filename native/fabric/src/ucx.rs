@@ -14,7 +14,11 @@ pub(crate) struct Context {
     pub(crate) handle: u::ucp_context_h,
 }
 
+// SAFETY: a ucp_context_h may be used from any thread (the fabric creates it with
+// `mt_workers_shared`); it is cleaned up once, in Drop.
 unsafe impl Send for Context {}
+// SAFETY: the context's own operations (map, unmap, worker creation) are thread-safe in UCX with
+// `mt_workers_shared`; `handle` is never written after creation.
 unsafe impl Sync for Context {}
 
 impl Context {
@@ -22,13 +26,16 @@ impl Context {
         // A restarted server must be able to listen on its port again at once, even with
         // connections of its previous life in TIME_WAIT. UCX 1.13 reads this connection-manager
         // setting only from the environment (ucp_config_modify ignores it), so it is set there,
-        // once, before the first context, unless the user set it.
+        // once, before the first context, unless the user set it; without glibc's `setenv`, which
+        // is unsafe while other threads (a JVM's) may read the environment (see `environ.rs`).
         static REUSEADDR: std::sync::Once = std::sync::Once::new();
         REUSEADDR.call_once(|| {
-            if std::env::var_os("UCX_TCP_CM_REUSEADDR").is_none() {
-                std::env::set_var("UCX_TCP_CM_REUSEADDR", "y");
+            if !crate::environ::set_var(c"UCX_TCP_CM_REUSEADDR", c"y", false) {
+                crate::log::log_warn!("could not set UCX_TCP_CM_REUSEADDR (out of memory): a restarted server may not get its port back at once");
             }
         });
+        // SAFETY: `ucp_config` is read, modified with NUL-terminated strings and released exactly once on
+        // every path; `params` is zeroed and filled for its `field_mask`.
         unsafe {
             let mut ucp_config: *mut u::ucp_config_t = ptr::null_mut();
             check("ucp_config_read", u::ucp_config_read(ptr::null(), ptr::null(), &mut ucp_config))?;
@@ -67,6 +74,8 @@ impl Context {
 
     /// Registers `len` bytes at `address` with every memory domain UCX uses, for zero-copy.
     pub(crate) fn map(&self, address: *mut u8, len: usize) -> Result<u::ucp_mem_h> {
+        // SAFETY: `address` points to `len` bytes owned by the pool and stays mapped until `unmap` of the
+        // returned handle (the pool unmaps before it frees the memory).
         unsafe {
             let mut params: u::ucp_mem_map_params_t = std::mem::zeroed();
             params.field_mask = (u::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | u::UCP_MEM_MAP_PARAM_FIELD_LENGTH) as u64;
@@ -79,6 +88,7 @@ impl Context {
     }
 
     pub(crate) fn unmap(&self, memh: u::ucp_mem_h) {
+        // SAFETY: `memh` came from `map` on this context and is unmapped once (the pool drops its Raw).
         let status = unsafe { u::ucp_mem_unmap(self.handle, memh) };
         debug_assert_eq!(status, u::UCS_OK);
     }
@@ -86,12 +96,15 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // SAFETY: last owner of the context (workers and mappings hold an Arc of it and are gone first).
         unsafe { u::ucp_cleanup(self.handle) };
     }
 }
 
 /// Parses a `SocketAddr` into the sockaddr storage UCX wants.
 pub(crate) fn sockaddr(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in and sockaddr_in6, and
+    // all-zero is a valid value of each.
     unsafe {
         let mut storage: libc::sockaddr_storage = std::mem::zeroed();
         let len = match addr {
@@ -117,6 +130,7 @@ pub(crate) fn sockaddr(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, 
 
 /// The inverse of `sockaddr`.
 pub(crate) fn socket_addr(storage: &libc::sockaddr_storage) -> Result<std::net::SocketAddr> {
+    // SAFETY: `ss_family` says which of sockaddr_in/sockaddr_in6 the storage holds; both fit in it.
     unsafe {
         match storage.ss_family as i32 {
             libc::AF_INET => {
@@ -139,6 +153,8 @@ pub(crate) fn is_local_address(ip: std::net::IpAddr) -> bool {
     if ip.is_loopback() {
         return true;
     }
+    // SAFETY: the list from `getifaddrs` is walked only via its own `ifa_next` links, each address is
+    // copied with the length of its family (checked), and the list is freed once, after the walk.
     unsafe {
         let mut list: *mut libc::ifaddrs = ptr::null_mut();
         if libc::getifaddrs(&mut list) != 0 {

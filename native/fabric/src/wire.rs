@@ -118,6 +118,11 @@ impl Header {
         if header.chunk_count == 1 && (header.offset != 0 || data_len as u64 != header.total_len) {
             return bad("single-chunk message whose data is not the whole message".to_string());
         }
+        // An empty chunk of a multi-chunk message carries nothing and would only count toward
+        // completion: senders never cut one.
+        if header.chunk_count > 1 && data_len == 0 {
+            return bad(format!("empty chunk {} of {}", header.chunk_index, header.chunk_count));
+        }
         // Senders cut chunks of at least MIN_CHUNK_BYTES, which bounds the reassembly bookkeeping.
         if header.chunk_count as u64 > header.total_len.div_ceil(MIN_CHUNK_BYTES).max(1) {
             return bad(format!("{} chunks for {} bytes", header.chunk_count, header.total_len));
@@ -207,6 +212,15 @@ mod tests {
         h.offset = 0;
         assert!(Header::decode(&h.encode(), 10_000, 1 << 20).is_ok());
         assert!(Header::decode(&h.encode(), 9_999, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn rejects_empty_chunks_of_multi_chunk_messages() {
+        let h = Header { chunk_index: 0, chunk_count: 2, total_len: 8192, offset: 0, ..sample() };
+        assert!(Header::decode(&h.encode(), 0, 1 << 20).is_err());
+        assert!(Header::decode(&h.encode(), 4096, 1 << 20).is_ok());
+        let empty_message = Header { chunk_index: 0, chunk_count: 1, total_len: 0, offset: 0, ..sample() };
+        assert!(Header::decode(&empty_message.encode(), 0, 1 << 20).is_ok(), "an empty message is one empty chunk");
     }
 
     #[test]

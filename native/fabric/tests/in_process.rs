@@ -379,7 +379,7 @@ fn several_nodes_in_one_process_each_serve_their_own_requests() {
     }
     // One node closing leaves the others serving, over connections already open and new ones.
     servers[0].close();
-    assert!(matches!(clients[0].endpoint(servers[0].local_addr().unwrap()).and_then(|e| e.request(1, b"x")?.wait()), Err(_)));
+    assert!(clients[0].endpoint(servers[0].local_addr().unwrap()).and_then(|e| e.request(1, b"x")?.wait()).is_err());
     for client in &clients {
         let response = client.endpoint(servers[1].local_addr().unwrap()).unwrap().request(1, b"x").unwrap().wait().unwrap();
         assert_eq!(&response[..], b"datanode-1");

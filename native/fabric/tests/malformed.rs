@@ -10,84 +10,160 @@ use fabric::wire::{self, Header, Kind};
 use fabric::{Config, Node, Request};
 use ucx_sys as u;
 
-static FAILED: AtomicBool = AtomicBool::new(false);
+/// A connection from plain UCX (no fabric code): sends whatever frames a test makes.
+struct RawClient {
+    context: u::ucp_context_h,
+    worker: u::ucp_worker_h,
+    ep: u::ucp_ep_h,
+    /// Set by UCX's error callback: the server closed (or reset) the connection.
+    failed: Box<AtomicBool>,
+}
 
-unsafe extern "C" fn on_error(_arg: *mut c_void, _ep: u::ucp_ep_h, _status: u::ucs_status_t) {
-    FAILED.store(true, Ordering::SeqCst);
+// SAFETY: UCX calls this only as registered: `arg` is the address of the client's boxed flag, which outlives
+// the endpoint (closed in Drop before the box goes).
+unsafe extern "C" fn on_error(arg: *mut c_void, _ep: u::ucp_ep_h, _status: u::ucs_status_t) {
+    // SAFETY: `arg` is the address of the client's boxed flag, which outlives its endpoint.
+    unsafe { (*(arg as *const AtomicBool)).store(true, Ordering::SeqCst) };
+}
+
+impl RawClient {
+    fn connect(addr: std::net::SocketAddr) -> RawClient {
+        // SAFETY: plain UCX setup; every out-pointer is a local, every status is checked, and the
+        // sockaddr and params live across the calls that read them.
+        unsafe {
+            let mut config: *mut u::ucp_config_t = ptr::null_mut();
+            assert_eq!(u::ucp_config_read(ptr::null(), ptr::null(), &mut config), u::UCS_OK);
+            let mut params: u::ucp_params_t = std::mem::zeroed();
+            params.field_mask = u::UCP_PARAM_FIELD_FEATURES as u64;
+            params.features = u::UCP_FEATURE_AM as u64;
+            let mut context: u::ucp_context_h = ptr::null_mut();
+            assert_eq!(u::ucp_init(&params, config, &mut context), u::UCS_OK);
+            u::ucp_config_release(config);
+            let mut wparams: u::ucp_worker_params_t = std::mem::zeroed();
+            let mut worker: u::ucp_worker_h = ptr::null_mut();
+            assert_eq!(u::ucp_worker_create(context, &mut wparams, &mut worker), u::UCS_OK);
+            let std::net::SocketAddr::V4(v4) = addr else { panic!("IPv4 only") };
+            let mut sin: libc::sockaddr_in = std::mem::zeroed();
+            sin.sin_family = libc::AF_INET as u16;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
+            let failed = Box::new(AtomicBool::new(false));
+            let mut eparams: u::ucp_ep_params_t = std::mem::zeroed();
+            eparams.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
+                | u::UCP_EP_PARAM_FIELD_SOCK_ADDR
+                | u::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
+                | u::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64;
+            eparams.flags = u::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+            eparams.sockaddr.addr = &sin as *const _ as *const u::sockaddr;
+            eparams.sockaddr.addrlen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            eparams.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
+            eparams.err_handler.cb = Some(on_error);
+            eparams.err_handler.arg = &*failed as *const AtomicBool as *mut c_void;
+            let mut ep: u::ucp_ep_h = ptr::null_mut();
+            assert_eq!(u::ucp_ep_create(worker, &eparams, &mut ep), u::UCS_OK);
+            RawClient { context, worker, ep, failed }
+        }
+    }
+
+    /// Sends one active message and drives progress until it has left (or `wait` passed).
+    fn send(&self, header: &[u8], data: &[u8], wait: Duration) {
+        // SAFETY: `header` and `data` outlive the send: it is completed or cancelled before return.
+        unsafe {
+            let mut rparam: u::ucp_request_param_t = std::mem::zeroed();
+            rparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
+            rparam.flags = u::UCP_AM_SEND_FLAG_REPLY;
+            let request = u::ucp_am_send_nbx(
+                self.ep,
+                wire::AM_ID,
+                header.as_ptr() as *const c_void,
+                header.len(),
+                data.as_ptr() as *const c_void,
+                data.len(),
+                &rparam,
+            );
+            assert!(!u::ucs_ptr_is_err(request));
+            if u::ucs_ptr_is_ptr(request) {
+                let deadline = Instant::now() + wait;
+                while u::ucp_request_check_status(request) == u::UCS_INPROGRESS && Instant::now() < deadline {
+                    u::ucp_worker_progress(self.worker);
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
+                    u::ucp_request_cancel(self.worker, request);
+                    u::ucp_worker_progress(self.worker);
+                }
+                u::ucp_request_free(request);
+            }
+        }
+    }
+
+    /// Drives progress for up to `wait`; true once the server has closed the connection.
+    fn closed_within(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while !self.failed.load(Ordering::SeqCst) && Instant::now() < deadline {
+            // SAFETY: the worker is alive until drop.
+            unsafe { u::ucp_worker_progress(self.worker) };
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.failed.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for RawClient {
+    fn drop(&mut self) {
+        // SAFETY: the endpoint is closed (and the close request freed) before the worker and the
+        // context it belongs to are destroyed; nothing uses them afterwards.
+        unsafe {
+            let mut cparam: u::ucp_request_param_t = std::mem::zeroed();
+            cparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
+            cparam.flags = u::UCP_EP_CLOSE_FLAG_FORCE;
+            let close = u::ucp_ep_close_nbx(self.ep, &cparam);
+            if u::ucs_ptr_is_ptr(close) {
+                while u::ucp_request_check_status(close) == u::UCS_INPROGRESS {
+                    u::ucp_worker_progress(self.worker);
+                }
+                u::ucp_request_free(close);
+            }
+            u::ucp_worker_destroy(self.worker);
+            u::ucp_cleanup(self.context);
+        }
+    }
 }
 
 /// Connects to `addr` with plain UCX and sends one active message with the given header and data.
 /// Returns whether the server closed the connection within `wait`.
 fn send_raw(addr: std::net::SocketAddr, header: &[u8], data: &[u8], wait: Duration) -> bool {
-    FAILED.store(false, Ordering::SeqCst);
-    unsafe {
-        let mut config: *mut u::ucp_config_t = ptr::null_mut();
-        assert_eq!(u::ucp_config_read(ptr::null(), ptr::null(), &mut config), u::UCS_OK);
-        let mut params: u::ucp_params_t = std::mem::zeroed();
-        params.field_mask = u::UCP_PARAM_FIELD_FEATURES as u64;
-        params.features = u::UCP_FEATURE_AM as u64;
-        let mut context: u::ucp_context_h = ptr::null_mut();
-        assert_eq!(u::ucp_init(&params, config, &mut context), u::UCS_OK);
-        u::ucp_config_release(config);
-        let mut wparams: u::ucp_worker_params_t = std::mem::zeroed();
-        let mut worker: u::ucp_worker_h = ptr::null_mut();
-        assert_eq!(u::ucp_worker_create(context, &mut wparams, &mut worker), u::UCS_OK);
-        let std::net::SocketAddr::V4(v4) = addr else { panic!("IPv4 only") };
-        let mut sin: libc::sockaddr_in = std::mem::zeroed();
-        sin.sin_family = libc::AF_INET as u16;
-        sin.sin_port = v4.port().to_be();
-        sin.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
-        let mut eparams: u::ucp_ep_params_t = std::mem::zeroed();
-        eparams.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
-            | u::UCP_EP_PARAM_FIELD_SOCK_ADDR
-            | u::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
-            | u::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64;
-        eparams.flags = u::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        eparams.sockaddr.addr = &sin as *const _ as *const u::sockaddr;
-        eparams.sockaddr.addrlen = std::mem::size_of::<libc::sockaddr_in>() as u32;
-        eparams.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
-        eparams.err_handler.cb = Some(on_error);
-        let mut ep: u::ucp_ep_h = ptr::null_mut();
-        assert_eq!(u::ucp_ep_create(worker, &eparams, &mut ep), u::UCS_OK);
-        let mut rparam: u::ucp_request_param_t = std::mem::zeroed();
-        rparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
-        rparam.flags = u::UCP_AM_SEND_FLAG_REPLY;
-        let request = u::ucp_am_send_nbx(
-            ep,
-            wire::AM_ID,
-            header.as_ptr() as *const c_void,
-            header.len(),
-            data.as_ptr() as *const c_void,
-            data.len(),
-            &rparam,
-        );
-        assert!(!u::ucs_ptr_is_err(request));
-        let deadline = Instant::now() + wait;
-        while !FAILED.load(Ordering::SeqCst) && Instant::now() < deadline {
-            u::ucp_worker_progress(worker);
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        let closed = FAILED.load(Ordering::SeqCst);
-        if u::ucs_ptr_is_ptr(request) {
-            u::ucp_request_cancel(worker, request);
-            u::ucp_worker_progress(worker);
-            u::ucp_request_free(request);
-        }
-        let mut cparam: u::ucp_request_param_t = std::mem::zeroed();
-        cparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
-        cparam.flags = u::UCP_EP_CLOSE_FLAG_FORCE;
-        let close = u::ucp_ep_close_nbx(ep, &cparam);
-        if u::ucs_ptr_is_ptr(close) {
-            while u::ucp_request_check_status(close) == u::UCS_INPROGRESS {
-                u::ucp_worker_progress(worker);
-            }
-            u::ucp_request_free(close);
-        }
-        u::ucp_worker_destroy(worker);
-        u::ucp_cleanup(context);
-        closed
+    let client = RawClient::connect(addr);
+    client.send(header, data, wait);
+    client.closed_within(wait)
+}
+
+fn echo_server(config: Config) -> Node {
+    Node::start(
+        Config { listen: Some("127.0.0.1:0".parse().unwrap()), ..config },
+        Some(Arc::new(|request: Request| {
+            let echo = request.payload().to_vec();
+            request.respond(&echo)
+        })),
+    )
+    .unwrap()
+}
+
+/// Waits (bounded) until `check` holds of the server's stats.
+fn until(server: &Node, what: &str, check: impl Fn(&fabric::Stats) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check(&server.stats()) {
+        assert!(Instant::now() < deadline, "{what}: {:?}", server.stats());
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The first chunk (of 4 KiB) of a two-chunk request of `total_len` bytes.
+fn first_chunk(request_id: u64, total_len: u64) -> [u8; wire::HEADER_LEN] {
+    Header { kind: Kind::Request, op: 1, status: 0, chunk_index: 0, chunk_count: 2, request_id, total_len, offset: 0 }.encode()
+}
+
+const CHUNK: [u8; 4096] = [7u8; 4096];
 
 #[test]
 fn malformed_and_oversized_frames_close_only_that_connection() {
@@ -136,4 +212,124 @@ fn malformed_and_oversized_frames_close_only_that_connection() {
         assert!(Instant::now() < deadline, "bad connections not closed: {:?}", server.stats());
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+fn assert_served(endpoint: &fabric::Endpoint, what: &str) {
+    let reply = endpoint.request(1, what.as_bytes()).unwrap().wait().unwrap();
+    assert_eq!(&reply[..], what.as_bytes(), "{what}: the good client was disturbed");
+}
+
+#[test]
+fn first_chunks_only_are_bounded_per_connection_and_per_node() {
+    let limits = Config {
+        max_message_bytes: 1 << 20,
+        pool_cap_bytes: 16 << 20,
+        max_reassembly_messages_per_connection: 4,
+        max_reassembly_messages: 6,
+        ..Config::default()
+    };
+    let server = echo_server(limits);
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    // The good client's last request may still hold a buffer for a moment.
+    until(&server, "nothing in use", |s| s.pool_bytes_in_use == 0);
+    let baseline = 0;
+
+    // A peer that sends only first chunks: up to the per-connection limit they are held...
+    let greedy = RawClient::connect(addr);
+    for id in 0..4 {
+        greedy.send(&first_chunk(id, 8192), &CHUNK, Duration::from_secs(5));
+    }
+    until(&server, "four requests in reassembly", |s| s.pool_bytes_in_use >= baseline + 4 * 8192);
+    assert!(!greedy.closed_within(Duration::from_millis(200)));
+    assert_eq!(server.stats().protocol_errors, 0);
+    assert_served(&endpoint, "at the per-connection limit");
+    // ...one more is a protocol error: that connection closes and its buffers go back.
+    greedy.send(&first_chunk(4, 8192), &CHUNK, Duration::from_secs(5));
+    until(&server, "the fifth refused", |s| s.protocol_errors == 1 && s.pool_bytes_in_use == baseline && s.connections_open == 1);
+    assert_served(&endpoint, "after the per-connection limit");
+    drop(greedy);
+
+    // The node's limit (6): two peers hold 4 + 2; the third of the second peer is refused.
+    let first = RawClient::connect(addr);
+    for id in 0..4 {
+        first.send(&first_chunk(id, 8192), &CHUNK, Duration::from_secs(5));
+    }
+    let second = RawClient::connect(addr);
+    for id in 0..2 {
+        second.send(&first_chunk(id, 8192), &CHUNK, Duration::from_secs(5));
+    }
+    until(&server, "six requests in reassembly", |s| s.pool_bytes_in_use >= baseline + 6 * 8192 && s.connections_open == 3);
+    second.send(&first_chunk(2, 8192), &CHUNK, Duration::from_secs(5));
+    until(&server, "the seventh refused", |s| s.protocol_errors == 2 && s.connections_open == 2);
+    assert!(!first.closed_within(Duration::from_millis(200)), "the peer within its limits stays connected");
+    assert_eq!(server.stats().pool_bytes_in_use, baseline + 4 * 8192, "only the refused peer's buffers went back");
+    assert_served(&endpoint, "after the node's limit");
+    // Its messages can still complete: the second chunk of each finishes it (and it is answered).
+    for id in 0..4 {
+        let last = Header { kind: Kind::Request, op: 1, status: 0, chunk_index: 1, chunk_count: 2, request_id: id, total_len: 8192, offset: 4096 };
+        first.send(&last.encode(), &CHUNK, Duration::from_secs(5));
+    }
+    until(&server, "the held requests completed", |s| s.pool_bytes_in_use == baseline);
+    assert_eq!(server.stats().protocol_errors, 2);
+}
+
+#[test]
+fn silent_messages_expire_and_idle_incoming_connections_close() {
+    let server = echo_server(Config {
+        max_message_bytes: 1 << 20,
+        pool_cap_bytes: 16 << 20,
+        reassembly_timeout: Duration::from_millis(1000),
+        incoming_idle_timeout: Duration::from_millis(2500),
+        ..Config::default()
+    });
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    // The good client's last request may still hold a buffer for a moment.
+    until(&server, "nothing in use", |s| s.pool_bytes_in_use == 0);
+    let baseline = 0;
+    let silent = RawClient::connect(addr);
+    for id in 0..3 {
+        silent.send(&first_chunk(id, 1 << 20), &CHUNK, Duration::from_secs(5));
+    }
+    until(&server, "three messages in reassembly", |s| s.pool_bytes_in_use >= baseline + 3 * (1 << 20));
+    // 1 s after their last chunk (checked every 500 ms) their buffers are back.
+    until(&server, "reassembly expired", |s| s.pool_bytes_in_use == baseline);
+    assert_eq!(server.stats().protocol_errors, 0, "expiry is no protocol error");
+    assert_served(&endpoint, "after expiry");
+    // Nothing more from anyone: both accepted connections (the raw one and the good client's)
+    // close after the incoming idle timeout...
+    until(&server, "idle incoming connections closed", |s| s.connections_open == 0);
+    drop(silent);
+    // ...the good client sees its connection closed (a request racing that would fail with
+    // PeerFailed: docs/fabric.md), and its next request reconnects transparently.
+    until(&client, "the client saw the close", |s| s.connections_open == 0);
+    assert_served(&endpoint, "after the idle close");
+}
+
+#[test]
+fn empty_and_duplicate_chunks_are_protocol_errors() {
+    let server = echo_server(Config { max_message_bytes: 1 << 20, pool_cap_bytes: 16 << 20, ..Config::default() });
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    // The good client's last request may still hold a buffer for a moment.
+    until(&server, "nothing in use", |s| s.pool_bytes_in_use == 0);
+    let baseline = 0;
+
+    let empty = RawClient::connect(addr);
+    empty.send(&first_chunk(1, 8192), &[], Duration::from_secs(5));
+    until(&server, "the empty chunk refused", |s| s.protocol_errors == 1 && s.connections_open == 1);
+    assert_served(&endpoint, "after an empty chunk");
+
+    let duplicate = RawClient::connect(addr);
+    duplicate.send(&first_chunk(1, 8192), &CHUNK, Duration::from_secs(5));
+    duplicate.send(&first_chunk(1, 8192), &CHUNK, Duration::from_secs(5));
+    until(&server, "the duplicate refused", |s| s.protocol_errors == 2 && s.connections_open == 1 && s.pool_bytes_in_use == baseline);
+    assert_served(&endpoint, "after a duplicate chunk");
 }

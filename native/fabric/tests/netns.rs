@@ -162,23 +162,29 @@ fn a_link_taken_down_fails_requests_in_bounded_time_and_works_again_when_back() 
 /// left by a test process that no longer exists are removed by the next `Hosts::pair`.
 #[test]
 fn namespaces_are_removed_after_a_panic_and_stale_ones_are_swept() {
-    let ours = || -> Vec<String> {
+    // The names this test's guard made (the other tests of this binary run in parallel and make
+    // namespaces with the same process prefix).
+    let names: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let existing = |names: &[String]| -> Vec<String> {
         let list = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
         String::from_utf8_lossy(&list.stdout)
             .lines()
             .filter_map(|line| line.split_whitespace().next())
-            .filter(|name| name.starts_with(&format!("slipstream-t{}-", std::process::id())))
+            .filter(|name| names.iter().any(|ours| ours == name))
             .map(str::to_string)
             .collect()
     };
     let panicked = std::panic::catch_unwind(|| {
         let hosts = Hosts::pair();
-        assert_eq!(ours().len(), 2, "two namespaces while the guard lives");
+        *names.lock().unwrap() = vec![hosts.namespace(0).to_string(), hosts.namespace(1).to_string()];
+        assert_eq!(existing(&names.lock().unwrap()).len(), 2, "two namespaces while the guard lives");
         let _server = server(&hosts, 0);
         panic!("a failing test");
     });
     assert!(panicked.is_err());
-    assert!(ours().is_empty(), "left behind after a panic: {:?}", ours());
+    let names = names.into_inner().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(names.len(), 2, "the guard was made");
+    assert!(existing(&names).is_empty(), "left behind after a panic: {:?}", existing(&names));
 
     // A namespace of the same prefix whose creator is gone (pids never exceed 2^22 on Linux).
     let stale = "slipstream-t4194305-0a";

@@ -30,6 +30,12 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
+/// The non-reallocating setter of the C environment, shared with the fabric by path (this library
+/// links nothing but libc).
+#[path = "../../../fabric/src/environ.rs"]
+#[allow(dead_code)]
+mod environ;
+
 /// UCX's default `UCX_ERROR_SIGNALS` set (see `ucx_info -c`).
 const ERROR_SIGNALS: [libc::c_int; 4] = [libc::SIGILL, libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE];
 
@@ -49,9 +55,13 @@ static RECORDED: Mutex<Option<[SavedAction; 4]>> = Mutex::new(None);
 struct SavedAction(libc::sigaction);
 
 // `sigaction` holds a function pointer and plain data; moving it between threads is fine.
+// SAFETY: `sigaction` holds a function pointer and plain data, no thread-bound resource; moving it
+// between threads is fine.
 unsafe impl Send for SavedAction {}
 
 fn current_action(signal: libc::c_int) -> libc::sigaction {
+    // SAFETY: with a null new action `sigaction` only writes the current one into `action`, a zeroed
+    // valid sigaction.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         let status = libc::sigaction(signal, std::ptr::null(), &mut action);
@@ -68,6 +78,8 @@ fn same_handler(a: &libc::sigaction, b: &libc::sigaction) -> bool {
 
 fn ucs_loaded() -> bool {
     let name = c"libucs.so.0";
+    // SAFETY: `dlopen` with RTLD_NOLOAD only looks the library up (never loads it); a handle it
+    // returns is closed once.
     unsafe {
         let handle = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
         if handle.is_null() {
@@ -86,13 +98,15 @@ fn prepare() -> i32 {
     if std::env::var_os("UCX_ERROR_SIGNALS").is_some_and(|value| !value.is_empty()) {
         flags |= PREPARE_OVERRODE_ERROR_SIGNALS;
     }
-    // libc::setenv (not std::env::set_var): the C environment is what libucs's constructor reads.
-    if unsafe { libc::setenv(c"UCX_ERROR_SIGNALS".as_ptr(), c"".as_ptr(), 1) } != 0 {
+    // The C environment is what libucs's constructor reads, so there is no config API to use
+    // instead. JVM threads run already and may call getenv: `environ::set_var` never frees an
+    // environment array a reader may be walking (glibc's setenv reallocs it).
+    if !environ::set_var(c"UCX_ERROR_SIGNALS", c"", true) {
         return flags | PREPARE_SETENV_FAILED;
     }
     if std::env::var_os("UCX_MEM_EVENTS").is_some() {
         flags |= PREPARE_KEPT_MEM_EVENTS;
-    } else if unsafe { libc::setenv(c"UCX_MEM_EVENTS".as_ptr(), c"no".as_ptr(), 0) } != 0 {
+    } else if !environ::set_var(c"UCX_MEM_EVENTS", c"no", false) {
         return flags | PREPARE_SETENV_FAILED;
     }
     let recorded = ERROR_SIGNALS.map(|signal| SavedAction(current_action(signal)));
@@ -108,6 +122,7 @@ fn verify() -> i64 {
     let mut changed: i64 = 0;
     for (signal, saved) in ERROR_SIGNALS.iter().zip(recorded.iter()) {
         if !same_handler(&current_action(*signal), &saved.0) {
+            // SAFETY: `saved.0` is an action read back from the kernel by `prepare` for this signal.
             let status = unsafe { libc::sigaction(*signal, &saved.0, std::ptr::null_mut()) };
             debug_assert_eq!(status, 0);
             changed |= 1 << *signal;
@@ -132,8 +147,9 @@ pub extern "system" fn Java_io_slipstream_fabric_Preload_verify(_env: *mut c_voi
 mod tests {
     use super::*;
 
-    /// The recorded handlers are process-global: tests take turns.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    /// The recorded handlers and the C environment are process-global: tests take turns, also
+    /// with the tests of `environ.rs` (included in this library).
+    use super::environ::TEST_SERIAL as SERIAL;
 
     #[test]
     fn prepare_empties_the_variable_and_verify_sees_no_change() {
@@ -164,6 +180,7 @@ mod tests {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         prepare();
         let before = current_action(libc::SIGFPE);
+        // SAFETY: (test) installs a valid handler function for SIGFPE; `verify` restores the JVM's.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;

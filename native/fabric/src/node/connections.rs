@@ -27,7 +27,11 @@ pub(super) struct Conn {
     pub(super) outgoing_peer: Option<SocketAddr>,
     pub(super) peer_name: String,
     pub(super) failed: bool,
+    /// Last request sent or response received (outgoing), last message received or response sent
+    /// (accepted), on the coarse clock.
     pub(super) last_used_ms: u64,
+    /// Outgoing: this node's requests awaiting their response. Accepted: requests received and not
+    /// answered yet.
     pub(super) requests_in_flight: usize,
     /// False until the endpoint's first flush completes, i.e. until UCX has finished wiring up its
     /// transports. UCX 1.13 re-sends messages queued during wire-up with the protocol chosen for
@@ -45,10 +49,12 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Whether the idle scan closes this connection: only connections this node opened (a peer
-    /// closes its own), healthy, with nothing in flight, unused for `idle_timeout_ms`.
-    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64) -> bool {
-        self.outgoing_peer.is_some() && !self.failed && self.requests_in_flight == 0 && now_ms.saturating_sub(self.last_used_ms) >= idle_timeout_ms
+    /// Whether the idle scan closes this connection: healthy, with nothing in flight, unused for
+    /// `idle_timeout_ms` if this node opened it, for `incoming_idle_timeout_ms` if it accepted it
+    /// (longer, so that a peer closes the connections it opened itself first).
+    fn is_idle(&self, now_ms: u64, idle_timeout_ms: u64, incoming_idle_timeout_ms: u64) -> bool {
+        let timeout_ms = if self.outgoing_peer.is_some() { idle_timeout_ms } else { incoming_idle_timeout_ms };
+        !self.failed && self.requests_in_flight == 0 && now_ms.saturating_sub(self.last_used_ms) >= timeout_ms
     }
 }
 
@@ -69,8 +75,10 @@ impl NodeInner {
             }
         }
         let (storage, len) = ucx::sockaddr(&peer);
-        // SAFETY: under the runtime's lock (the caller holds `state`); zeroed parameters with the
-        // used fields set; `storage` outlives the call.
+        // SAFETY: under the runtime's lock (the caller holds `state`); the params are zeroed and
+        // filled for exactly the fields in `field_mask`; `storage` (the peer's sockaddr) outlives the
+        // call; the error callback's arg is the runtime, which outlives every endpoint of its worker
+        // (the worker is destroyed in `Runtime::stop`, after every node closed its endpoints).
         let ep = unsafe {
             let mut params: u::ucp_ep_params_t = std::mem::zeroed();
             params.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
@@ -126,8 +134,9 @@ impl NodeInner {
         // SAFETY: under the runtime's lock (the caller holds `state`).
         unsafe { self.runtime.shared() }.by_ep.insert(ep as usize, (self as *const NodeInner, conn_id));
         self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: under the runtime's lock; the context box is freed here unless UCX took it (then
-        // `wireup_flush_callback` frees it); the node outlives the flush (`NodeInner::ucx_busy`).
+        // SAFETY: under the runtime's lock; `ep` was just created on the runtime's worker; the boxed
+        // FlushCtx is freed exactly once: here if UCX returns no request (the callback will not
+        // run), else by `wireup_flush_callback`; the node outlives the flush (`NodeInner::ucx_busy`).
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA;
@@ -160,6 +169,8 @@ impl NodeInner {
         conn.ready = true;
         if crate::log::debug_enabled() {
             // Which transports UCX chose for each protocol of this connection.
+            // SAFETY: `dup(2)` gives a descriptor that `fdopen` owns (checked for null) and `fclose` closes;
+            // `conn.ep` is a live endpoint of this worker (under the lock).
             unsafe {
                 let stream = libc::fdopen(libc::dup(2), c"w".as_ptr());
                 if !stream.is_null() {
@@ -181,6 +192,8 @@ impl NodeInner {
             return;
         }
         conn.failed = true;
+        // A failed connection is no longer open, even while its endpoint waits to be closed.
+        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
         let peer = conn.peer_name.clone();
         if let Some(addr) = conn.outgoing_peer {
             if state.by_peer.get(&addr) == Some(&conn_id) {
@@ -195,9 +208,25 @@ impl NodeInner {
     }
 
     /// Starts closing an endpoint; `force` drops what is queued on it (for failed peers).
+    ///
+    /// During the endpoint's wire-up flush only the connection closes at once: it counts as
+    /// failed (nothing more is sent or served on it, it leaves the cache and `connections_open`),
+    /// and its endpoint is closed when the flush completes (UCX 1.22 crashes on an endpoint closed
+    /// under its pending flush). The flush of an accepted endpoint may wait for the peer's
+    /// progress, so a peer that stops progressing (a hostile raw client) keeps only that endpoint,
+    /// until the flush ends or UCX times the endpoint out.
     pub(super) fn close_conn(&self, state: &mut NodeState, conn_id: u64, force: bool) {
         if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
             conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
+            if !conn.failed {
+                conn.failed = true;
+                self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+                if let Some(addr) = conn.outgoing_peer {
+                    if state.by_peer.get(&addr) == Some(&conn_id) {
+                        state.by_peer.remove(&addr);
+                    }
+                }
+            }
             return;
         }
         let Some(conn) = state.conns.remove(&conn_id) else { return };
@@ -208,8 +237,12 @@ impl NodeInner {
                 state.by_peer.remove(&addr);
             }
         }
-        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: under the runtime's lock; the endpoint left every table above, so it is closed once.
+        if !conn.failed {
+            self.counters.connections_open.fetch_sub(1, Ordering::Relaxed); // else counted at the failure
+        }
+        // SAFETY: under the runtime's lock; `conn.ep` is live and left every table above, so it is
+        // closed once, here; a returned request is kept in `closing` and freed by
+        // `reap_closed_endpoints` once complete.
         unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -223,7 +256,9 @@ impl NodeInner {
 
     pub(super) fn close_idle_connections(&self, state: &mut NodeState, now_ms: u64) {
         let idle_timeout_ms = self.config.idle_timeout.as_millis() as u64;
-        let idle: Vec<u64> = state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms)).map(|(&id, _)| id).collect();
+        let incoming_idle_timeout_ms = self.config.incoming_idle_timeout.as_millis() as u64;
+        let idle: Vec<u64> =
+            state.conns.iter().filter(|(_, c)| c.is_idle(now_ms, idle_timeout_ms, incoming_idle_timeout_ms)).map(|(&id, _)| id).collect();
         for conn_id in idle {
             log_debug!("closing idle connection {conn_id}");
             self.close_conn(state, conn_id, false);
@@ -234,6 +269,9 @@ impl NodeInner {
 
 /// Frees the endpoint-close requests UCX has finished.
 pub(super) fn reap_closed_endpoints(state: &mut NodeState) {
+    // SAFETY: the caller holds the runtime's lock (it has `state`); every entry of `closing` is a
+    // request returned by `ucp_ep_close_nbx` on the runtime's worker, not freed yet; it is freed
+    // exactly once, here, when UCX says it is complete.
     state.closing.retain(|&request| unsafe {
         if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
             true
@@ -248,6 +286,11 @@ pub(super) fn reap_closed_endpoints(state: &mut NodeState) {
 // so each may use the state of the node it names (the node outlives the operation or listener
 // behind the callback: `NodeInner::ucx_busy`, `NodeInner::close`).
 
+// SAFETY: UCX calls this only as registered: `user_data` is the FlushCtx boxed by `add_conn`, handed
+// over once; the node it names is alive (a closed node stays registered with the runtime while its
+// flush is in flight: `ucx_busy`); the runtime's lock is held (callbacks run inside progress or a UCX
+// call made under the lock) and nobody holds a borrow of that node's state across a progress call,
+// so `state()` is this callback's to use.
 unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut FlushCtx);
     let node = &*ctx.node;
@@ -268,6 +311,10 @@ unsafe extern "C" fn wireup_flush_callback(request: *mut c_void, status: u::ucs_
     u::ucp_request_free(request);
 }
 
+// SAFETY: UCX calls this only as registered: `arg` is the node given to `ucp_listener_create`, alive
+// while its listener is (destroyed in `close`, before the node leaves the runtime); the callback runs
+// inside progress, under the runtime's lock, with no borrow of the node's state live; `conn_request`
+// is UCX's, handed to `ucp_ep_create` or `ucp_listener_reject` exactly once.
 pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_request_h, arg: *mut c_void) {
     let node = &*(arg as *const NodeInner);
     let state = node.state();
@@ -302,6 +349,10 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
     log_debug!("accepted connection {conn_id} from {peer_name}");
 }
 
+// SAFETY: UCX calls this only as registered: `arg` is the runtime, which outlives its worker's
+// endpoints; an entry of `by_ep` names a node registered with the runtime (an entry lives exactly as
+// long as its connection is in the node's table); the callback runs inside progress (or a UCX call)
+// under the runtime's lock, with no borrow of the shared state or that node's state live.
 unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status: u::ucs_status_t) {
     let runtime = &*(arg as *const Runtime);
     // An endpoint no node knows any more (closed, its node gone) has nothing left to fail.
@@ -343,21 +394,31 @@ mod tests {
     #[test]
     fn an_outgoing_connection_is_idle_after_the_timeout_with_nothing_in_flight() {
         let c = conn(true, 1_000);
-        assert!(!c.is_idle(1_000, 500));
-        assert!(!c.is_idle(1_499, 500));
-        assert!(c.is_idle(1_500, 500));
+        assert!(!c.is_idle(1_000, 500, 5_000));
+        assert!(!c.is_idle(1_499, 500, 5_000));
+        assert!(c.is_idle(1_500, 500, 5_000));
         // A clock that went backwards (coarse clock read on another core) is not idleness.
-        assert!(!c.is_idle(900, 500));
+        assert!(!c.is_idle(900, 500, 5_000));
     }
 
     #[test]
-    fn busy_failed_and_accepted_connections_are_never_idle() {
+    fn an_accepted_connection_is_idle_after_the_incoming_timeout() {
+        let c = conn(false, 1_000);
+        assert!(!c.is_idle(1_500, 500, 5_000), "the peer closes its own end first");
+        assert!(!c.is_idle(5_999, 500, 5_000));
+        assert!(c.is_idle(6_000, 500, 5_000));
+        let mut serving = conn(false, 0);
+        serving.requests_in_flight = 1;
+        assert!(!serving.is_idle(1_000_000, 500, 5_000), "a request being served keeps it open");
+    }
+
+    #[test]
+    fn busy_and_failed_connections_are_never_idle() {
         let mut busy = conn(true, 0);
         busy.requests_in_flight = 1;
-        assert!(!busy.is_idle(1_000_000, 500));
+        assert!(!busy.is_idle(1_000_000, 500, 500));
         let mut failed = conn(true, 0);
         failed.failed = true;
-        assert!(!failed.is_idle(1_000_000, 500), "failed connections are closed by the failure path");
-        assert!(!conn(false, 0).is_idle(1_000_000, 500), "a peer closes the connections it opened");
+        assert!(!failed.is_idle(1_000_000, 500, 500), "failed connections are closed by the failure path");
     }
 }

@@ -18,9 +18,23 @@
 //! the lock of the node's runtime (`runtime.rs`: the worker shared by the nodes of a process). UCX
 //! callbacks run inside `ucp_worker_progress` (or a send/close call), so they too run under the
 //! lock; they reach a node's state through `NodeInner::state()`. A thread that holds the lock marks
-//! itself (`runtime::InProgressMark`), so code reached from a callback (an inline handler
-//! answering, a completion callback sending a new request, on this node or another of the
+//! itself (`runtime::InProgressMark`), so code reached from under the lock (an Inline handler
+//! sending a request, a completion callback sending a new one, on this node or another of the
 //! runtime) uses the state directly instead of taking the lock again.
+//!
+//! Borrows: `state()` hands out `&mut NodeState`, so two of one node must never be live at once
+//! on the lock's thread. One `ucp_worker_progress` on the shared worker runs callbacks of every
+//! node of the runtime, each borrowing the state of the node it names for the length of the
+//! callback; so nobody holds a borrow of a node's state across a progress call (`close` borrows
+//! anew after each). The receive path holds its node's borrow while UCX calls it, so user code
+//! never runs inside it: Inline handlers are queued (`inline_ready`) and run by the progress
+//! round after `ucp_worker_progress` returns, with no borrow of any node's state live
+//! (`run_inline_handlers`; a handler may call its own node or another), and responses posted under
+//! the lock go to `responses_under_lock`, outside the state. `state_reentries` counts violations
+//! from the receive path (a test keeps it at 0). Known remaining nesting: completion callbacks of
+//! `request_with` run inside their node's borrow (they must not call that node; another node of
+//! the runtime is not borrowed; the JVM bridge's only queue a result), and a forced
+//! `ucp_ep_close_nbx` may complete a connection's sends (their callbacks) inside `close_conn`.
 //!
 //! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
@@ -41,7 +55,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use std::ptr;
@@ -106,8 +120,11 @@ struct NodeState {
     partials: Reassembly,
     /// Requests received while the dispatch queue was full, within one progress call.
     overflow: VecDeque<Request>,
-    /// Responses produced inside the progress context, sent right after `ucp_worker_progress` returns.
+    /// Error responses produced by the receive path, sent right after `ucp_worker_progress` returns.
     outbox: VecDeque<Outgoing>,
+    /// Requests for the Inline handler, run right after `ucp_worker_progress` returns, while no
+    /// borrow of this state is live (a handler may respond or send, which borrows it anew).
+    inline_ready: VecDeque<Request>,
     /// Connections to close once the current progress call returns.
     to_close: Vec<(u64, bool)>,
     /// Endpoint-close requests not finished yet.
@@ -129,15 +146,28 @@ pub(crate) struct NodeInner {
     /// The worker, its lock and its progress thread, shared with the other nodes of the process.
     runtime: Arc<Runtime>,
     state: UnsafeCell<NodeState>,
-    local_addr: Option<SocketAddr>,
+    /// Set once by `start`, after the listener exists. Not a plain field written through the Arc:
+    /// the node is registered with the runtime (whose progress thread reads the node) before its
+    /// listener can be created.
+    local_addr: OnceLock<SocketAddr>,
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
+    /// Responses posted by code running under the lock (Inline handlers, requests refused at
+    /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
+    /// borrows the state: the poster may run while a caller up the stack holds that borrow.
+    responses_under_lock: Mutex<VecDeque<Outgoing>>,
     handler: Option<Arc<dyn Handler>>,
     /// One handler thread at a time spins in `next_request`.
     puller_spinning: AtomicBool,
     closed: AtomicBool,
     /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
     retired: AtomicBool,
+    /// The receive path (an active-message or rendezvous-receive callback of this node) runs on
+    /// the thread holding the lock, with this node's state borrowed: nothing may borrow it again
+    /// meanwhile.
+    receiving: AtomicBool,
+    /// Times the state was borrowed again while the receive path held it (must stay 0; tests check).
+    state_reentries: AtomicU64,
     counters: Counters,
     free_slots: Mutex<Vec<Arc<Slot>>>,
     /// The handler threads (Staged mode).
@@ -192,9 +222,15 @@ impl Node {
                 next_conn_id: 1,
                 next_request_id: 1,
                 pending: PendingTable::new(config.max_requests_in_flight),
-                partials: Reassembly::default(),
+                partials: Reassembly::new(reassembly::Limits {
+                    requests_per_connection: config.max_reassembly_messages_per_connection,
+                    requests: config.max_reassembly_messages,
+                    bytes_per_connection: config.max_reassembly_bytes_per_connection,
+                    timeout_ms: config.reassembly_timeout.as_millis() as u64,
+                }),
                 overflow: VecDeque::new(),
                 outbox: VecDeque::new(),
+                inline_ready: VecDeque::new(),
                 to_close: Vec::new(),
                 closing: Vec::new(),
                 send_ctx_free: Vec::new(),
@@ -202,13 +238,16 @@ impl Node {
                 last_idle_scan: now,
                 ucx_ops_in_flight: 0,
             }),
-            local_addr: None,
+            local_addr: OnceLock::new(),
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
+            responses_under_lock: Mutex::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            receiving: AtomicBool::new(false),
+            state_reentries: AtomicU64::new(0),
             counters: Counters::default(),
             free_slots: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -256,9 +295,9 @@ impl Node {
                 return Err(e);
             }
         };
-        // SAFETY: `local_addr` is read only through `Node::local_addr`, and no `Node` exists yet;
-        // the runtime's copy of the Arc never reads it.
-        unsafe { (*(Arc::as_ptr(&inner) as *mut NodeInner)).local_addr = local_addr };
+        if let Some(addr) = local_addr {
+            inner.local_addr.set(addr).expect("local_addr is set once, here");
+        }
 
         let mut threads = Vec::new();
         if let (HandlerMode::Staged { threads: count }, Some(_)) = (inner.config.handler_mode, &inner.handler) {
@@ -279,7 +318,7 @@ impl Node {
 
     /// The address this node listens on (with the real port if 0 was asked for).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.inner.local_addr
+        self.inner.local_addr.get().copied()
     }
 
     pub fn config(&self) -> &Config {
@@ -356,7 +395,8 @@ impl NodeInner {
     ///
     /// # Safety
     /// Only while this thread holds the runtime's lock (directly or in a UCX callback), and
-    /// without another live reference from an earlier call.
+    /// without another live borrow of this node's state on this thread (see the module comment,
+    /// "Borrows").
     #[allow(clippy::mut_from_ref)]
     unsafe fn state(&self) -> &mut NodeState {
         &mut *self.state.get()
@@ -373,7 +413,13 @@ impl NodeInner {
             if self.closed.load(Ordering::SeqCst) {
                 return Err(Error::Closed);
             }
-            // SAFETY: this thread holds the runtime's lock (the mark says so).
+            if self.receiving.load(Ordering::Relaxed) {
+                self.state_reentries.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: this thread holds the runtime's lock (the mark says so), and no borrow of this
+            // node's state is live up its stack: code that runs under the lock with user code above
+            // it (Inline handlers, `run_inline_handlers`) holds none, nor does anything across a
+            // progress call (`state_reentries` counts violations from the receive path).
             return f(self, unsafe { self.state() });
         }
         let guard = self.runtime.lock_for_caller();
@@ -381,7 +427,8 @@ impl NodeInner {
             return Err(Error::Closed);
         }
         let mark = InProgressMark::enter(&self.runtime);
-        // SAFETY: under the runtime's lock, taken above.
+        // SAFETY: the runtime's lock was just taken by this thread, which had no borrow of the
+        // state before.
         let result = f(self, unsafe { self.state() });
         drop(mark);
         drop(guard);
@@ -414,6 +461,16 @@ impl NodeInner {
         state.ucx_ops_in_flight > 0 || !state.closing.is_empty()
     }
 
+    /// Forgets the requests received and not handed to a handler yet (the node is closing: their
+    /// peers see the connection close) and the responses not posted yet.
+    fn drop_unserved(&self, state: &mut NodeState) {
+        for request in state.overflow.drain(..).chain(state.inline_ready.drain(..)) {
+            request.discard();
+        }
+        state.outbox.clear();
+        self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     fn close(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
@@ -435,33 +492,48 @@ impl NodeInner {
         let runtime = &self.runtime;
         let guard = runtime.lock_for_caller();
         let mark = InProgressMark::enter(runtime);
-        // SAFETY: under the runtime's lock, taken above.
-        let state = unsafe { self.state() };
-        for request in state.overflow.drain(..) {
-            request.discard();
-        }
-        state.outbox.clear();
-        for request_id in state.pending.ids() {
-            self.complete_pending(state, request_id, Err(Error::Closed));
-        }
-        // Healthy connections close gracefully, so peers see a clean disconnect rather than a
-        // timeout; failed ones are forced. Either way the wait below is bounded.
-        let conn_ids: Vec<(u64, bool)> = state.conns.iter().map(|(&id, c)| (id, c.failed)).collect();
-        for (conn_id, failed) in conn_ids {
-            self.close_conn(state, conn_id, failed);
+        {
+            // SAFETY: under the runtime's lock, taken above, with no other borrow of the state; this
+            // one ends before the progress calls below.
+            let state = unsafe { self.state() };
+            self.drop_unserved(state);
+            for request_id in state.pending.ids() {
+                self.complete_pending(state, request_id, Err(Error::Closed));
+            }
+            // Healthy connections close gracefully, so peers see a clean disconnect rather than a
+            // timeout; failed ones are forced. Either way the wait below is bounded.
+            let conn_ids: Vec<(u64, bool)> = state.conns.iter().map(|(&id, c)| (id, c.failed)).collect();
+            for (conn_id, failed) in conn_ids {
+                self.close_conn(state, conn_id, failed);
+            }
         }
         let grace_end = Instant::now() + CLOSE_GRACE;
-        let waiting = |state: &NodeState| {
-            !state.closing.is_empty() || !state.to_close.is_empty() || state.conns.values().any(|c| c.wireup_flushing)
-        };
-        while waiting(state) && Instant::now() < grace_end {
-            // SAFETY: under the runtime's lock; callbacks reach other nodes through their own state.
-            unsafe { u::ucp_worker_progress(runtime.worker) };
-            for (conn_id, force) in std::mem::take(&mut state.to_close) {
-                self.close_conn(state, conn_id, force);
+        loop {
+            let waiting = {
+                // SAFETY: under the runtime's lock; no other borrow of the state is live (the
+                // progress call below has returned); this one ends with the block.
+                let state = unsafe { self.state() };
+                for (conn_id, force) in std::mem::take(&mut state.to_close) {
+                    self.close_conn(state, conn_id, force);
+                }
+                reap_closed_endpoints(state);
+                !state.closing.is_empty() || !state.to_close.is_empty() || state.conns.values().any(|c| c.wireup_flushing)
+            };
+            if !waiting || Instant::now() >= grace_end {
+                break;
             }
-            reap_closed_endpoints(state);
+            // SAFETY: under the runtime's lock, with no borrow of this node's state (or the shared
+            // state) live: the callbacks this runs, of this node or another of the runtime, borrow
+            // the state of the node they name themselves.
+            unsafe { u::ucp_worker_progress(runtime.worker) };
         }
+        // SAFETY: under the runtime's lock; the progress calls above have returned, so no other
+        // borrow of the state is live.
+        let state = unsafe { self.state() };
+        // Requests that came in during the grace: nobody serves them now.
+        self.drop_unserved(state);
+        // Messages in reassembly go; a buffer a rendezvous receive still writes into stays with its
+        // message until the receive completes (the node stays registered until then: `ucx_busy`).
         state.partials.clear();
         if !state.listener.is_null() {
             // SAFETY: under the runtime's lock; the listener is this node's and destroyed once.
@@ -474,7 +546,7 @@ impl NodeInner {
         self.retired.store(true, Ordering::SeqCst);
         // SAFETY: under the runtime's lock.
         let shared = unsafe { runtime.shared() };
-        shared.nodes.retain(|n| !(std::ptr::eq(Arc::as_ptr(n), self) && !NodeInner::ucx_busy(state)));
+        shared.nodes.retain(|n| !std::ptr::eq(Arc::as_ptr(n), self) || NodeInner::ucx_busy(state));
         drop(mark);
         drop(guard);
         runtime.release();

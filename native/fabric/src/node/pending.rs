@@ -194,7 +194,9 @@ impl Endpoint {
         self.submit_pending(op, Payload::Shared(payload))
     }
 
-    /// Sends `payload`; `done` runs with the result on the progress thread (keep it short).
+    /// Sends `payload`; `done` runs with the result on the progress thread (keep it short), under
+    /// the runtime's lock and inside this node's borrow of its state: it must not call this node
+    /// (another node of the process is fine).
     pub fn request_with(
         &self,
         op: u16,
@@ -432,7 +434,7 @@ mod tests {
             assert!(table.insert(id, entry(1, 100)).is_ok());
         }
         assert!(table.is_full());
-        let refused = table.insert(4, entry(2, 100)).err().expect("a fourth entry is refused");
+        let refused = table.insert(4, entry(2, 100)).expect_err("a fourth entry is refused");
         assert_eq!(refused.conn_id, 2);
         assert_eq!(table.len(), 3);
         assert!(table.get(4).is_none());

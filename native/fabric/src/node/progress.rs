@@ -1,8 +1,9 @@
 //! Who drives the worker, and when: the runtime's progress thread (spins for `spin_us` after the
 //! last event, then arms the worker and sleeps on its event fd), callers that help while they
 //! wait for their own responses (the progress thread stays out of their way), and each node's
-//! share of a progress round: its respond stage, deferred work and timers (request deadlines,
-//! idle connections).
+//! share of a progress round: its Inline handlers (run after `ucp_worker_progress` returns), its
+//! respond stage, deferred work and timers (request deadlines, idle connections, expired
+//! reassembly).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use ucx_sys as u;
 
 use crate::clock::coarse_ms;
+use crate::log::log_warn;
 
 use super::connections::reap_closed_endpoints;
 use super::runtime::{InProgressMark, Runtime};
@@ -23,7 +25,7 @@ pub(super) static SPINNING_WAITERS_MAX: std::sync::LazyLock<usize> = std::sync::
 });
 /// Period of the scan for requests past their deadline.
 const TIMEOUT_SCAN_PERIOD: Duration = Duration::from_millis(10);
-/// Period of the scan for idle cached connections.
+/// Period of the scan for idle connections and expired reassembly.
 const IDLE_SCAN_PERIOD: Duration = Duration::from_millis(500);
 /// Longest sleep of the progress thread on the event fd; timers are checked at least this often.
 const SLEEP_MAX_MS: i32 = 20;
@@ -86,28 +88,39 @@ impl Runtime {
     }
 
     /// One round of the engine: UCX progress (unless `backpressure` is asked for and a node's
-    /// dispatch queue is full), then each node's respond stage, deferred work and timers. The
-    /// caller holds the lock.
+    /// dispatch queue is full), then for each node its Inline handlers (with no borrow of any
+    /// node's state live), its respond stage and deferred work, and timers. The caller holds the
+    /// lock.
     pub(super) fn progress_once(&self, _guard: &MutexGuard<'_, ()>, backpressure: bool) -> Round {
         let _mark = InProgressMark::enter(self);
-        // SAFETY: under the lock (`_guard`). Nodes join and leave the list only under the lock
-        // and never from inside a round, so the references below stay valid for the round.
-        let shared = unsafe { self.shared() };
-        let blocked_by = if backpressure { shared.nodes.iter().find(|n| n.dispatch.is_full()).cloned() } else { None };
+        let blocked_by = if backpressure {
+            // SAFETY: under the lock (`_guard`); this borrow ends with the statement.
+            unsafe { self.shared() }.nodes.iter().find(|n| n.dispatch.is_full()).cloned()
+        } else {
+            None
+        };
         let mut events = 0usize;
         if blocked_by.is_none() {
-            // SAFETY: under the lock; callbacks reach nodes through `by_ep` and their contexts.
+            // SAFETY: under the lock, with no borrow of the shared state or of a node's state live:
+            // the callbacks this runs (of any node of the runtime) borrow the endpoint map and the
+            // state of the node they name themselves.
             events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
         }
-        // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map).
-        let node_count = shared.nodes.len();
-        // SAFETY (for every `node_at` below): under the lock; the list holds an Arc of each node for
-        // the whole round and does not change during it.
+        // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map),
+        // and an Inline handler may call any node of the runtime.
+        // SAFETY: under the lock; the callbacks above have returned; the borrow ends here.
+        let node_count = unsafe { self.shared() }.nodes.len();
+        // SAFETY: (for every `node_at` below) under the lock; the list holds an Arc of each node for
+        // the whole round and does not change during it (nodes join and leave it only under the
+        // lock, from outside a round); the borrow of the list ends within the call.
         let node_at = |i: usize| unsafe { &*Arc::as_ptr(&self.shared().nodes[i]) };
         let mut busy = false;
         for i in 0..node_count {
             let node = node_at(i);
-            // SAFETY: under the lock, and no other reference to this node's state is alive.
+            // No borrow of any node's state is live here: the handlers may use this node or another.
+            events += node.run_inline_handlers();
+            // SAFETY: under the lock; the handlers above have returned and no other reference to
+            // this node's state is alive; this one ends with the call.
             let (node_events, node_busy) = node.round(unsafe { node.state() });
             events += node_events;
             busy |= node_busy;
@@ -119,7 +132,7 @@ impl Runtime {
             let now = Instant::now();
             for i in 0..node_count {
                 let node = node_at(i);
-                // SAFETY: as above.
+                // SAFETY: as for `round` above.
                 node.run_timers(unsafe { node.state() }, now);
             }
             self.retire_finished();
@@ -224,7 +237,8 @@ impl Runtime {
         };
         if armed && !self.stopped.load(Ordering::SeqCst) {
             let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd; the event fd lives as long as the worker.
+            // SAFETY: one valid pollfd; the event fd lives as long as the worker, which `stop`
+            // destroys only after joining this thread.
             unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
         }
         self.sleeping.store(false, Ordering::SeqCst);
@@ -237,6 +251,7 @@ impl NodeInner {
     /// happened and whether UCX operations of the node are in flight.
     fn round(&self, state: &mut NodeState) -> (usize, bool) {
         let mut events = 0;
+        state.outbox.append(&mut self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()));
         while let Some(outgoing) = state.outbox.pop_front() {
             self.send_outgoing(state, outgoing);
             events += 1;
@@ -268,13 +283,23 @@ impl NodeInner {
         }
         if now.duration_since(state.last_idle_scan) >= IDLE_SCAN_PERIOD {
             state.last_idle_scan = now;
-            self.close_idle_connections(state, coarse_ms());
+            let now_ms = coarse_ms();
+            self.close_idle_connections(state, now_ms);
+            let expired = state.partials.expire(now_ms);
+            if expired > 0 {
+                log_warn!("dropped {expired} messages whose chunks stopped arriving for {} ms", self.config.reassembly_timeout.as_millis());
+            }
         }
     }
 
     /// Work the progress thread must do before it may sleep.
     fn has_deferred_work(&self, state: &NodeState) -> bool {
-        !state.outbox.is_empty() || !state.overflow.is_empty() || !state.to_close.is_empty() || self.respond.len() > 0
+        !state.outbox.is_empty()
+            || !state.inline_ready.is_empty()
+            || !state.overflow.is_empty()
+            || !state.to_close.is_empty()
+            || self.respond.len() > 0
+            || !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 
     pub(super) fn help_progress(&self, spin: Duration) -> usize {

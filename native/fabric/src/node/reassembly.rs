@@ -3,6 +3,12 @@
 //! bitmap of the chunks seen, so a message is complete exactly when every chunk has arrived once
 //! and a duplicate chunk cannot leave a hole of stale bytes. Knows no UCX: the receive path asks
 //! where a chunk goes and says when it has landed.
+//!
+//! Limits (`Config`): requests in reassembly per connection and per node (a chunk that would start
+//! one more is refused), bytes of buffers per connection (beyond it a request gets no buffer and
+//! fails), and a timeout after the last chunk (the message is dropped with its buffer). A buffer
+//! that a rendezvous receive is still writing into is never freed: a message dropped with its
+//! connection or at its timeout keeps it until those receives are done.
 use crate::error::Error;
 use crate::pool::Buffer;
 use crate::wire::{Header, Kind};
@@ -12,6 +18,15 @@ use super::id_map::IdMap;
 /// A message in reassembly: (connection, request id, kind). Responses and requests of one id and
 /// connection are different messages.
 pub(super) type PartialKey = (u64, u64, u8);
+
+/// The bounds of a node's reassembly (from `Config`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) requests_per_connection: usize,
+    pub(super) requests: usize,
+    pub(super) bytes_per_connection: usize,
+    pub(super) timeout_ms: u64,
+}
 
 /// A message being reassembled from chunks.
 struct Partial {
@@ -25,6 +40,12 @@ struct Partial {
     bytes_done: u64,
     /// One bit per chunk seen.
     seen: Vec<u64>,
+    /// When the last chunk arrived (coarse clock).
+    last_chunk_ms: u64,
+    /// Rendezvous receives writing into `buffer` right now.
+    receives_in_flight: u32,
+    /// Dropped (connection failed) while receives were in flight: removed once they are done.
+    doomed: bool,
 }
 
 /// Where the bytes of an accepted chunk go.
@@ -35,27 +56,84 @@ pub(super) enum ChunkTarget<'a> {
     Drop,
 }
 
-#[derive(Default)]
+/// What one connection holds in reassembly (requests only): multi-chunk requests (the count
+/// limits), and bytes of every request's buffer (a single-chunk request sent by rendezvous holds
+/// one here until its data has landed).
+#[derive(Default, Clone, Copy)]
+struct ConnUsage {
+    requests: usize,
+    bytes: usize,
+    entries: usize,
+}
+
 pub(super) struct Reassembly {
     partials: IdMap<PartialKey, Partial>,
+    usage: IdMap<u64, ConnUsage>,
+    requests: usize,
+    limits: Limits,
+}
+
+fn is_request(key: &PartialKey) -> bool {
+    key.2 == Kind::Request as u8
 }
 
 impl Reassembly {
+    pub(super) fn new(limits: Limits) -> Reassembly {
+        Reassembly { partials: IdMap::default(), usage: IdMap::default(), requests: 0, limits }
+    }
+
     /// Accepts chunk `header` of message `key`, creating the message at its first chunk with the
-    /// buffer `alloc(total_len)` gives (or none). Fails, changing nothing, on a chunk that
-    /// contradicts the message's first chunk (count, op, length) or was seen already: the
-    /// sender is broken or hostile, and the caller closes the connection.
-    pub(super) fn accept(&mut self, key: PartialKey, header: &Header, alloc: impl FnOnce(usize) -> Option<Buffer>) -> Result<ChunkTarget<'_>, String> {
-        let partial = self.partials.entry(key).or_insert_with(|| Partial {
-            buffer: alloc(header.total_len as usize),
-            op: header.op,
-            status: header.status,
-            total_len: header.total_len,
-            chunk_count: header.chunk_count,
-            chunks_done: 0,
-            bytes_done: 0,
-            seen: vec![0; (header.chunk_count as usize).div_ceil(64)],
-        });
+    /// buffer `alloc(total_len)` gives (or none; none either beyond the connection's byte limit).
+    /// `receive`: the caller will write the chunk with a rendezvous receive and report it to
+    /// `chunk_done` with `receive` set. Fails, changing nothing, on a chunk that contradicts the
+    /// message's first chunk (count, op, length), was seen already, or would start a request
+    /// beyond the connection's or the node's limit: the sender is broken or hostile, and the
+    /// caller closes the connection.
+    pub(super) fn accept(&mut self, key: PartialKey, header: &Header, now_ms: u64, receive: bool, alloc: impl FnOnce(usize) -> Option<Buffer>) -> Result<ChunkTarget<'_>, String> {
+        if !self.partials.contains_key(&key) {
+            let mut usage = self.usage.get(&key.0).copied().unwrap_or_default();
+            let counted = header.chunk_count > 1;
+            let buffer = if is_request(&key) {
+                if counted && usage.requests >= self.limits.requests_per_connection {
+                    return Err(format!("more than {} requests of one connection in reassembly", self.limits.requests_per_connection));
+                }
+                if counted && self.requests >= self.limits.requests {
+                    return Err(format!("more than {} requests in reassembly on this node", self.limits.requests));
+                }
+                let over_bytes = usage.entries > 0 && usage.bytes + header.total_len as usize > self.limits.bytes_per_connection;
+                let buffer = if over_bytes { None } else { alloc(header.total_len as usize) };
+                if counted {
+                    usage.requests += 1;
+                    self.requests += 1;
+                }
+                usage.entries += 1;
+                usage.bytes += buffer.as_ref().map_or(0, |b| b.len());
+                self.usage.insert(key.0, usage);
+                buffer
+            } else {
+                alloc(header.total_len as usize)
+            };
+            self.partials.insert(
+                key,
+                Partial {
+                    buffer,
+                    op: header.op,
+                    status: header.status,
+                    total_len: header.total_len,
+                    chunk_count: header.chunk_count,
+                    chunks_done: 0,
+                    bytes_done: 0,
+                    seen: vec![0; (header.chunk_count as usize).div_ceil(64)],
+                    last_chunk_ms: now_ms,
+                    receives_in_flight: 0,
+                    doomed: false,
+                },
+            );
+        }
+        let partial = self.partials.get_mut(&key).expect("inserted above");
+        if partial.doomed {
+            return Ok(ChunkTarget::Drop);
+        }
         let (word, bit) = (header.chunk_index as usize / 64, 1u64 << (header.chunk_index % 64));
         if partial.chunk_count != header.chunk_count || partial.op != header.op || partial.total_len != header.total_len {
             return Err(format!("chunk {} of message {} contradicts its first chunk", header.chunk_index, header.request_id));
@@ -64,17 +142,33 @@ impl Reassembly {
             return Err(format!("chunk {} of message {} is a duplicate or out of range", header.chunk_index, header.request_id));
         }
         partial.seen[word] |= bit;
+        partial.last_chunk_ms = now_ms;
         Ok(match partial.buffer.as_mut() {
-            Some(buffer) => ChunkTarget::Into(buffer, header.offset as usize),
+            Some(buffer) => {
+                if receive {
+                    partial.receives_in_flight += 1;
+                }
+                ChunkTarget::Into(buffer, header.offset as usize)
+            }
             None => ChunkTarget::Drop,
         })
     }
 
-    /// A chunk of `len` bytes of message `key` has landed (or failed to: the message then fails).
+    /// A chunk of `len` bytes of message `key` has landed (or failed to: the message then fails);
+    /// `receive`: it was a rendezvous receive into the buffer (`accept` returned `Into`).
     /// Returns the whole message once its last chunk is in: its header (chunk 0, the length
     /// received) and its bytes, or why it has none.
-    pub(super) fn chunk_done(&mut self, key: PartialKey, len: usize, landed: bool, pool_cap_bytes: usize) -> Option<(Header, Result<Buffer, Error>)> {
+    pub(super) fn chunk_done(&mut self, key: PartialKey, len: usize, landed: bool, receive: bool, pool_cap_bytes: usize) -> Option<(Header, Result<Buffer, Error>)> {
         let partial = self.partials.get_mut(&key)?;
+        if receive {
+            partial.receives_in_flight -= 1;
+        }
+        if partial.doomed {
+            if partial.receives_in_flight == 0 {
+                self.remove(&key);
+            }
+            return None;
+        }
         if !landed {
             partial.buffer = None;
         }
@@ -83,7 +177,7 @@ impl Reassembly {
         if partial.chunks_done < partial.chunk_count {
             return None;
         }
-        let partial = self.partials.remove(&key)?;
+        let partial = self.remove(&key)?;
         let kind = match key.2 {
             1 => Kind::Request,
             2 => Kind::Response,
@@ -107,13 +201,69 @@ impl Reassembly {
         Some((header, payload))
     }
 
-    /// Forgets the messages of a failed connection.
-    pub(super) fn drop_conn(&mut self, conn_id: u64) {
-        self.partials.retain(|key, _| key.0 != conn_id);
+    /// Removes a message and its share of the limits.
+    fn remove(&mut self, key: &PartialKey) -> Option<Partial> {
+        let partial = self.partials.remove(key)?;
+        if is_request(key) {
+            let counted = partial.chunk_count > 1;
+            if counted {
+                self.requests -= 1;
+            }
+            if let Some(usage) = self.usage.get_mut(&key.0) {
+                if counted {
+                    usage.requests -= 1;
+                }
+                usage.entries -= 1;
+                usage.bytes -= partial.buffer.as_ref().map_or(0, |b| b.len());
+                if usage.entries == 0 {
+                    self.usage.remove(&key.0);
+                }
+            }
+        }
+        Some(partial)
     }
 
+    /// Forgets the messages of a failed connection; those with receives in flight keep their
+    /// buffer until the receives are done.
+    pub(super) fn drop_conn(&mut self, conn_id: u64) {
+        let keys: Vec<PartialKey> = self.partials.keys().filter(|key| key.0 == conn_id).copied().collect();
+        for key in keys {
+            self.drop_message(&key);
+        }
+    }
+
+    /// Drops the messages whose last chunk came `timeout_ms` or longer before `now_ms`; returns how many.
+    pub(super) fn expire(&mut self, now_ms: u64) -> usize {
+        let timeout_ms = self.limits.timeout_ms;
+        let keys: Vec<PartialKey> = self
+            .partials
+            .iter()
+            .filter(|(_, p)| !p.doomed && now_ms.saturating_sub(p.last_chunk_ms) >= timeout_ms)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in &keys {
+            self.drop_message(key);
+        }
+        keys.len()
+    }
+
+    fn drop_message(&mut self, key: &PartialKey) {
+        let Some(partial) = self.partials.get_mut(key) else { return };
+        if partial.receives_in_flight > 0 {
+            partial.doomed = true;
+        } else {
+            self.remove(key);
+        }
+    }
+
+    /// Drops every message, at close. The worker is shared with the other nodes of the process and
+    /// keeps running, so a message with rendezvous receives in flight keeps its buffer until they
+    /// are done (the node stays registered with the runtime until then).
     pub(super) fn clear(&mut self) {
-        self.partials.clear();
+        let keys: Vec<PartialKey> = self.partials.keys().copied().collect();
+        for key in &keys {
+            self.drop_message(key);
+        }
     }
 
     #[cfg(test)]
@@ -132,6 +282,7 @@ mod tests {
     use std::sync::Arc;
 
     const CHUNK: usize = 4096;
+    const LIMITS: Limits = Limits { requests_per_connection: 4, requests: 6, bytes_per_connection: 3 * CHUNK, timeout_ms: 1000 };
 
     fn chunk(request_id: u64, index: u32, count: u32, total_len: u64) -> Header {
         Header { kind: Kind::Response, op: 9, status: wire::STATUS_OK, chunk_index: index, chunk_count: count, request_id, total_len, offset: index as u64 * CHUNK as u64 }
@@ -146,7 +297,7 @@ mod tests {
         let total_len = (2 * CHUNK + 100) as u64;
         let header = chunk(5, index, 3, total_len);
         let len = CHUNK.min(total_len as usize - header.offset as usize);
-        match reassembly.accept((1, 5, 2), &header, |n| pool.alloc(n, None).ok()).unwrap() {
+        match reassembly.accept((1, 5, 2), &header, 0, false, |n| pool.alloc(n, None).ok()).unwrap() {
             ChunkTarget::Into(buffer, offset) => {
                 for (i, byte) in buffer.as_mut_slice()[offset..offset + len].iter_mut().enumerate() {
                     *byte = ((offset + i) % 251) as u8;
@@ -154,13 +305,13 @@ mod tests {
             }
             ChunkTarget::Drop => panic!("the pool had room"),
         }
-        reassembly.chunk_done((1, 5, 2), len, true, 1 << 20)
+        reassembly.chunk_done((1, 5, 2), len, true, false, 1 << 20)
     }
 
     #[test]
     fn chunks_in_any_order_make_the_whole_message_once() {
         let pool = pool();
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         assert!(deliver(&mut reassembly, &pool, 2).is_none());
         assert!(deliver(&mut reassembly, &pool, 0).is_none());
         let (header, payload) = deliver(&mut reassembly, &pool, 1).expect("complete after the third chunk");
@@ -173,37 +324,37 @@ mod tests {
     #[test]
     fn a_duplicate_chunk_is_refused() {
         let pool = pool();
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         assert!(deliver(&mut reassembly, &pool, 0).is_none());
-        let again = reassembly.accept((1, 5, 2), &chunk(5, 0, 3, (2 * CHUNK + 100) as u64), |_| panic!("no second buffer"));
+        let again = reassembly.accept((1, 5, 2), &chunk(5, 0, 3, (2 * CHUNK + 100) as u64), 0, false, |_| panic!("no second buffer"));
         assert!(again.is_err());
     }
 
     #[test]
     fn chunks_that_contradict_the_first_are_refused() {
         let pool = pool();
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         let total_len = (2 * CHUNK + 100) as u64;
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 0, 3, total_len), |n| pool.alloc(n, None).ok()).is_ok());
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 4, total_len), |_| None).is_err(), "another chunk count");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len + 1), |_| None).is_err(), "another length");
+        assert!(reassembly.accept((1, 5, 2), &chunk(5, 0, 3, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
+        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 4, total_len), 0, false, |_| None).is_err(), "another chunk count");
+        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len + 1), 0, false, |_| None).is_err(), "another length");
         let mut other_op = chunk(5, 1, 3, total_len);
         other_op.op = 10;
-        assert!(reassembly.accept((1, 5, 2), &other_op, |_| None).is_err(), "another op");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 3, 3, total_len), |_| None).is_err(), "index beyond the count");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len), |_| None).is_ok(), "the real second chunk still fits");
+        assert!(reassembly.accept((1, 5, 2), &other_op, 0, false, |_| None).is_err(), "another op");
+        assert!(reassembly.accept((1, 5, 2), &chunk(5, 3, 3, total_len), 0, false, |_| None).is_err(), "index beyond the count");
+        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len), 0, false, |_| None).is_ok(), "the real second chunk still fits");
     }
 
     #[test]
     fn without_a_buffer_the_chunks_are_dropped_and_the_message_fails() {
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         let total_len = (CHUNK + 1) as u64;
         for index in 0..2 {
-            let target = reassembly.accept((1, 6, 1), &chunk(6, index, 2, total_len), |_| None).unwrap();
+            let target = reassembly.accept((1, 6, 1), &chunk(6, index, 2, total_len), 0, false, |_| None).unwrap();
             assert!(matches!(target, ChunkTarget::Drop));
         }
-        assert!(reassembly.chunk_done((1, 6, 1), CHUNK, true, 77).is_none());
-        let (header, payload) = reassembly.chunk_done((1, 6, 1), 1, true, 77).unwrap();
+        assert!(reassembly.chunk_done((1, 6, 1), CHUNK, true, false, 77).is_none());
+        let (header, payload) = reassembly.chunk_done((1, 6, 1), 1, true, false, 77).unwrap();
         assert_eq!(header.kind, Kind::Request);
         assert!(matches!(payload, Err(Error::PoolExhausted { requested, cap: 77 }) if requested == CHUNK + 1));
     }
@@ -211,27 +362,129 @@ mod tests {
     #[test]
     fn a_chunk_that_failed_to_land_fails_the_message() {
         let pool = pool();
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         let total_len = (CHUNK + 1) as u64;
         for index in 0..2 {
-            assert!(reassembly.accept((1, 7, 2), &chunk(7, index, 2, total_len), |n| pool.alloc(n, None).ok()).is_ok());
+            assert!(reassembly.accept((1, 7, 2), &chunk(7, index, 2, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
         }
-        assert!(reassembly.chunk_done((1, 7, 2), CHUNK, false, 1).is_none());
-        let (_, payload) = reassembly.chunk_done((1, 7, 2), 1, true, 1).unwrap();
+        assert!(reassembly.chunk_done((1, 7, 2), CHUNK, false, false, 1).is_none());
+        let (_, payload) = reassembly.chunk_done((1, 7, 2), 1, true, false, 1).unwrap();
         assert!(payload.is_err());
         assert_eq!(pool.in_use_bytes(), 0, "the buffer went back to the pool");
     }
 
     #[test]
     fn a_failed_connection_takes_only_its_own_messages() {
-        let mut reassembly = Reassembly::default();
+        let mut reassembly = Reassembly::new(LIMITS);
         for (conn, id) in [(1, 1), (1, 2), (2, 1)] {
-            reassembly.accept((conn, id, 2), &chunk(id, 0, 2, (CHUNK + 1) as u64), |_| None).unwrap();
+            reassembly.accept((conn, id, 2), &chunk(id, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).unwrap();
         }
         reassembly.drop_conn(1);
         assert_eq!(reassembly.len(), 1);
-        assert!(reassembly.chunk_done((1, 1, 2), CHUNK, true, 1).is_none(), "a dropped message completes no more");
+        assert!(reassembly.chunk_done((1, 1, 2), CHUNK, true, false, 1).is_none(), "a dropped message completes no more");
         reassembly.clear();
         assert_eq!(reassembly.len(), 0);
+    }
+
+    fn request_chunk(request_id: u64, index: u32) -> Header {
+        Header { kind: Kind::Request, status: wire::STATUS_OK, ..chunk(request_id, index, 2, (CHUNK + 1) as u64) }
+    }
+
+    #[test]
+    fn requests_in_reassembly_are_bounded_per_connection_and_per_node() {
+        let mut reassembly = Reassembly::new(LIMITS);
+        for id in 0..4 {
+            assert!(reassembly.accept((1, id, 1), &request_chunk(id, 0), 0, false, |_| None).is_ok());
+        }
+        let refused = reassembly.accept((1, 4, 1), &request_chunk(4, 0), 0, false, |_| panic!("no buffer for a refused request"));
+        assert!(refused.is_err_and(|e| e.contains("one connection")), "the fifth of one connection");
+        // Responses are bounded by the pending table, not here.
+        assert!(reassembly.accept((1, 4, 2), &chunk(4, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).is_ok());
+        assert!(reassembly.accept((2, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
+        assert!(reassembly.accept((2, 1, 1), &request_chunk(1, 0), 0, false, |_| None).is_ok());
+        let refused = reassembly.accept((3, 0, 1), &request_chunk(0, 0), 0, false, |_| None);
+        assert!(refused.is_err_and(|e| e.contains("this node")), "the seventh of the node");
+        // A finished request makes room again.
+        reassembly.accept((1, 0, 1), &request_chunk(0, 1), 0, false, |_| None).unwrap();
+        reassembly.chunk_done((1, 0, 1), CHUNK, true, false, 1);
+        assert!(reassembly.chunk_done((1, 0, 1), 1, true, false, 1).is_some());
+        assert!(reassembly.accept((3, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
+    }
+
+    #[test]
+    fn single_chunk_requests_by_rendezvous_count_bytes_not_messages() {
+        let mut reassembly = Reassembly::new(LIMITS);
+        let single = |id| Header { kind: Kind::Request, status: wire::STATUS_OK, ..chunk(id, 0, 1, 100) };
+        for id in 0..10 {
+            assert!(reassembly.accept((1, id, 1), &single(id), 0, true, |_| None).is_ok(), "not limited by count: {id}");
+        }
+        assert!(reassembly.accept((1, 10, 1), &request_chunk(10, 0), 0, false, |_| None).is_ok(), "multi-chunk ones still fit");
+        for id in 0..10 {
+            assert!(reassembly.chunk_done((1, id, 1), 100, true, false, 1).is_some());
+        }
+    }
+
+    #[test]
+    fn beyond_its_byte_limit_a_connection_gets_no_buffer() {
+        let pool = pool();
+        let mut reassembly = Reassembly::new(LIMITS);
+        let alloc = |n| pool.alloc(n, None).ok();
+        // Two requests of CHUNK + 1 bytes fit the limit of 3 * CHUNK; the third does not.
+        for id in 0..2 {
+            assert!(matches!(reassembly.accept((1, id, 1), &request_chunk(id, 0), 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+        }
+        assert!(matches!(reassembly.accept((1, 2, 1), &request_chunk(2, 0), 0, false, alloc).unwrap(), ChunkTarget::Drop));
+        // Another connection still gets buffers, and one message is always admitted.
+        let big = Header { total_len: (4 * CHUNK) as u64, ..request_chunk(0, 0) };
+        assert!(matches!(reassembly.accept((2, 0, 1), &big, 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+        reassembly.drop_conn(1);
+        reassembly.drop_conn(2);
+        assert_eq!(pool.in_use_bytes(), 0, "dropped messages gave their buffers back");
+    }
+
+    #[test]
+    fn silent_messages_expire_and_free_their_buffers() {
+        let pool = pool();
+        let mut reassembly = Reassembly::new(LIMITS);
+        reassembly.accept((1, 1, 1), &request_chunk(1, 0), 100, false, |n| pool.alloc(n, None).ok()).unwrap();
+        reassembly.accept((1, 2, 1), &request_chunk(2, 0), 600, false, |n| pool.alloc(n, None).ok()).unwrap();
+        assert_eq!(reassembly.expire(1099), 0, "not yet");
+        assert_eq!(reassembly.expire(1100), 1, "the first, 1000 ms after its last chunk");
+        assert_eq!(reassembly.len(), 1);
+        assert_eq!(reassembly.expire(1600), 1);
+        assert_eq!(pool.in_use_bytes(), 0);
+        assert!(reassembly.accept((1, 1, 1), &request_chunk(1, 1), 1700, false, |_| None).is_ok(), "a late chunk starts afresh (and will expire too)");
+    }
+
+    #[test]
+    fn a_buffer_with_a_receive_in_flight_outlives_its_dropped_message() {
+        let pool = pool();
+        let mut reassembly = Reassembly::new(LIMITS);
+        let target = reassembly.accept((1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
+        assert!(matches!(target, ChunkTarget::Into(..)));
+        reassembly.drop_conn(1);
+        assert_eq!(reassembly.expire(u64::MAX), 0);
+        assert!(pool.in_use_bytes() > 0, "UCX may still be writing into the buffer");
+        assert!(matches!(reassembly.accept((1, 1, 1), &request_chunk(1, 1), 0, false, |_| None).unwrap(), ChunkTarget::Drop));
+        assert!(reassembly.chunk_done((1, 1, 1), CHUNK, true, true, 1).is_none(), "a doomed message completes no more");
+        assert_eq!(reassembly.len(), 0);
+        assert_eq!(pool.in_use_bytes(), 0, "freed once the receive is done");
+    }
+
+    /// At close the shared worker keeps running, so a receive into a message's buffer may still be
+    /// in flight: clearing keeps that buffer until the receive is done.
+    #[test]
+    fn clearing_at_close_keeps_a_buffer_with_a_receive_in_flight() {
+        let pool = pool();
+        let mut reassembly = Reassembly::new(LIMITS);
+        reassembly.accept((1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
+        reassembly.accept((2, 1, 1), &request_chunk(1, 0), 0, false, |n| pool.alloc(n, None).ok()).unwrap();
+        reassembly.clear();
+        assert_eq!(reassembly.len(), 1, "only the message with a receive in flight is left");
+        let (in_use, one) = (pool.in_use_bytes(), (CHUNK + 1).next_power_of_two());
+        assert!(in_use > 0 && in_use <= one, "the other message's buffer went back ({in_use} bytes in use)");
+        assert!(reassembly.chunk_done((1, 1, 1), CHUNK, true, true, 1).is_none());
+        assert_eq!(reassembly.len(), 0);
+        assert_eq!(pool.in_use_bytes(), 0, "freed once the receive is done");
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ucx_sys as u;
 
+use crate::clock::coarse_ms;
 use crate::error::{ucx_error, Error, Result};
 use crate::log::{log_debug, log_warn};
 use crate::pool::Buffer;
@@ -33,10 +34,17 @@ impl NodeInner {
     /// the descriptor (`ucp_am_recv_data_nbx`).
     ///
     /// # Safety
-    /// Under the runtime's lock, inside the AM callback: `data` holds `length` bytes (or is a
-    /// rendezvous descriptor when `param` says so).
+    /// Called from `am_recv_callback` only: under the runtime's lock with no borrow of this node's
+    /// state live; `data` holds `length` bytes (or is a rendezvous descriptor when `param` says so).
     unsafe fn on_active_message(&self, conn_id: u64, header: &[u8], data: *mut c_void, length: usize, param: &u::ucp_am_recv_param_t) {
         let state = self.state();
+        match state.conns.get_mut(&conn_id) {
+            // Failed or closing (its endpoint waits for its wire-up flush): nothing more is served
+            // from it. Returning drops the message (a rendezvous descriptor too).
+            Some(conn) if conn.failed => return,
+            Some(conn) => conn.last_used_ms = coarse_ms(), // for the idle rule of accepted connections
+            None => {}
+        }
         let header = match Header::decode(header, length, self.config.max_message_bytes) {
             Ok(h) => h,
             Err(e) => {
@@ -74,7 +82,7 @@ impl NodeInner {
             }
             buffer
         };
-        let (destination, memh) = match state.partials.accept(key, &header, alloc) {
+        let (destination, memh) = match state.partials.accept(key, &header, coarse_ms(), rndv, alloc) {
             Err(reason) => {
                 self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 log_warn!("closing connection {conn_id}: {reason}");
@@ -83,7 +91,7 @@ impl NodeInner {
             }
             Ok(ChunkTarget::Drop) => {
                 // Nowhere to put it: count it, drop it (for rendezvous, returning OK drops the descriptor).
-                self.on_chunk_done(state, key, length, Ok(()));
+                self.on_chunk_done(state, key, length, false, Ok(()));
                 return;
             }
             // SAFETY: `Header::decode` checked offset + length <= total_len, and `accept` checked
@@ -92,7 +100,7 @@ impl NodeInner {
         };
         if !rndv {
             ptr::copy_nonoverlapping(data as *const u8, destination, length);
-            self.on_chunk_done(state, key, length, Ok(()));
+            self.on_chunk_done(state, key, length, false, Ok(()));
             return;
         }
         // Zero-copy: UCX moves the chunk straight into the registered buffer.
@@ -105,20 +113,21 @@ impl NodeInner {
         let status_ptr = u::ucp_am_recv_data_nbx(self.runtime.worker, data, destination as *mut c_void, length, &rparam);
         if status_ptr.is_null() {
             drop(Box::from_raw(ctx));
-            self.on_chunk_done(state, key, length, Ok(()));
+            self.on_chunk_done(state, key, length, true, Ok(()));
         } else if u::ucs_ptr_is_err(status_ptr) {
             drop(Box::from_raw(ctx));
-            self.on_chunk_done(state, key, length, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
+            self.on_chunk_done(state, key, length, true, Err(ucx_error("ucp_am_recv_data_nbx", u::ucs_ptr_status(status_ptr))));
         } else {
             state.ucx_ops_in_flight += 1;
         }
     }
 
-    fn on_chunk_done(&self, state: &mut NodeState, key: PartialKey, len: usize, result: Result<()>) {
+    /// `receive`: the chunk came by a rendezvous receive into the message's buffer.
+    fn on_chunk_done(&self, state: &mut NodeState, key: PartialKey, len: usize, receive: bool, result: Result<()>) {
         if let Err(e) = &result {
             log_warn!("receiving a chunk of message {} failed: {e}", key.1);
         }
-        if let Some((header, payload)) = state.partials.chunk_done(key, len, result.is_ok(), self.pool.cap_bytes()) {
+        if let Some((header, payload)) = state.partials.chunk_done(key, len, result.is_ok(), receive, self.pool.cap_bytes()) {
             self.on_message(state, key.0, &header, payload);
         }
     }
@@ -127,6 +136,10 @@ impl NodeInner {
     fn on_message(&self, state: &mut NodeState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
         match header.kind {
             Kind::Request => {
+                // Being served: an accepted connection is not idle until it is answered (`send_outgoing`).
+                if let Some(conn) = state.conns.get_mut(&conn_id) {
+                    conn.requests_in_flight += 1;
+                }
                 let payload = match payload {
                     Ok(buffer) => buffer,
                     Err(e) => {
@@ -141,6 +154,9 @@ impl NodeInner {
                         return;
                     }
                 };
+                // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), and the
+                // runtime's node list holds a strong count while a connection of the node can deliver
+                // (`Shared::nodes`); the count is raised before the new Arc takes it over.
                 let node = unsafe {
                     Arc::increment_strong_count(self as *const NodeInner);
                     Arc::from_raw(self as *const NodeInner)
@@ -163,6 +179,12 @@ impl NodeInner {
 
 // UCX callbacks of the receive path. Each runs under the runtime's lock, inside progress.
 
+// SAFETY: UCX calls this only as registered: `arg` is the runtime given to
+// `ucp_worker_set_am_recv_handler`, alive while its worker is; an entry of `by_ep` names a node
+// registered with the runtime (an entry lives exactly as long as its connection is in the node's
+// table); `header` holds `header_length` bytes and `param` is valid for the call; the callback runs
+// inside `ucp_worker_progress` under the runtime's lock, with no borrow of the shared state or of
+// that node's state live (nobody holds one across a progress call).
 pub(super) unsafe extern "C" fn am_recv_callback(
     arg: *mut c_void,
     header: *const c_void,
@@ -181,16 +203,26 @@ pub(super) unsafe extern "C" fn am_recv_callback(
         return u::UCS_OK;
     };
     let header = if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
-    (*node).on_active_message(conn_id, header, data, length, param);
+    let node = &*node;
+    let was_receiving = node.receiving.swap(true, Ordering::Relaxed);
+    node.on_active_message(conn_id, header, data, length, param);
+    node.receiving.store(was_receiving, Ordering::Relaxed);
     u::UCS_OK
 }
 
+// SAFETY: UCX calls this only as registered: `user_data` is the RecvCtx boxed by `on_active_message`
+// for this receive, handed over once; its node is alive (a closed node stays registered with the
+// runtime while its receives are in flight: `ucx_busy`); the callback runs inside progress under the
+// runtime's lock with no borrow of the node's state live; the reassembly kept the target buffer
+// alive while this receive was in flight.
 unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_status_t, _length: usize, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut RecvCtx);
     let node = &*ctx.node;
+    let was_receiving = node.receiving.swap(true, Ordering::Relaxed);
     let state = node.state();
     state.ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };
-    node.on_chunk_done(state, ctx.key, ctx.len, result);
+    node.on_chunk_done(state, ctx.key, ctx.len, true, result);
+    node.receiving.store(was_receiving, Ordering::Relaxed);
     u::ucp_request_free(request);
 }

@@ -238,6 +238,9 @@ impl Runtime {
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: under the lock, and no node uses the worker any more.
         unsafe { u::ucp_worker_destroy(self.worker) };
+        // SAFETY: under the lock; the worker is gone, so no callback can borrow the list meanwhile.
+        // The nodes are dropped after the worker: UCX operations it completed or discarded held
+        // pointers into them.
         let retired = std::mem::take(&mut unsafe { self.shared() }.nodes);
         drop(guard);
         drop(retired);

@@ -148,12 +148,14 @@ impl NodeInner {
         ctx.request_id = request_id;
         let (bytes, memh) = ctx.payload.bytes();
         debug_assert!(offset + len <= bytes.len());
-        // SAFETY: offset + len <= bytes.len() (the chunk ranges cover the payload).
+        // SAFETY: `offset + len <= bytes.len()` (chunk_ranges cuts inside the payload; asserted above).
         let data = unsafe { bytes.as_ptr().add(offset) };
         let ctx_ptr = Box::into_raw(ctx);
-        // SAFETY: under the runtime's lock (the caller holds `state`). The header and payload live
-        // in the context box until UCX completes the send (`send_callback` frees it) or fails it
-        // at once (freed below); the node outlives the send (`NodeInner::ucx_busy`).
+        // SAFETY: under the runtime's lock (the caller holds `state`); `ep` is a live endpoint of the
+        // runtime's worker; the header and the payload bytes live in `ctx`, which is leaked into
+        // `user_data` until UCX is done: freed below if the send completed or failed at once, else by
+        // `send_callback`; the node outlives the send (`NodeInner::ucx_busy`); `memh`, if set,
+        // registers the payload's buffer.
         let status_ptr = unsafe {
             let mut param: u::ucp_request_param_t = std::mem::zeroed();
             param.op_attr_mask = u::UCP_OP_ATTR_FIELD_CALLBACK | u::UCP_OP_ATTR_FIELD_USER_DATA | u::UCP_OP_ATTR_FIELD_FLAGS;
@@ -175,11 +177,11 @@ impl NodeInner {
             )
         };
         if status_ptr.is_null() {
-            // SAFETY: completed in place: UCX kept no reference to the box.
+            // SAFETY: completed at once: UCX will not call back, so the box is ours again (once).
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Ok(())
         } else if u::ucs_ptr_is_err(status_ptr) {
-            // SAFETY: failed in place: UCX kept no reference to the box.
+            // SAFETY: failed at once: UCX will not call back, so the box is ours again (once).
             self.recycle_send_ctx(state, unsafe { Box::from_raw(ctx_ptr) });
             Err(ucx_error("ucp_am_send_nbx", u::ucs_ptr_status(status_ptr)))
         } else {
@@ -201,15 +203,16 @@ impl NodeInner {
         }
         self.counters.requests_served.fetch_add(1, Ordering::Relaxed);
         if self.in_progress_here() {
-            // SAFETY: this thread holds the runtime's lock (the mark says so).
-            unsafe { self.state() }.outbox.push_back(outgoing);
+            // Not through the node's state: a caller up this thread's stack may hold its borrow.
+            self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).push_back(outgoing);
             return;
         }
         // The respond stage's fast path: with the worker free, post the response from this
         // thread; only under contention does it go through the respond queue.
         if let Ok(guard) = self.runtime.lock.try_lock() {
             let mark = InProgressMark::enter(&self.runtime);
-            // SAFETY: under the runtime's lock, taken above.
+            // SAFETY: this thread took the runtime's lock just now (`try_lock`), so no borrow of the
+            // state is live on it.
             self.send_outgoing(unsafe { self.state() }, outgoing);
             drop(mark);
             drop(guard);
@@ -224,6 +227,12 @@ impl NodeInner {
     }
 
     pub(super) fn send_outgoing(&self, state: &mut NodeState, outgoing: Outgoing) {
+        if let Some(conn) = state.conns.get_mut(&outgoing.conn_id) {
+            if conn.outgoing_peer.is_none() {
+                conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
+                conn.last_used_ms = crate::clock::coarse_ms();
+            }
+        }
         let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
         let header = Header {
             kind,
@@ -239,8 +248,10 @@ impl NodeInner {
     }
 }
 
-// Runs under the runtime's lock, inside progress (or the send call): `user_data` is the box
-// `post_send` gave UCX, returned exactly once.
+// SAFETY: UCX calls this only as registered: `user_data` is the SendCtx leaked by `post_send` for
+// this send, handed over once; its node is alive (a closed node stays registered with the runtime
+// while its sends are in flight: `ucx_busy`); the callback runs under the runtime's lock (inside
+// progress, or a forced `ucp_ep_close_nbx` in `close_conn`: see the module comment's known nesting).
 unsafe extern "C" fn send_callback(request: *mut c_void, status: u::ucs_status_t, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut SendCtx);
     let node = &*ctx.node;

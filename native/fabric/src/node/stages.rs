@@ -119,10 +119,8 @@ impl NodeInner {
             return;
         }
         match self.config.handler_mode {
-            HandlerMode::Inline => {
-                let handler = self.handler.clone().expect("Inline mode has a handler");
-                handler.handle(request);
-            }
+            // Run by the progress round once this borrow of the state has ended (`run_inline_handlers`).
+            HandlerMode::Inline => state.inline_ready.push_back(request),
             HandlerMode::Staged { .. } | HandlerMode::Pull => {
                 let request = if state.overflow.is_empty() {
                     match self.dispatch.try_push(request) {
@@ -140,6 +138,29 @@ impl NodeInner {
                     request.finish_error(&Error::Overloaded);
                 }
             }
+        }
+    }
+
+    /// Runs the Inline handler on the requests received by the last `ucp_worker_progress`. The
+    /// caller (the progress round) holds the runtime's lock and no borrow of any node's state: each
+    /// request is taken out under a borrow that ends before the handler runs, so a handler that
+    /// responds or sends, on this node or another of the runtime (borrowing that state anew), never
+    /// meets another live borrow. Returns how many ran.
+    pub(super) fn run_inline_handlers(&self) -> usize {
+        let mut ran = 0;
+        loop {
+            // SAFETY: the caller holds the runtime's lock and no other borrow of this node's state
+            // (see above); this one ends with the statement.
+            let next = unsafe { self.state() }.inline_ready.pop_front();
+            let Some(request) = next else { return ran };
+            if self.closed.load(Ordering::SeqCst) {
+                // A connection still wiring up at close delivered it: nobody serves it now.
+                request.discard();
+                continue;
+            }
+            let handler = self.handler.as_ref().expect("Inline mode has a handler");
+            handler.handle(request);
+            ran += 1;
         }
     }
 
@@ -193,6 +214,66 @@ mod tests {
         let start = Instant::now();
         assert!(node.next_request(Duration::from_secs(10)).is_none());
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// An Inline handler that sends a request of its own and responds runs after the receive path
+    /// has let go of the node's state, so it never borrows the state a second time.
+    #[test]
+    fn an_inline_handler_that_sends_and_responds_does_not_reenter_the_state() {
+        use crate::node::Request;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let backend = Node::start(
+            Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..Config::default() },
+            Some(Arc::new(|request: Request| request.respond(b"backend"))),
+        )
+        .unwrap();
+        let backend_addr = backend.local_addr().unwrap();
+        let forwarded = Arc::new(AtomicUsize::new(0));
+        let relay: Arc<std::sync::OnceLock<Node>> = Arc::new(std::sync::OnceLock::new());
+        let handler = {
+            let (relay, forwarded) = (relay.clone(), forwarded.clone());
+            move |request: Request| {
+                let node = relay.get().expect("relay started").clone();
+                let forwarded = forwarded.clone();
+                // Sends from inside the handler (a callback request: nothing here may block)...
+                node.endpoint(backend_addr)
+                    .unwrap()
+                    .request_with(2, b"forward", move |result| {
+                        if result.is_ok() {
+                            forwarded.fetch_add(1, Ordering::SeqCst);
+                        }
+                    })
+                    .unwrap();
+                // ...and responds.
+                request.respond(b"relayed");
+            }
+        };
+        let node = Node::start(
+            Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..Config::default() },
+            Some(Arc::new(handler)),
+        )
+        .unwrap();
+        relay.set(node.clone()).ok().unwrap();
+        let client = Node::start(Config::default(), None).unwrap();
+        let endpoint = client.endpoint(node.local_addr().unwrap()).unwrap();
+        for _ in 0..20 {
+            assert_eq!(&endpoint.request(1, b"hi").unwrap().wait().unwrap()[..], b"relayed");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while forwarded.load(Ordering::SeqCst) < 20 {
+            assert!(Instant::now() < deadline, "forwarded requests answered: {}", forwarded.load(Ordering::SeqCst));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The three nodes share one worker: the handler runs in a progress round that also
+        // receives for the backend and the client, and none of their states is borrowed twice.
+        assert!(Arc::ptr_eq(&node.inner.runtime, &backend.inner.runtime) && Arc::ptr_eq(&node.inner.runtime, &client.inner.runtime));
+        for (name, n) in [("relay", &node), ("backend", &backend), ("client", &client)] {
+            assert_eq!(n.inner.state_reentries.load(Ordering::Relaxed), 0, "the {name}'s state was borrowed again inside its receive path");
+        }
+        client.close();
+        node.close();
+        backend.close();
     }
 
     #[test]

@@ -18,9 +18,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p><b>Views.</b> {@link #byteBuffer()} is a direct {@link ByteBuffer} over the registered memory
  * itself, without copies. A view is plain memory and cannot check the buffer's state: used after the
  * buffer was released it reads or writes memory that the pool may have handed to someone else. It can
- * never crash the JVM, though: released memory goes back to the pool and stays mapped for the pool's
- * lifetime, and the pool lives (even after {@link FabricNode#close()}) until every view of every buffer
- * is garbage. Drop views when you release the buffer.
+ * never crash the JVM or touch the native heap, though: the memory of every buffer is pinned from its
+ * creation until its last view is garbage, and the pool never unmaps pinned memory (it may reuse it);
+ * the pool itself lives (even after {@link FabricNode#close()}) until every view of every buffer is
+ * garbage. Drop views when you release the buffer: a view kept reachable also keeps its memory from
+ * being reclaimed for buffers of other sizes when the pool is at its cap.
  *
  * <p>Not thread-safe, except that releasing and consuming race safely: exactly one wins.
  */
@@ -40,8 +42,17 @@ public final class FabricBuffer implements AutoCloseable {
     static FabricBuffer adopt(NodeHandle node, ByteBuffer root, long handle, long length) {
         assert handle != 0 && root != null && root.isDirect();
         assert length >= 0 && length <= root.capacity() : "length " + length + " above capacity " + root.capacity();
+        // Pinned while the handle is certainly live (nothing else has it yet): from here on the
+        // memory stays mapped until the cleaner unpins it, whenever the buffer is released.
+        long pin;
+        try {
+            pin = FabricNative.bufferPin(handle);
+        } catch (RuntimeException | Error e) {
+            FabricNative.bufferFree(handle); // the root view is dropped unused
+            throw e;
+        }
         node.retain();
-        Owner owner = new Owner(node, handle);
+        Owner owner = new Owner(node, handle, pin);
         // Registered on the root view, not on this object: the memory is released only when neither
         // this buffer nor any view derived from the root (duplicates and slices keep it reachable) is left.
         NodeHandle.CLEANER.register(root, owner);
@@ -134,10 +145,13 @@ public final class FabricBuffer implements AutoCloseable {
     private static final class Owner implements Runnable {
         final NodeHandle node;
         final AtomicLong handle;
+        /** Keeps the memory mapped until no view is reachable (this action runs then). */
+        private final long pin;
 
-        Owner(NodeHandle node, long handle) {
+        Owner(NodeHandle node, long handle, long pin) {
             this.node = node;
             this.handle = new AtomicLong(handle);
+            this.pin = pin;
         }
 
         @Override
@@ -146,6 +160,7 @@ public final class FabricBuffer implements AutoCloseable {
             if (leaked != 0) {
                 FabricNative.bufferFree(leaked);
             }
+            FabricNative.viewUnpin(pin);
             node.exit();
         }
     }

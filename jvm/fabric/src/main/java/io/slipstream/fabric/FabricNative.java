@@ -25,7 +25,7 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 3;
+    static final int ABI_VERSION = 4;
 
     /** Length of {@link #nodeStats(long)}. */
     static final int STATS_FIELDS = 11;
@@ -108,8 +108,17 @@ final class FabricNative {
 
     static native void endpointFree(long endpoint);
 
-    /** Returns the buffer to its pool. The memory stays mapped for the pool's lifetime. */
+    /** Returns the buffer to its pool. Its memory stays mapped while a pin of it ({@link #bufferPin}) exists. */
     static native void bufferFree(long buffer);
+
+    /**
+     * Pins a live buffer's memory for its views: until {@link #viewUnpin} the pool never unmaps it
+     * (it may reuse it). Returns the pin's handle.
+     */
+    static native long bufferPin(long buffer);
+
+    /** Frees a pin from {@link #bufferPin}, once no view of the buffer is reachable. */
+    static native void viewUnpin(long pin);
 
     /** Answers with a copy of the data; consumes {@code request}. */
     static native void requestRespond(long request, ByteBuffer direct, byte[] heap, int offset, int length);
