@@ -125,7 +125,7 @@ fn c_program_over_the_fabric() {
 #[test]
 fn c_program_against_slipstream_cache() {
     let _serial = common::serial();
-    let Some(server) = Slipstream::start() else { return };
+    let server = Slipstream::start();
     let program = compile(false);
     run(&program, &["tcp".into(), server.tcp.ip().to_string(), server.tcp.port().to_string()]);
     run(&program, &["fabric".into(), server.fabric.ip().to_string(), server.fabric.port().to_string()]);

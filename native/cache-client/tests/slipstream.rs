@@ -12,7 +12,7 @@ fn transports(server: &Slipstream) -> [(ServerAddr, &'static str); 2] {
 #[test]
 fn every_operation_over_tcp_and_the_fabric() {
     let _serial = common::serial();
-    let Some(server) = Slipstream::start() else { return };
+    let server = Slipstream::start();
     for (addr, name) in transports(&server) {
         suite::every_operation(&client_for(&[addr]), &format!("ops-{name}"));
     }
@@ -21,7 +21,7 @@ fn every_operation_over_tcp_and_the_fabric() {
 #[test]
 fn values_of_1_byte_4_kb_and_512_kb_over_tcp_and_the_fabric() {
     let _serial = common::serial();
-    let Some(server) = Slipstream::start() else { return };
+    let server = Slipstream::start();
     for (addr, name) in transports(&server) {
         suite::sizes(&client_for(&[addr]), &format!("sizes-{name}"));
     }
@@ -30,7 +30,7 @@ fn values_of_1_byte_4_kb_and_512_kb_over_tcp_and_the_fabric() {
 #[test]
 fn nonblocking_calls_over_tcp_and_the_fabric() {
     let _serial = common::serial();
-    let Some(server) = Slipstream::start() else { return };
+    let server = Slipstream::start();
     for (addr, name) in transports(&server) {
         suite::nonblocking(&client_for(&[addr]), &format!("nb-{name}"));
     }
@@ -39,7 +39,7 @@ fn nonblocking_calls_over_tcp_and_the_fabric() {
 #[test]
 fn get_multi_across_two_servers_one_per_transport() {
     let _serial = common::serial();
-    let (Some(a), Some(b)) = (Slipstream::start(), Slipstream::start()) else { return };
+    let (a, b) = (Slipstream::start(), Slipstream::start());
     let client = client_for(&[ServerAddr::Fabric(a.fabric), ServerAddr::Tcp(b.tcp)]);
     suite::get_multi(&client, "multi", 200);
     suite::nonblocking(&client, "multi-nb");
@@ -59,7 +59,6 @@ fn sasl_plain_over_tcp_and_the_fabric() {
     std::fs::write(&auth_file, "alice:secret\n").unwrap();
     let server = Slipstream::start_with(&["-Y", auth_file.to_str().unwrap()]);
     let _ = std::fs::remove_dir_all(&dir);
-    let Some(server) = server else { return };
     for (addr, name) in transports(&server) {
         let anonymous = client_for(&[addr]);
         assert!(matches!(anonymous.set(b"k", b"v", 0, 0), Err(Error::AuthFailed)), "{name}: no credentials");
@@ -84,7 +83,7 @@ fn nonblocking_gets_of_values_on_the_ssd_complete_when_read() {
     let dir = std::env::temp_dir().join(format!("slipstream-client-hybrid-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let dir_arg = dir.to_str().unwrap().to_string();
-    let Some(server) = Slipstream::start_with(&["-m", "16", "--ssd-path", &dir_arg, "--ssd-size", "64"]) else { return };
+    let server = Slipstream::start_with(&["-m", "16", "--ssd-path", &dir_arg, "--ssd-size", "64"]);
     let value_of = |i: usize| -> Vec<u8> { (0..4096).map(|j| (i * 7 + j) as u8).collect() };
     let loader = client_for(&[ServerAddr::Tcp(server.tcp)]);
     for i in 0..6000 {

@@ -128,19 +128,18 @@ pub struct Slipstream {
 }
 
 impl Slipstream {
-    /// `None` (with a message) while the binary does not exist; a binary that exists must start.
-    pub fn start() -> Option<Slipstream> {
+    /// Starts the binary; fails the test (never skips it) when the binary is missing or does not start.
+    pub fn start() -> Slipstream {
         Slipstream::start_with(&[])
     }
 
     /// With extra flags.
-    pub fn start_with(extra: &[&str]) -> Option<Slipstream> {
+    pub fn start_with(extra: &[&str]) -> Slipstream {
         let Some(binary) = slipstream_binary() else {
-            eprintln!(
-                "SKIPPED: slipstream-cache is not built \
+            panic!(
+                "slipstream-cache is not built \
                  (cargo build --release -p cache-server, or set SLIPSTREAM_CACHE_BIN)"
             );
-            return None;
         };
         let mut child = Command::new(&binary)
             .args(["-p", "0", "--fabric-port", "0"])
@@ -175,7 +174,7 @@ impl Slipstream {
         };
         let (tcp, fabric) = (field("tcp="), field("fabric="));
         wait_listening(tcp, &mut child);
-        Some(Slipstream { child, tcp, fabric })
+        Slipstream { child, tcp, fabric }
     }
 }
 
