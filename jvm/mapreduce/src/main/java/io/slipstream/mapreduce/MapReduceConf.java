@@ -72,25 +72,14 @@ final class MapReduceConf {
         if (maxRequestsInFlight < 1 || requestTimeout.isNegative() || requestTimeout.isZero()) {
             throw new IllegalArgumentException(MAX_REQUESTS_IN_FLIGHT + " and " + REQUEST_TIMEOUT_MS + " must be positive");
         }
-        requestBytesMax = requestBytesMax(maxBytesInFlight);
+        requestBytesMax = io.slipstream.shuffle.BlockFetcher.Limits.requestBytesFor(maxBytesInFlight);
     }
 
-    /** Room for a response's header (12 bytes per entry) inside its buffer's size class. */
-    static final int RESPONSE_HEADROOM_BYTES = 64 << 10;
 
-    /**
-     * A request asks for at most a fifth of what may be in flight, rounded down to a power of two
-     * less the header's room (the fabric's pool hands out power-of-two buffers), 64 KiB to 64 MiB.
-     */
-    static int requestBytesMax(long maxBytesInFlight) {
-        long fifth = Math.max(maxBytesInFlight / 5, 128 << 10);
-        long power = Math.min(Long.highestOneBit(fifth), 64L << 20);
-        return (int) (power - RESPONSE_HEADROOM_BYTES);
-    }
 
     /** Largest fabric message: a full response plus its header. */
     int maxMessageBytes() {
-        return requestBytesMax + (1 << 20);
+        return io.slipstream.shuffle.BlockFetcher.Limits.maxMessageBytesFor(requestBytesMax);
     }
 
     /** A fabric node with these settings (the NodeManager's adds where it listens). */

@@ -66,6 +66,25 @@ public final class BlockFetcher implements AutoCloseable {
      */
     public record Limits(long maxBytesInFlight, int maxRequestsInFlight, int requestBytesMax, int blocksPerRequestMax,
             Duration responseTimeout) {
+        /** Room for a response's header (12 bytes per entry) inside its buffer's size class. */
+        public static final int RESPONSE_HEADROOM_BYTES = 64 << 10;
+
+        /**
+         * The largest response a request asks for: a fifth of what may be in flight (as Spark's
+         * own fetcher), rounded down to a power of two less the header's room (the fabric's pool
+         * hands out power-of-two buffers, so a response fills one), between 64 KiB and 64 MiB.
+         */
+        public static int requestBytesFor(long maxBytesInFlight) {
+            long fifth = Math.max(maxBytesInFlight / 5, 128 << 10);
+            long power = Math.min(Long.highestOneBit(fifth), 64L << 20);
+            return (int) (power - RESPONSE_HEADROOM_BYTES);
+        }
+
+        /** The fabric message a node must accept for such requests: a full response plus its header. */
+        public static int maxMessageBytesFor(int requestBytesMax) {
+            return requestBytesMax + (1 << 20);
+        }
+
         public Limits {
             if (maxBytesInFlight <= 0 || maxRequestsInFlight <= 0 || requestBytesMax <= 0 || blocksPerRequestMax <= 0
                     || blocksPerRequestMax > ShuffleProtocol.FETCH_ENTRIES_MAX) {

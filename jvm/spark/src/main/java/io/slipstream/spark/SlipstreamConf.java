@@ -93,7 +93,7 @@ final class SlipstreamConf {
         // Spark reads an unsuffixed maxSizeInFlight as MiB.
         maxBytesInFlight = conf.getSizeAsMb("spark.reducer.maxSizeInFlight", "48m") * 1024 * 1024;
         maxRequestsInFlight = conf.getInt("spark.reducer.maxReqsInFlight", Integer.MAX_VALUE);
-        requestBytesMax = requestBytesMax(maxBytesInFlight);
+        requestBytesMax = io.slipstream.shuffle.BlockFetcher.Limits.requestBytesFor(maxBytesInFlight);
         authenticate = conf.getBoolean("spark.authenticate", false);
         networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
         detectCorrupt = conf.getBoolean("spark.shuffle.detectCorrupt", true);
@@ -191,24 +191,11 @@ final class SlipstreamConf {
         return Math.min(bound, io.slipstream.shuffle.BlockFetcher.BLOCK_BYTES_MAX);
     }
 
-    /** Room for a response's header (12 bytes per entry) inside its buffer's size class. */
-    static final int RESPONSE_HEADROOM_BYTES = 64 << 10;
 
-    /**
-     * As Spark's fetcher, a request asks for at most a fifth of what may be in flight, so several
-     * go at once. Rounded down to a power of two less the header's room, because the fabric's pool
-     * hands out power-of-two buffers: a 9.6 MiB response would take a 16 MiB buffer on each side.
-     * Between 64 KiB and 64 MiB.
-     */
-    static int requestBytesMax(long maxBytesInFlight) {
-        long fifth = Math.max(maxBytesInFlight / 5, 128 << 10);
-        long power = Math.min(Long.highestOneBit(fifth), 64L << 20);
-        return (int) (power - RESPONSE_HEADROOM_BYTES);
-    }
 
     /** Largest fabric message: a full response plus its header. */
     int maxMessageBytes() {
-        return requestBytesMax + (1 << 20);
+        return io.slipstream.shuffle.BlockFetcher.Limits.maxMessageBytesFor(requestBytesMax);
     }
 
     private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {

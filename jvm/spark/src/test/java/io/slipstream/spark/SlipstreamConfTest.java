@@ -19,7 +19,7 @@ class SlipstreamConfTest {
         assertEquals(SlipstreamConf.Fallback.AUTO, conf.fallback);
         assertEquals(FabricTransport.AUTO, conf.transport);
         assertEquals(48L << 20, conf.maxBytesInFlight);
-        assertEquals((8 << 20) - SlipstreamConf.RESPONSE_HEADROOM_BYTES, conf.requestBytesMax, "a fifth, within an 8 MiB buffer");
+        assertEquals((8 << 20) - io.slipstream.shuffle.BlockFetcher.Limits.RESPONSE_HEADROOM_BYTES, conf.requestBytesMax, "a fifth, within an 8 MiB buffer");
         assertEquals(Integer.MAX_VALUE, conf.maxRequestsInFlight);
         assertTrue(conf.maxMessageBytes() > conf.requestBytesMax);
     }
@@ -41,10 +41,10 @@ class SlipstreamConfTest {
     @Test
     void requests_fit_power_of_two_buffers_and_stay_within_a_fifth_of_the_window() {
         for (long window : new long[] {1 << 20, 10L << 20, 48L << 20, 96L << 20, 1L << 30, 64L << 30}) {
-            int request = SlipstreamConf.requestBytesMax(window);
+            int request = io.slipstream.shuffle.BlockFetcher.Limits.requestBytesFor(window);
             assertTrue(request >= 64 << 10 && request <= 64 << 20, window + ": " + request);
             assertTrue(window < 640 << 10 || request <= window / 5, window + ": " + request + " above a fifth");
-            long sizeClass = request + (long) SlipstreamConf.RESPONSE_HEADROOM_BYTES;
+            long sizeClass = request + (long) io.slipstream.shuffle.BlockFetcher.Limits.RESPONSE_HEADROOM_BYTES;
             assertEquals(1, Long.bitCount(sizeClass), window + ": " + request + " is not a power of two less the headroom");
             assertTrue(request + 4 + 12L * 4096 <= sizeClass, window + ": a full response spills into the next size class");
         }
