@@ -25,9 +25,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{Buffer, Config, Endpoint, HandlerMode, Node, Request, Transport};
+use fabric::{Buffer, Config, Endpoint, HandlerMode, Node, Request};
 use jni::objects::{JByteArray, JByteBuffer, JClass, JLongArray, JObject, JObjectArray, JString, JThrowable, JValue};
-use jni::sys::{jboolean, jint, jlong, jlongArray, jobject, jstring, JNI_VERSION_1_8};
+use jni::sys::{jboolean, jint, jlong, jlongArray, jobject, jobjectArray, jstring, JNI_VERSION_1_8};
 use jni::{JNIEnv, JavaVM};
 
 mod completions;
@@ -35,7 +35,7 @@ mod completions;
 use completions::Completions;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-const ABI_VERSION: jint = 4;
+const ABI_VERSION: jint = 5;
 /// `FabricNative.STATS_FIELDS`.
 const STATS_FIELDS: usize = 11;
 
@@ -199,12 +199,20 @@ fn take<T>(handle: jlong, what: &str) -> Outcome<T> {
     Ok(*unsafe { Box::from_raw(handle as *mut T) })
 }
 
-fn to_usize(value: jlong, what: &str) -> Outcome<usize> {
-    usize::try_from(value).map_err(|_| Failure::Argument(format!("{what} must not be negative: {value}")))
-}
-
 fn to_op(op: jint) -> Outcome<u16> {
     u16::try_from(op).map_err(|_| Failure::Argument(format!("op must be in 0..65535: {op}")))
+}
+
+/// Element `index` of a `String[]`, refusing null; its local reference is freed at once (settings
+/// arrive in loops, and a native frame holds few local references).
+fn string_element(env: &mut JNIEnv, array: &JObjectArray, index: jint) -> Outcome<String> {
+    let element = JString::from(env.get_object_array_element(array, index)?);
+    if element.as_raw().is_null() {
+        return Err(Failure::Argument(format!("settings[{index}] is null")));
+    }
+    let text: String = env.get_string(&element)?.into();
+    env.delete_local_ref(element)?;
+    Ok(text)
 }
 
 fn millis(value: jlong) -> Duration {
@@ -343,28 +351,27 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_probe(mut env: JNI
     })
 }
 
+/// Every setting of `fabric::Config` with its default as text, `[name, value, name, value, ...]`
+/// in declaration order: `FabricConfig`'s test checks that Java reaches every one with the same
+/// default, and `FabricNode.start` passes its settings back in the same form.
 #[no_mangle]
-pub extern "system" fn Java_io_slipstream_fabric_FabricNative_configDefaults(
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_configSettings(
     mut env: JNIEnv,
     _class: JClass,
-) -> jlongArray {
+) -> jobjectArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
-        let d = Config::default();
-        let fields = [
-            d.chunk_size_bytes as jlong,
-            d.pool_cap_bytes as jlong,
-            d.max_message_bytes as jlong,
-            d.max_requests_in_flight as jlong,
-            d.dispatch_queue_depth as jlong,
-            d.idle_timeout.as_millis() as jlong,
-            d.request_timeout.as_millis() as jlong,
-            d.spin_us as jlong,
-            d.shm_with_peer_errors as jlong,
-            d.max_connections as jlong,
-            d.same_host_eager as jlong,
-        ];
-        let array = env.new_long_array(fields.len() as i32)?;
-        env.set_long_array_region(&array, 0, &fields)?;
+        let defaults = Config::default();
+        let settings = Config::SETTINGS;
+        let array = env.new_object_array((settings.len() * 2) as i32, "java/lang/String", JObject::null())?;
+        for (i, setting) in settings.iter().enumerate() {
+            let value = defaults.value_text(setting.name).unwrap_or_default();
+            let name = env.new_string(setting.name)?;
+            env.set_object_array_element(&array, (2 * i) as i32, &name)?;
+            env.delete_local_ref(name)?;
+            let value = env.new_string(value)?;
+            env.set_object_array_element(&array, (2 * i + 1) as i32, &value)?;
+            env.delete_local_ref(value)?;
+        }
         Ok(array.into_raw())
     })
 }
@@ -372,43 +379,36 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_configDefaults(
 // ---------------------------------------------------------------------------------------------
 // Node.
 
+/// `settings`: `[name, value, ...]` of `fabric::Config` settings as text (`Config::set`); any
+/// setting not named keeps its default. The handler mode is always `Pull` (Java threads serve).
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStart<'local>(
     mut env: JNIEnv<'local>,
     _class: JClass<'local>,
     listen_ip: JString<'local>,
     listen_port: jint,
-    transport: jint,
-    chunk_size_bytes: jlong,
-    pool_cap_bytes: jlong,
-    max_message_bytes: jlong,
-    max_requests_in_flight: jlong,
-    dispatch_queue_depth: jlong,
-    idle_timeout_ms: jlong,
-    request_timeout_ms: jlong,
-    spin_us: jlong,
-    shm_with_peer_errors: jboolean,
+    settings: JObjectArray<'local>,
     completion_queue_depth: jint,
-    max_connections: jlong,
-    net_devices: JString<'local>,
-    same_host_eager: jboolean,
 ) -> jlong {
     guard(&mut env, 0, |env| {
-        let net_devices: String = if net_devices.as_raw().is_null() {
-            Config::default().net_devices
-        } else {
-            env.get_string(&net_devices)?.into()
-        };
-        let listen = if listen_ip.as_raw().is_null() {
+        let mut config = Config::default();
+        let count = env.get_array_length(&settings)?;
+        if count % 2 != 0 {
+            return Err(Failure::Argument(format!("settings come in name-value pairs: {count} strings")));
+        }
+        for i in (0..count).step_by(2) {
+            let name = string_element(env, &settings, i)?;
+            let value = string_element(env, &settings, i + 1)?;
+            if name == "handler_mode" || name == "listen" {
+                return Err(Failure::Argument(format!("{name} is not set through settings")));
+            }
+            config.set(&name, &value)?;
+        }
+        config.handler_mode = HandlerMode::Pull;
+        config.listen = if listen_ip.as_raw().is_null() {
             None
         } else {
             Some(socket_addr(env, &listen_ip, listen_port)?)
-        };
-        let transport = match transport {
-            0 => Transport::Auto,
-            1 => Transport::Tcp,
-            other => return Err(Failure::Argument(format!("unknown transport {other}"))),
         };
         let completion_depth = usize::try_from(completion_queue_depth)
             .ok()
@@ -418,26 +418,6 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStart<'local>(
                     "completion queue depth must be positive: {completion_queue_depth}"
                 ))
             })?;
-        // `..Config::default()`: fields the fabric adds later get their defaults.
-        #[allow(clippy::needless_update)]
-        let config = Config {
-            listen,
-            transport,
-            chunk_size_bytes: to_usize(chunk_size_bytes, "chunk_size_bytes")?,
-            pool_cap_bytes: to_usize(pool_cap_bytes, "pool_cap_bytes")?,
-            max_message_bytes: to_usize(max_message_bytes, "max_message_bytes")?,
-            max_requests_in_flight: to_usize(max_requests_in_flight, "max_requests_in_flight")?,
-            dispatch_queue_depth: to_usize(dispatch_queue_depth, "dispatch_queue_depth")?,
-            handler_mode: HandlerMode::Pull,
-            idle_timeout: millis(idle_timeout_ms),
-            request_timeout: millis(request_timeout_ms),
-            spin_us: spin_us.max(0) as u64,
-            shm_with_peer_errors: shm_with_peer_errors != 0,
-            max_connections: to_usize(max_connections, "max_connections")?,
-            net_devices,
-            same_host_eager: same_host_eager != 0,
-            ..Config::default()
-        };
         let node = Node::start(config, None)?;
         Ok(into_handle(NodeCtx {
             node,

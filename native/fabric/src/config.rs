@@ -1,8 +1,11 @@
-//! Node configuration. Every limit the node enforces is named here.
+//! Node configuration. Every limit the node enforces is named here, declared once with its
+//! default and its meaning (`settings!`): docs/configuration.md and the JVM bridge's settings are
+//! generated from these declarations (`Config::SETTINGS`, `Config::set`).
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::setting::settings;
 
 /// Which transports UCX may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,88 +28,67 @@ pub enum HandlerMode {
     Pull,
 }
 
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Address to listen on; `None` makes a client-only node. Port 0 picks a free port.
-    pub listen: Option<SocketAddr>,
-    pub transport: Transport,
-    /// Payloads above this travel as several chunks that may complete out of order.
-    pub chunk_size_bytes: usize,
-    /// Hard cap on registered (UCX-mapped) buffer memory of this node.
-    pub pool_cap_bytes: usize,
-    /// Largest request or response accepted, sent or received.
-    pub max_message_bytes: usize,
-    /// Requests of this node awaiting a response; a caller above it waits (up to `request_timeout`).
-    pub max_requests_in_flight: usize,
-    /// Connections a listening node accepts at once; further connection requests are rejected.
-    pub max_connections: usize,
-    /// Depth of the queue between the receive and handle stages (and of the respond queue).
-    pub dispatch_queue_depth: usize,
-    pub handler_mode: HandlerMode,
-    /// Cached outgoing connections unused this long are closed.
-    pub idle_timeout: Duration,
-    /// Accepted (incoming) connections on which nothing was received or sent this long, with no
-    /// request being served, are closed. Longer than `idle_timeout` by default, so that a peer with
-    /// the same settings closes its own end first and never sees its cached connection fail.
-    pub incoming_idle_timeout: Duration,
-    /// Multi-chunk requests one connection may have in reassembly at once; a chunk that would start
-    /// one more is a protocol error (the connection is closed). Responses are bounded by the
-    /// pending table instead (`max_requests_in_flight`).
-    pub max_reassembly_messages_per_connection: usize,
-    /// Multi-chunk requests in reassembly at once over all connections; beyond it, as above, for
-    /// the connection whose chunk would exceed it.
-    pub max_reassembly_messages: usize,
-    /// Bytes of buffers one connection's requests may hold in reassembly (at least one message is
-    /// always admitted). A request beyond it gets no buffer: its chunks are received and dropped
-    /// and it is answered `STATUS_POOL_EXHAUSTED`, so one peer cannot pin the whole pool.
-    pub max_reassembly_bytes_per_connection: usize,
-    /// A message in reassembly whose chunks stop arriving for this long is dropped and its buffer
-    /// freed (no answer is sent: the requester's own deadline fails it).
-    pub reassembly_timeout: Duration,
-    /// A request without a response after this fails with `Error::Timeout`.
-    pub request_timeout: Duration,
-    /// The progress thread spins this long after the last event before sleeping on the worker's event fd.
-    pub spin_us: u64,
-    /// Keep shared memory with peer error handling (`UCX_MM_ERROR_HANDLING=y`); without it UCX
-    /// falls back to TCP between processes on one host once peer failures are detected. See docs/fabric.md.
-    pub shm_with_peer_errors: bool,
-    /// Network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1,eth0`). UCX's TCP
-    /// transport listens on every device it uses, so the default, `lo`, keeps everything on
-    /// loopback; a cluster names its devices here (or in `UCX_NET_DEVICES`, which wins).
-    pub net_devices: String,
-    /// Send every message to a peer on this host eagerly (through shared memory), never by
-    /// rendezvous. With peer error handling UCX 1.13 cannot use CMA, so rendezvous between two
-    /// processes on one host runs over TCP; eager copies through shared memory reach about twice
-    /// the bandwidth. Off by default: a peer killed while writing a large eager message into the
-    /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
-    /// handling"). Peers on other hosts are unaffected either way.
-    pub same_host_eager: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            listen: None,
-            transport: Transport::Auto,
-            chunk_size_bytes: 1 << 20,
-            pool_cap_bytes: 256 << 20,
-            max_message_bytes: 128 << 20,
-            max_requests_in_flight: 4096,
-            max_connections: 1024,
-            dispatch_queue_depth: 1024,
-            handler_mode: HandlerMode::Staged { threads: 2 },
-            idle_timeout: Duration::from_secs(60),
-            incoming_idle_timeout: Duration::from_secs(120),
-            max_reassembly_messages_per_connection: 256,
-            max_reassembly_messages: 4096,
-            max_reassembly_bytes_per_connection: 128 << 20,
-            reassembly_timeout: Duration::from_secs(30),
-            request_timeout: Duration::from_secs(30),
-            spin_us: 50,
-            shm_with_peer_errors: true,
-            net_devices: "lo".to_string(),
-            same_host_eager: false,
-        }
+settings! {
+    #[derive(Debug, Clone)]
+    pub struct Config {
+        /// Address to listen on; `None` makes a client-only node. Port 0 picks a free port.
+        pub listen: Option<SocketAddr> = None,
+        /// Transports UCX may use: `auto` (UCX picks: shared memory on one host, verbs on RDMA
+        /// clusters, TCP otherwise; `UCX_TLS` respected) or `tcp` (TCP only).
+        pub transport: Transport = Transport::Auto,
+        /// Payloads above this travel as several chunks that may complete out of order.
+        pub chunk_size_bytes: usize = 1 << 20,
+        /// Hard cap on registered (UCX-mapped) buffer memory of this node.
+        pub pool_cap_bytes: usize = 256 << 20,
+        /// Largest request or response accepted, sent or received.
+        pub max_message_bytes: usize = 128 << 20,
+        /// Requests of this node awaiting a response; a caller above it waits (up to `request_timeout`).
+        pub max_requests_in_flight: usize = 4096,
+        /// Connections a listening node accepts at once; further connection requests are rejected.
+        pub max_connections: usize = 1024,
+        /// Depth of the queue between the receive and handle stages (and of the respond queue).
+        pub dispatch_queue_depth: usize = 1024,
+        /// Where request handlers run: `inline` (on the progress thread), `staged:N` (N handler
+        /// threads behind the dispatch queue) or `pull` (the owner takes requests; the JVM bridge).
+        pub handler_mode: HandlerMode = HandlerMode::Staged { threads: 2 },
+        /// Cached outgoing connections unused this long are closed.
+        pub idle_timeout: Duration = Duration::from_secs(60),
+        /// Accepted (incoming) connections on which nothing was received or sent this long, with no
+        /// request being served, are closed. Longer than `idle_timeout` by default, so that a peer with
+        /// the same settings closes its own end first and never sees its cached connection fail.
+        pub incoming_idle_timeout: Duration = Duration::from_secs(120),
+        /// Multi-chunk requests one connection may have in reassembly at once; a chunk that would start
+        /// one more is a protocol error (the connection is closed). Responses are bounded by the
+        /// pending table instead (`max_requests_in_flight`).
+        pub max_reassembly_messages_per_connection: usize = 256,
+        /// Multi-chunk requests in reassembly at once over all connections; beyond it, as above, for
+        /// the connection whose chunk would exceed it.
+        pub max_reassembly_messages: usize = 4096,
+        /// Bytes of buffers one connection's requests may hold in reassembly (at least one message is
+        /// always admitted). A request beyond it gets no buffer: its chunks are received and dropped
+        /// and it is answered `STATUS_POOL_EXHAUSTED`, so one peer cannot pin the whole pool.
+        pub max_reassembly_bytes_per_connection: usize = 128 << 20,
+        /// A message in reassembly whose chunks stop arriving for this long is dropped and its buffer
+        /// freed (no answer is sent: the requester's own deadline fails it).
+        pub reassembly_timeout: Duration = Duration::from_secs(30),
+        /// A request without a response after this fails with `Error::Timeout`.
+        pub request_timeout: Duration = Duration::from_secs(30),
+        /// The progress thread spins this long after the last event before sleeping on the worker's event fd.
+        pub spin_us: u64 = 50,
+        /// Keep shared memory with peer error handling (`UCX_MM_ERROR_HANDLING=y`); without it UCX
+        /// falls back to TCP between processes on one host once peer failures are detected. See docs/fabric.md.
+        pub shm_with_peer_errors: bool = true,
+        /// Network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1,eth0`). UCX's TCP
+        /// transport listens on every device it uses, so the default, `lo`, keeps everything on
+        /// loopback; a cluster names its devices here (or in `UCX_NET_DEVICES`, which wins).
+        pub net_devices: String = "lo".to_string(),
+        /// Send every message to a peer on this host eagerly (through shared memory), never by
+        /// rendezvous. With peer error handling UCX 1.13 cannot use CMA, so rendezvous between two
+        /// processes on one host runs over TCP; eager copies through shared memory reach about twice
+        /// the bandwidth. Off by default: a peer killed while writing a large eager message into the
+        /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
+        /// handling"). Peers on other hosts are unaffected either way.
+        pub same_host_eager: bool = false,
     }
 }
 

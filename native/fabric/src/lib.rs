@@ -34,6 +34,7 @@ mod log;
 mod node;
 mod pool;
 mod queue;
+mod setting;
 mod ucx;
 pub mod wire;
 
@@ -41,3 +42,4 @@ pub use config::{Config, HandlerMode, Transport};
 pub use error::{Error, Result};
 pub use node::{Endpoint, Handler, Node, Pending, Request, Response, Stats};
 pub use pool::{Buffer, ViewPin};
+pub use setting::{Setting, SettingValue};

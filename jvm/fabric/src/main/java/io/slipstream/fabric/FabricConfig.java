@@ -5,9 +5,10 @@ import java.time.Duration;
 import java.util.Objects;
 
 /**
- * Configuration of a {@link FabricNode}; mirrors the Rust {@code fabric::Config} field by field (same
- * defaults, checked against the native defaults by a test), plus {@link #completionQueueDepth()}, which
- * only the JVM bridge has. The handler mode is always {@code Pull}: Java threads run the handlers
+ * Configuration of a {@link FabricNode}; mirrors the Rust {@code fabric::Config} setting by setting
+ * (camelCase names, same defaults: a test checks both against the native declarations, and
+ * docs/configuration.md is generated from them), plus {@link #completionQueueDepth()}, which only the
+ * JVM bridge has. The handler mode is always {@code Pull}: Java threads run the handlers
  * (see {@link FabricNode#serve}).
  *
  * <p>Immutable; build with {@link #builder()}.
@@ -31,6 +32,11 @@ public final class FabricConfig {
     private final String netDevices;
     private final boolean sameHostEager;
     private final int completionQueueDepth;
+    private final Duration incomingIdleTimeout;
+    private final int maxReassemblyMessagesPerConnection;
+    private final int maxReassemblyMessages;
+    private final long maxReassemblyBytesPerConnection;
+    private final Duration reassemblyTimeout;
 
     private FabricConfig(Builder b) {
         this.listen = b.listen;
@@ -48,6 +54,11 @@ public final class FabricConfig {
         this.netDevices = b.netDevices;
         this.sameHostEager = b.sameHostEager;
         this.completionQueueDepth = b.completionQueueDepth;
+        this.incomingIdleTimeout = b.incomingIdleTimeout;
+        this.maxReassemblyMessagesPerConnection = b.maxReassemblyMessagesPerConnection;
+        this.maxReassemblyMessages = b.maxReassemblyMessages;
+        this.maxReassemblyBytesPerConnection = b.maxReassemblyBytesPerConnection;
+        this.reassemblyTimeout = b.reassemblyTimeout;
     }
 
     public static Builder builder() {
@@ -93,6 +104,57 @@ public final class FabricConfig {
      */
     public int completionQueueDepth() { return completionQueueDepth; }
 
+    /** Accepted connections on which nothing was received or sent this long, with no request being served, are closed. Default 120 s. */
+    public Duration incomingIdleTimeout() { return incomingIdleTimeout; }
+    /** Multi-chunk requests one connection may have in reassembly; one more closes that connection. Default 256. */
+    public int maxReassemblyMessagesPerConnection() { return maxReassemblyMessagesPerConnection; }
+    /** Multi-chunk requests in reassembly over all connections. Default 4096. */
+    public int maxReassemblyMessages() { return maxReassemblyMessages; }
+    /** Buffer bytes one connection's requests may hold in reassembly; beyond it a request is answered pool-exhausted. Default 128 MiB. */
+    public long maxReassemblyBytesPerConnection() { return maxReassemblyBytesPerConnection; }
+    /** A message whose chunks stop arriving this long is dropped with its buffer. Default 30 s. */
+    public Duration reassemblyTimeout() { return reassemblyTimeout; }
+
+    /**
+     * Every setting but the listen address as {@code fabric::Config} names and text values
+     * ({@code [name, value, ...]}), the form the native side parses ({@code Config::set}).
+     */
+    String[] nativeSettings() {
+        return new String[] {
+            "transport", transport == FabricTransport.TCP ? "tcp" : "auto",
+            "chunk_size_bytes", Integer.toString(chunkSizeBytes),
+            "pool_cap_bytes", Long.toString(poolCapBytes),
+            "max_message_bytes", Integer.toString(maxMessageBytes),
+            "max_requests_in_flight", Integer.toString(maxRequestsInFlight),
+            "max_connections", Integer.toString(maxConnections),
+            "dispatch_queue_depth", Integer.toString(dispatchQueueDepth),
+            "idle_timeout", durationText(idleTimeout),
+            "incoming_idle_timeout", durationText(incomingIdleTimeout),
+            "max_reassembly_messages_per_connection", Integer.toString(maxReassemblyMessagesPerConnection),
+            "max_reassembly_messages", Integer.toString(maxReassemblyMessages),
+            "max_reassembly_bytes_per_connection", Long.toString(maxReassemblyBytesPerConnection),
+            "reassembly_timeout", durationText(reassemblyTimeout),
+            "request_timeout", durationText(requestTimeout),
+            "spin_us", Long.toString(spinUs),
+            "shm_with_peer_errors", Boolean.toString(shmWithPeerErrors),
+            "net_devices", netDevices,
+            "same_host_eager", Boolean.toString(sameHostEager),
+        };
+    }
+
+    /** A duration as the native side writes it: the largest exact unit of min, s, ms, us. */
+    static String durationText(Duration d) {
+        long us = d.toNanos() / 1000;
+        if (us > 0 && us % 60_000_000 == 0) {
+            return us / 60_000_000 + "min";
+        } else if (us % 1_000_000 == 0) {
+            return us / 1_000_000 + "s";
+        } else if (us % 1000 == 0) {
+            return us / 1000 + "ms";
+        }
+        return us + "us";
+    }
+
     @Override
     public String toString() {
         return "FabricConfig{listen=" + listen + ", transport=" + transport + ", chunkSizeBytes=" + chunkSizeBytes
@@ -100,7 +162,10 @@ public final class FabricConfig {
                 + ", maxRequestsInFlight=" + maxRequestsInFlight + ", dispatchQueueDepth=" + dispatchQueueDepth
                 + ", idleTimeout=" + idleTimeout + ", requestTimeout=" + requestTimeout + ", spinUs=" + spinUs
                 + ", shmWithPeerErrors=" + shmWithPeerErrors + ", completionQueueDepth=" + completionQueueDepth
-                + ", maxConnections=" + maxConnections + ", netDevices=" + netDevices + ", sameHostEager=" + sameHostEager + "}";
+                + ", maxConnections=" + maxConnections + ", netDevices=" + netDevices + ", sameHostEager=" + sameHostEager
+                + ", incomingIdleTimeout=" + incomingIdleTimeout + ", maxReassemblyMessagesPerConnection=" + maxReassemblyMessagesPerConnection
+                + ", maxReassemblyMessages=" + maxReassemblyMessages + ", maxReassemblyBytesPerConnection=" + maxReassemblyBytesPerConnection
+                + ", reassemblyTimeout=" + reassemblyTimeout + "}";
     }
 
     /** Builder; every setter checks its own range, the native side checks the combination. */
@@ -120,6 +185,11 @@ public final class FabricConfig {
         private String netDevices = "lo";
         private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
+        private Duration incomingIdleTimeout = Duration.ofSeconds(120);
+        private int maxReassemblyMessagesPerConnection = 256;
+        private int maxReassemblyMessages = 4096;
+        private long maxReassemblyBytesPerConnection = 128L << 20;
+        private Duration reassemblyTimeout = Duration.ofSeconds(30);
 
         private Builder() {
         }
@@ -219,6 +289,34 @@ public final class FabricConfig {
 
         public Builder completionQueueDepth(int depth) {
             this.completionQueueDepth = positive("completionQueueDepth", depth);
+            return this;
+        }
+
+        public Builder incomingIdleTimeout(Duration timeout) {
+            this.incomingIdleTimeout = positive("incomingIdleTimeout", timeout);
+            return this;
+        }
+
+        public Builder maxReassemblyMessagesPerConnection(int value) {
+            this.maxReassemblyMessagesPerConnection = positive("maxReassemblyMessagesPerConnection", value);
+            return this;
+        }
+
+        public Builder maxReassemblyMessages(int value) {
+            this.maxReassemblyMessages = positive("maxReassemblyMessages", value);
+            return this;
+        }
+
+        public Builder maxReassemblyBytesPerConnection(long bytes) {
+            if (bytes <= 0) {
+                throw new IllegalArgumentException("maxReassemblyBytesPerConnection must be positive: " + bytes);
+            }
+            this.maxReassemblyBytesPerConnection = bytes;
+            return this;
+        }
+
+        public Builder reassemblyTimeout(Duration timeout) {
+            this.reassemblyTimeout = positive("reassemblyTimeout", timeout);
             return this;
         }
 

@@ -25,7 +25,7 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 4;
+    static final int ABI_VERSION = 5;
 
     /** Length of {@link #nodeStats(long)}. */
     static final int STATS_FIELDS = 11;
@@ -39,13 +39,14 @@ final class FabricNative {
     static native void probe();
 
     /** The Rust {@code Config::default()}: chunk, pool cap, max message, max in flight, dispatch depth, idle ms, request timeout ms, spin us, shm (0/1), max connections, same-host eager (0/1). */
-    static native long[] configDefaults();
+    /** {@code fabric::Config}'s settings with their defaults as text: {@code [name, value, ...]}. */
+    static native String[] configSettings();
 
-    /** Returns a node handle. {@code listenIp} null = client-only. Handler mode is always Pull. */
-    static native long nodeStart(String listenIp, int listenPort, int transport, long chunkSizeBytes,
-            long poolCapBytes, long maxMessageBytes, long maxRequestsInFlight, long dispatchQueueDepth,
-            long idleTimeoutMs, long requestTimeoutMs, long spinUs, boolean shmWithPeerErrors,
-            int completionQueueDepth, long maxConnections, String netDevices, boolean sameHostEager);
+    /**
+     * Returns a node handle. {@code listenIp} null = client-only; {@code settings}: {@code fabric::Config}
+     * settings as {@code [name, value, ...]} text (the rest keep their defaults). Handler mode is always Pull.
+     */
+    static native long nodeStart(String listenIp, int listenPort, String[] settings, int completionQueueDepth);
 
     /** {@code "ip:port"} ({@code "[v6]:port"}) or null for a client-only node. */
     static native String nodeLocalAddress(long node);

@@ -75,20 +75,8 @@ public final class FabricNode implements AutoCloseable {
         long ptr = FabricNative.nodeStart(
                 listen == null ? null : listen.getAddress().getHostAddress(),
                 listen == null ? 0 : listen.getPort(),
-                config.transport().ordinal(),
-                config.chunkSizeBytes(),
-                config.poolCapBytes(),
-                config.maxMessageBytes(),
-                config.maxRequestsInFlight(),
-                config.dispatchQueueDepth(),
-                config.idleTimeout().toMillis(),
-                config.requestTimeout().toMillis(),
-                config.spinUs(),
-                config.shmWithPeerErrors(),
-                config.completionQueueDepth(),
-                config.maxConnections(),
-                config.netDevices(),
-                config.sameHostEager());
+                config.nativeSettings(),
+                config.completionQueueDepth());
         NodeHandle handle = new NodeHandle(ptr);
         InetSocketAddress local;
         try {

@@ -9,6 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -17,18 +20,73 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class NodeLifecycleTest {
 
+    /**
+     * Every {@code fabric::Config} setting is reachable from Java (a builder method of its camelCase
+     * name) with the same default, as the native declarations say (so a setting added in Rust fails
+     * here until FabricConfig carries it).
+     */
     @Test
-    void javaDefaultsMatchTheRustDefaults() throws FabricUnavailableException {
+    void javaReachesEveryRustSettingWithTheSameDefault() throws Exception {
         NativeLoader.load();
-        FabricConfig d = FabricConfig.defaults();
-        long[] expected = {
-            d.chunkSizeBytes(), d.poolCapBytes(), d.maxMessageBytes(), d.maxRequestsInFlight(),
-            d.dispatchQueueDepth(), d.idleTimeout().toMillis(), d.requestTimeout().toMillis(), d.spinUs(),
-            d.shmWithPeerErrors() ? 1 : 0, d.maxConnections(), d.sameHostEager() ? 1 : 0,
-        };
-        assertArrayEquals(expected, FabricNative.configDefaults(), "FabricConfig.Builder defaults drifted from fabric::Config::default()");
-        assertEquals(null, d.listen());
-        assertEquals(FabricTransport.AUTO, d.transport());
+        Map<String, String> rust = pairs(FabricNative.configSettings());
+        Map<String, String> java = pairs(FabricConfig.defaults().nativeSettings());
+        assertTrue(rust.size() >= 20, "parsed " + rust);
+        for (Map.Entry<String, String> setting : rust.entrySet()) {
+            String name = setting.getKey();
+            if (name.equals("listen") || name.equals("handler_mode")) {
+                continue; // passed apart / always Pull
+            }
+            assertEquals(setting.getValue(), java.get(name), "default of " + name + " (Java " + camelCase(name) + ")");
+            boolean hasSetter = Arrays.stream(FabricConfig.Builder.class.getMethods())
+                    .anyMatch(m -> m.getName().equals(camelCase(name)) && m.getParameterCount() == 1);
+            assertTrue(hasSetter, "FabricConfig.Builder lacks " + camelCase(name) + " for fabric::Config::" + name);
+        }
+        assertTrue(rust.keySet().containsAll(java.keySet()), "Java passes settings Rust does not know: " + java.keySet());
+        assertEquals(null, FabricConfig.defaults().listen());
+        assertEquals(FabricTransport.AUTO, FabricConfig.defaults().transport());
+    }
+
+    @Test
+    void durationsAreWrittenAsTheNativeSideWritesThem() {
+        assertEquals("2min", FabricConfig.durationText(Duration.ofSeconds(120)));
+        assertEquals("30s", FabricConfig.durationText(Duration.ofSeconds(30)));
+        assertEquals("1500ms", FabricConfig.durationText(Duration.ofMillis(1500)));
+        assertEquals("50us", FabricConfig.durationText(Duration.ofNanos(50_000)));
+    }
+
+    /** Settings added for the reassembly limits reach the node: one the native side refuses fails the start. */
+    @Test
+    void newLimitsReachTheNativeNode() throws FabricUnavailableException {
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().maxReassemblyMessages(0));
+        assertThrows(IllegalArgumentException.class, () -> FabricConfig.builder().reassemblyTimeout(Duration.ZERO));
+        try (FabricNode node = FabricConfig.builder().listen("127.0.0.1", 0).maxReassemblyMessagesPerConnection(2)
+                .maxReassemblyBytesPerConnection(1 << 20).reassemblyTimeout(Duration.ofSeconds(5))
+                .incomingIdleTimeout(Duration.ofSeconds(7)).start()) {
+            assertEquals(2, node.config().maxReassemblyMessagesPerConnection());
+        }
+    }
+
+    private static Map<String, String> pairs(String[] flat) {
+        assertEquals(0, flat.length % 2, "name-value pairs");
+        Map<String, String> map = new LinkedHashMap<>();
+        for (int i = 0; i < flat.length; i += 2) {
+            assertEquals(null, map.put(flat[i], flat[i + 1]), "repeated " + flat[i]);
+        }
+        return map;
+    }
+
+    static String camelCase(String snake) {
+        StringBuilder out = new StringBuilder();
+        boolean upper = false;
+        for (char c : snake.toCharArray()) {
+            if (c == '_') {
+                upper = true;
+            } else {
+                out.append(upper ? Character.toUpperCase(c) : c);
+                upper = false;
+            }
+        }
+        return out.toString();
     }
 
     @Test

@@ -1,13 +1,17 @@
 package io.slipstream.mapreduce;
 
 import io.slipstream.fabric.FabricTransport;
+import io.slipstream.fabric.NetDevices;
+import io.slipstream.shuffle.Setting;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
 
 /**
- * The plugin's settings, all under {@code slipstream.mapreduce.*} (defaults in the README), read
+ * The plugin's settings, all under {@code slipstream.mapreduce.*}, each declared once below
+ * ({@link #SETTINGS}: key, default, meaning; docs/configuration.md is generated from them), read
  * from the NodeManager's configuration on its side and from the job's on the reducer's. The
  * NodeManager's fabric port must be the same in both (as {@code mapreduce.shuffle.port} is for
  * the HTTP shuffle): a reducer reaches a NodeManager at the host of its map completion events and
@@ -15,19 +19,34 @@ import org.apache.hadoop.conf.Configuration;
  */
 final class MapReduceConf {
     static final String PREFIX = "slipstream.mapreduce.";
-    static final String FALLBACK = PREFIX + "fallback";
-    static final String TRANSPORT = PREFIX + "transport";
-    static final String PORT = PREFIX + "port";
-    static final String BIND_ADDRESS = PREFIX + "bindAddress";
-    static final String NET_DEVICES = PREFIX + "netDevices";
-    static final String BUFFER_CAP = PREFIX + "buffer.cap";
-    static final String SERVER_THREADS = PREFIX + "server.threads";
-    static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
-    static final String MAX_BYTES_IN_FLIGHT = PREFIX + "maxBytesInFlight";
-    static final String MAX_REQUESTS_IN_FLIGHT = PREFIX + "maxRequestsInFlight";
-
-    /** Not Hadoop's 13562 (the HTTP shuffle's), next to it. */
-    static final int DEFAULT_PORT = 13564;
+    static final Setting FALLBACK = new Setting(PREFIX + "fallback", "auto",
+            "when the fabric cannot start (in a reduce task, or on a NodeManager): `auto` uses Hadoop's HTTP shuffle "
+            + "with one warning, `never` fails the task (or the NodeManager's service)");
+    static final Setting TRANSPORT = new Setting(PREFIX + "transport", "auto",
+            "`auto`: UCX picks (shared memory on one host, RDMA verbs on clusters, TCP otherwise); `tcp`: TCP only");
+    static final Setting PORT = new Setting(PREFIX + "port", "13564",
+            "the NodeManagers' fabric port (fixed: reducers connect to it; next to the HTTP shuffle's 13562); one per "
+            + "NodeManager process");
+    static final Setting BIND_ADDRESS = new Setting(PREFIX + "bindAddress", "127.0.0.1",
+            "address the NodeManager's fabric node listens on (loopback unless configured: set the host's address or "
+            + "`0.0.0.0` on a cluster)");
+    static final Setting NET_DEVICES = new Setting(PREFIX + "netDevices", "",
+            "network devices UCX may use (`UCX_NET_DEVICES` syntax, e.g. `mlx5_0:1`); empty: the device carrying "
+            + "`bindAddress` (`lo` for a loopback address) and the RDMA ports behind it; `all` only for the wildcard address");
+    static final Setting BUFFER_CAP = new Setting(PREFIX + "buffer.cap", "256m",
+            "registered memory per process (NodeManager, or reduce task), a hard cap");
+    static final Setting SERVER_THREADS = new Setting(PREFIX + "server.threads", "2",
+            "threads serving fetch requests per NodeManager process (1 to 64)");
+    static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "60000",
+            "a fetch without an answer by then fails (a fetch failure)");
+    static final Setting MAX_BYTES_IN_FLIGHT = new Setting(PREFIX + "maxBytesInFlight", "48m",
+            "bytes reserved for responses in flight per reduce task (shared by its copiers; 1 MiB to half the buffer "
+            + "cap); a request asks for at most a fifth");
+    static final Setting MAX_REQUESTS_IN_FLIGHT = new Setting(PREFIX + "maxRequestsInFlight", "64",
+            "requests in flight per reduce task (shared by its copiers)");
+    /** Every user setting, in the order the documentation lists them. */
+    static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
+            SERVER_THREADS, REQUEST_TIMEOUT_MS, MAX_BYTES_IN_FLIGHT, MAX_REQUESTS_IN_FLIGHT);
 
     enum Fallback {
         /** The fabric when it can run; otherwise Hadoop's HTTP shuffle, with one warning. */
@@ -49,33 +68,31 @@ final class MapReduceConf {
     final int requestBytesMax;
 
     MapReduceConf(Configuration conf) {
-        fallback = parseEnum(Fallback.class, conf.get(FALLBACK, "auto"), FALLBACK);
-        transport = parseEnum(FabricTransport.class, conf.get(TRANSPORT, "auto"), TRANSPORT);
-        port = conf.getInt(PORT, DEFAULT_PORT);
-        bindAddress = conf.get(BIND_ADDRESS, "127.0.0.1").trim();
-        netDevices = conf.get(NET_DEVICES, "").trim();
-        bufferCapBytes = conf.getLongBytes(BUFFER_CAP, 256L << 20);
-        serverThreads = conf.getInt(SERVER_THREADS, 2);
-        requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS, 60_000));
-        maxBytesInFlight = conf.getLongBytes(MAX_BYTES_IN_FLIGHT, 48L << 20);
-        maxRequestsInFlight = conf.getInt(MAX_REQUESTS_IN_FLIGHT, 64);
+        fallback = parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
+        transport = parseEnum(FabricTransport.class, get(conf, TRANSPORT), TRANSPORT.key());
+        port = conf.getInt(PORT.key(), Integer.parseInt(PORT.defaultValue()));
+        bindAddress = get(conf, BIND_ADDRESS);
+        netDevices = get(conf, NET_DEVICES);
+        bufferCapBytes = conf.getLongBytes(BUFFER_CAP.key(), bytes(BUFFER_CAP));
+        serverThreads = conf.getInt(SERVER_THREADS.key(), Integer.parseInt(SERVER_THREADS.defaultValue()));
+        requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS.key(), Long.parseLong(REQUEST_TIMEOUT_MS.defaultValue())));
+        maxBytesInFlight = conf.getLongBytes(MAX_BYTES_IN_FLIGHT.key(), bytes(MAX_BYTES_IN_FLIGHT));
+        maxRequestsInFlight = conf.getInt(MAX_REQUESTS_IN_FLIGHT.key(), Integer.parseInt(MAX_REQUESTS_IN_FLIGHT.defaultValue()));
         if (port <= 0 || port > 0xffff) {
-            throw new IllegalArgumentException(PORT + "=" + port + ": a fixed TCP port (1 to 65535) is needed");
+            throw new IllegalArgumentException(PORT.key() + "=" + port + ": a fixed TCP port (1 to 65535) is needed");
         }
         if (serverThreads < 1 || serverThreads > 64) {
-            throw new IllegalArgumentException(SERVER_THREADS + " must be 1 to 64");
+            throw new IllegalArgumentException(SERVER_THREADS.key() + " must be 1 to 64");
         }
         if (maxBytesInFlight < (1 << 20) || maxBytesInFlight > bufferCapBytes / 2) {
-            throw new IllegalArgumentException(MAX_BYTES_IN_FLIGHT + " (" + maxBytesInFlight + ") must be between 1 MiB and half of "
-                    + BUFFER_CAP + " (" + bufferCapBytes + ")");
+            throw new IllegalArgumentException(MAX_BYTES_IN_FLIGHT.key() + " (" + maxBytesInFlight + ") must be between 1 MiB and half of "
+                    + BUFFER_CAP.key() + " (" + bufferCapBytes + ")");
         }
         if (maxRequestsInFlight < 1 || requestTimeout.isNegative() || requestTimeout.isZero()) {
-            throw new IllegalArgumentException(MAX_REQUESTS_IN_FLIGHT + " and " + REQUEST_TIMEOUT_MS + " must be positive");
+            throw new IllegalArgumentException(MAX_REQUESTS_IN_FLIGHT.key() + " and " + REQUEST_TIMEOUT_MS.key() + " must be positive");
         }
         requestBytesMax = io.slipstream.shuffle.BlockFetcher.Limits.requestBytesFor(maxBytesInFlight);
     }
-
-
 
     /** Largest fabric message: a full response plus its header. */
     int maxMessageBytes() {
@@ -92,16 +109,20 @@ final class MapReduceConf {
                 .requestTimeout(requestTimeout);
     }
 
-    /** UCX's devices: as set, else the loopback device for a loopback address, else all. */
+    /** The network devices UCX may use: as set, else those of the address the node listens on ({@link NetDevices}). */
     String netDevicesFor(String host) {
-        if (!netDevices.isEmpty()) {
-            return netDevices;
-        }
-        try {
-            return java.net.InetAddress.getByName(host).isLoopbackAddress() ? "lo" : "all";
-        } catch (java.net.UnknownHostException e) {
-            return "all";
-        }
+        return netDevices.isEmpty() ? NetDevices.forAddress(host, NET_DEVICES.key()) : netDevices;
+    }
+
+    private static String get(Configuration conf, Setting setting) {
+        return conf.get(setting.key(), setting.defaultValue()).trim();
+    }
+
+    /** A declared size default ({@code 48m}) in bytes, parsed as Hadoop parses the setting. */
+    private static long bytes(Setting setting) {
+        Configuration parse = new Configuration(false);
+        parse.set(setting.key(), setting.defaultValue());
+        return parse.getLongBytes(setting.key(), -1);
     }
 
     private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {

@@ -41,7 +41,7 @@ final class NodeFabric {
                 shared = new NodeFabric(conf);
             } else if (shared.node.localAddress().getPort() != conf.port) {
                 LOG.warn("slipstream: this process's fabric node listens on {}; {}={} of a later NodeManager ignored",
-                        shared.node.localAddress(), MapReduceConf.PORT, conf.port);
+                        shared.node.localAddress(), MapReduceConf.PORT.key(), conf.port);
             }
             if (shared.handlers.putIfAbsent(shufflePort, handler) != null) {
                 throw new IllegalStateException("two NodeManagers of this process on shuffle port " + shufflePort);

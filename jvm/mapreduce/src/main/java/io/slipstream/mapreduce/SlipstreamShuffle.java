@@ -65,7 +65,7 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
             // The fabric does not encrypt: a job that asked for an encrypted shuffle gets Hadoop's.
             if (conf.fallback == MapReduceConf.Fallback.NEVER) {
                 throw new IllegalStateException("slipstream: " + SSL_ENABLED + "=true but the fabric does not encrypt ("
-                        + MapReduceConf.FALLBACK + "=never)");
+                        + MapReduceConf.FALLBACK.key() + "=never)");
             }
             LOG.warn("slipstream: {}=true: shuffling over Hadoop's encrypted HTTP shuffle, not the fabric", SSL_ENABLED);
             context.getReporter().incrCounter(SlipstreamCounter.HTTP_FALLBACKS, 1);
@@ -77,7 +77,7 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
         } catch (FabricUnavailableException | RuntimeException e) {
             if (conf.fallback == MapReduceConf.Fallback.NEVER) {
                 throw new IllegalStateException("slipstream: the fabric cannot start in " + context.getReduceId() + " ("
-                        + MapReduceConf.FALLBACK + "=never): " + e.getMessage(), e);
+                        + MapReduceConf.FALLBACK.key() + "=never): " + e.getMessage(), e);
             }
             LOG.warn("slipstream: the fabric cannot start in {}, shuffling over HTTP: {}", context.getReduceId(), e.toString());
             context.getReporter().incrCounter(SlipstreamCounter.HTTP_FALLBACKS, 1);

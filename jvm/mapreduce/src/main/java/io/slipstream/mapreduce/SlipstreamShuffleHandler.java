@@ -39,7 +39,7 @@ public class SlipstreamShuffleHandler extends ShuffleHandler {
         } catch (FabricUnavailableException | RuntimeException e) {
             if (conf.fallback == MapReduceConf.Fallback.NEVER) {
                 throw new IllegalStateException("slipstream: the fabric cannot start on this NodeManager ("
-                        + MapReduceConf.FALLBACK + "=never): " + e.getMessage(), e);
+                        + MapReduceConf.FALLBACK.key() + "=never): " + e.getMessage(), e);
             }
             LOG.warn("slipstream: the fabric cannot start on this NodeManager, map outputs are served over HTTP only: {}", e.toString());
         }

@@ -69,9 +69,9 @@ class SlipstreamShuffleHandlerTest {
         }
         Configuration conf = new Configuration();
         conf.setInt(ShuffleHandler.SHUFFLE_PORT_CONFIG_KEY, 0);
-        conf.setInt(MapReduceConf.PORT, fabricPort);
-        conf.set(MapReduceConf.BUFFER_CAP, "32m");
-        conf.set(MapReduceConf.MAX_BYTES_IN_FLIGHT, "4m");
+        conf.setInt(MapReduceConf.PORT.key(), fabricPort);
+        conf.set(MapReduceConf.BUFFER_CAP.key(), "32m");
+        conf.set(MapReduceConf.MAX_BYTES_IN_FLIGHT.key(), "4m");
         handler = new SlipstreamShuffleHandler();
         handler.setAuxiliaryLocalPathHandler(new LocalDir());
         handler.init(conf);

@@ -1,10 +1,8 @@
 package io.slipstream.spark;
 
 import io.slipstream.fabric.FabricTransport;
-import java.net.InetAddress;
-import java.net.NetworkInterface;
-import java.net.SocketException;
-import java.net.UnknownHostException;
+import io.slipstream.fabric.NetDevices;
+import io.slipstream.shuffle.Setting;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -17,9 +15,6 @@ import org.apache.spark.SparkConf;
  * (SlipstreamConfTest fails when the document and the declarations disagree).
  */
 final class SlipstreamConf {
-    /** A user setting: its key, its default in the form Spark parses, and its one-line meaning. */
-    record Setting(String key, String defaultValue, String meaning) {}
-
     static final Setting FALLBACK = new Setting("spark.slipstream.fallback", "auto",
             "when the fabric cannot serve (cannot start, network encryption on, a peer without fabric): `auto` uses "
             + "Spark's transfer service with one warning, `never` fails fast, `always` never uses the fabric");
@@ -114,66 +109,9 @@ final class SlipstreamConf {
         }
     }
 
-    /**
-     * The network devices UCX may use (UCX_NET_DEVICES syntax): as set, else the device that
-     * carries the address the node listens on (Spark's bind address), plus the RDMA ports behind
-     * that device (an IPoIB interface's HCA), so the fabric reaches no further than Spark itself;
-     * all devices only when Spark binds the wildcard address. An address on no device of this host
-     * is an error naming the setting to use.
-     */
+    /** The network devices UCX may use: as set, else those of the address the node listens on ({@link NetDevices}). */
     String netDevicesFor(String host) {
-        if (!netDevices.isEmpty()) {
-            return netDevices;
-        }
-        InetAddress address;
-        try {
-            address = InetAddress.getByName(host);
-        } catch (UnknownHostException e) {
-            throw new IllegalArgumentException("slipstream: cannot resolve the bind address " + host, e);
-        }
-        if (address.isAnyLocalAddress()) {
-            return "all";
-        }
-        NetworkInterface device;
-        try {
-            device = NetworkInterface.getByInetAddress(address.isLoopbackAddress() && NetworkInterface.getByInetAddress(address) == null
-                    ? InetAddress.getLoopbackAddress() : address);
-        } catch (SocketException e) {
-            throw new IllegalArgumentException("slipstream: cannot list the network devices: " + e.getMessage(), e);
-        }
-        if (device == null) {
-            throw new IllegalArgumentException("slipstream: the bind address " + host
-                    + " is on no network device of this host; set spark.slipstream.netDevices");
-        }
-        StringBuilder devices = new StringBuilder(device.getName());
-        for (String port : rdmaPortsBehind(device.getName())) {
-            devices.append(',').append(port);
-        }
-        return devices.toString();
-    }
-
-    /** An IPoIB (or RoCE) interface's RDMA ports as UCX names them ({@code mlx5_0:1}), from sysfs; none for other devices. */
-    static java.util.List<String> rdmaPortsBehind(String interfaceName) {
-        java.nio.file.Path net = java.nio.file.Path.of("/sys/class/net", interfaceName);
-        java.nio.file.Path hcas = net.resolve("device/infiniband");
-        if (!java.nio.file.Files.isDirectory(hcas)) {
-            return java.util.List.of();
-        }
-        int port = 1;
-        try {
-            port = Integer.parseInt(java.nio.file.Files.readString(net.resolve("dev_port")).trim()) + 1;
-        } catch (java.io.IOException | NumberFormatException e) {
-            // Single-port HCAs have no dev_port: port 1.
-        }
-        java.util.List<String> ports = new java.util.ArrayList<>();
-        try (java.util.stream.Stream<java.nio.file.Path> names = java.nio.file.Files.list(hcas)) {
-            for (java.nio.file.Path hca : names.sorted().toList()) {
-                ports.add(hca.getFileName() + ":" + port);
-            }
-        } catch (java.io.IOException e) {
-            return java.util.List.of();
-        }
-        return ports;
+        return netDevices.isEmpty() ? NetDevices.forAddress(host, NET_DEVICES.key()) : netDevices;
     }
 
     /**

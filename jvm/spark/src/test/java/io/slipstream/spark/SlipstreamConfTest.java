@@ -55,13 +55,7 @@ class SlipstreamConfTest {
 
     /** The table docs/configuration.md shows, from the declarations. */
     static String settingsTable() {
-        StringBuilder out = new StringBuilder("| setting | default | meaning |\n|---|---|---|\n");
-        for (SlipstreamConf.Setting s : SlipstreamConf.SETTINGS) {
-            String value = s.defaultValue().isEmpty() ? "(empty)" : "`" + s.defaultValue() + "`";
-            out.append("| `").append(s.key()).append("` | ").append(value).append(" | ")
-                    .append(s.meaning().replace("|", "\\|")).append(" |\n");
-        }
-        return out.toString();
+        return io.slipstream.shuffle.Setting.markdownTable(SlipstreamConf.SETTINGS);
     }
 
     @Test
