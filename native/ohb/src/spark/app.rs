@@ -28,6 +28,12 @@ pub struct AppResult {
     pub other_stages_ms: f64,
     pub fetch_wait_ms: f64,
     pub remote_bytes_read: u64,
+    /// Bytes the plugin's executors counted as received over the fabric during the job (`None`:
+    /// no executor has the plugin's counters, as with vanilla Spark).
+    pub fabric_remote_bytes: Option<u64>,
+    /// Executors that answered the counter probe with the plugin's counters, of those probed.
+    pub fabric_counting_executors: u64,
+    pub executors_probed: u64,
     pub local_bytes_read: u64,
     pub shuffle_write_bytes: u64,
     pub records_read: u64,
@@ -77,6 +83,9 @@ impl AppResult {
             other_stages_ms: ms("other_stages_ms")?,
             fetch_wait_ms: ms("fetch_wait_ms")?,
             remote_bytes_read: int("remote_bytes_read")?,
+            fabric_remote_bytes: v.get("fabric_remote_bytes").and_then(Value::as_u64),
+            fabric_counting_executors: v.get("fabric_counting_executors").and_then(Value::as_u64).unwrap_or(0),
+            executors_probed: v.get("executors_probed").and_then(Value::as_u64).unwrap_or(0),
             local_bytes_read: int("local_bytes_read")?,
             shuffle_write_bytes: int("shuffle_write_bytes")?,
             records_read: int("records_read")?,
@@ -95,9 +104,30 @@ impl AppResult {
         })
     }
 
-    /// What makes a run wrong whatever its speed: records lost or invented, a sort out of order.
-    pub fn problems(&self, workload: &Workload) -> Vec<String> {
+    /// What makes a run wrong whatever its speed: records lost or invented, a sort out of order,
+    /// and a configuration that did not take the path it names: a plugin run must have carried every
+    /// remote byte Spark read over the fabric (the executors' own counters, with fallback off), and a
+    /// vanilla run none.
+    pub fn problems(&self, workload: &Workload, config: SparkConfig) -> Vec<String> {
         let mut problems = Vec::new();
+        if config.uses_plugin() {
+            match self.fabric_remote_bytes {
+                None => problems.push("no executor reported the plugin's fabric counters".into()),
+                Some(fabric) if fabric != self.remote_bytes_read || fabric == 0 => problems.push(format!(
+                    "the fabric carried {fabric} of the {} remote bytes Spark read",
+                    self.remote_bytes_read
+                )),
+                Some(_) => {}
+            }
+            if self.fabric_counting_executors != self.executors_probed {
+                problems.push(format!(
+                    "{} of {} executors reported fabric counters",
+                    self.fabric_counting_executors, self.executors_probed
+                ));
+            }
+        } else if let Some(fabric) = self.fabric_remote_bytes {
+            problems.push(format!("vanilla Spark reported {fabric} fabric bytes: the plugin was loaded"));
+        }
         if self.records != workload.records() {
             problems.push(format!("{} records at the reducers, expected {}", self.records, workload.records()));
         }

@@ -129,6 +129,11 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
          executor's peak resident set, VmHWM sampled every {} ms)",
         EXECUTOR_SAMPLE_INTERVAL.as_millis()
     );
+    let _ = writeln!(
+        out,
+        "(plugin configurations run with spark.slipstream.fallback=never, and a run fails unless the executors' fabric \
+         counters carried every remote byte Spark read)"
+    );
     let vanilla = result.config(SparkConfig::Vanilla).and_then(ConfigRuns::medians);
     let others: Vec<(SparkConfig, Medians)> = result
         .configs

@@ -134,7 +134,7 @@ impl TestResult {
                 failures.push(format!("{} {}: {}", self.test.name(), c.config.name(), first_line(e)));
             }
             for (i, r) in c.results.iter().enumerate() {
-                for p in r.problems(workload) {
+                for p in r.problems(workload, c.config) {
                     failures.push(format!("{} {} run {}: {p}", self.test.name(), c.config.name(), i + 1));
                 }
             }
@@ -156,7 +156,7 @@ mod tests {
     use crate::machine::Machine;
     use crate::spark::BUFFER_CAP_KEY;
     use crate::spark::render::{render_test, test_json};
-    use crate::spark::test_support::{app, sample_run, TINY};
+    use crate::spark::test_support::{app, plugin_app, sample_run, TINY};
     use super::*;
 
     #[test]
@@ -179,7 +179,7 @@ mod tests {
             test: SparkTest::GroupBy,
             configs: vec![
                 ConfigRuns { config: SparkConfig::Vanilla, results: vec![app("aa", 10, 1), app("aa", 11, 1)], error: None },
-                ConfigRuns { config: SparkConfig::Plugin, results: vec![app("aa", 5, 1), app("aa", 6, 1)], error: None },
+                ConfigRuns { config: SparkConfig::Plugin, results: vec![plugin_app("aa", 5, 1), plugin_app("aa", 6, 1)], error: None },
             ],
         };
         let records_ok = Workload { mappers: 2, pairs_per_mapper: 8, ..TINY };
@@ -194,12 +194,30 @@ mod tests {
     }
 
     #[test]
+    fn a_plugin_run_fails_unless_the_fabric_carried_every_remote_byte() {
+        let mut r = app("aa", 10, 1);
+        let problems = r.problems(&TINY, SparkConfig::Plugin);
+        assert!(problems.iter().any(|p| p.contains("no executor reported")), "{problems:?}");
+        r.fabric_remote_bytes = Some(300);
+        r.fabric_counting_executors = 2;
+        r.executors_probed = 2;
+        let problems = r.problems(&TINY, SparkConfig::PluginTcp);
+        assert_eq!(problems, vec!["the fabric carried 300 of the 500 remote bytes Spark read"]);
+        r.fabric_remote_bytes = Some(500);
+        assert!(r.problems(&TINY, SparkConfig::Plugin).is_empty());
+        r.fabric_counting_executors = 1;
+        assert_eq!(r.problems(&TINY, SparkConfig::Plugin), vec!["1 of 2 executors reported fabric counters"]);
+        let problems = r.problems(&TINY, SparkConfig::Vanilla);
+        assert!(problems[0].contains("vanilla Spark reported 500 fabric bytes"), "{problems:?}");
+    }
+
+    #[test]
     fn lost_records_unsorted_output_and_errors_fail_the_run() {
         let mut r = app("aa", 10, 1);
-        assert!(r.problems(&TINY).is_empty());
+        assert!(r.problems(&TINY, SparkConfig::Vanilla).is_empty());
         r.records = 15;
         r.ordered = false;
-        let problems = r.problems(&TINY);
+        let problems = r.problems(&TINY, SparkConfig::Vanilla);
         assert_eq!(problems.len(), 2, "{problems:?}");
         let result = TestResult {
             test: SparkTest::SortBy,

@@ -199,6 +199,9 @@ impl SparkRun {
             conf.push(("spark.shuffle.manager".into(), PLUGIN_SHUFFLE_MANAGER.into()));
             conf.push(("spark.driver.extraClassPath".into(), jar.clone()));
             conf.push(("spark.executor.extraClassPath".into(), jar));
+            // A plugin configuration measures the plugin: no silent fallback to Spark's transfer
+            // service (and each run checks that the fabric carried every remote byte).
+            conf.push(("spark.slipstream.fallback".into(), "never".into()));
         }
         if config == SparkConfig::PluginTcp {
             conf.push(("spark.slipstream.transport".into(), "tcp".into()));
@@ -264,6 +267,9 @@ mod tests {
         assert_eq!(get(SparkConfig::Plugin, "spark.shuffle.manager").as_deref(), Some(PLUGIN_SHUFFLE_MANAGER));
         assert_eq!(get(SparkConfig::Plugin, "spark.executor.extraClassPath").as_deref(), Some("/repo/jvm/spark/target/slipstream-spark.jar"));
         assert_eq!(get(SparkConfig::Plugin, "spark.slipstream.transport"), None);
+        assert_eq!(get(SparkConfig::Plugin, "spark.slipstream.fallback").as_deref(), Some("never"));
+        assert_eq!(get(SparkConfig::PluginTcp, "spark.slipstream.fallback").as_deref(), Some("never"));
+        assert_eq!(get(SparkConfig::Vanilla, "spark.slipstream.fallback"), None);
         assert_eq!(get(SparkConfig::PluginTcp, "spark.slipstream.transport").as_deref(), Some("tcp"));
         assert!(!run.class_path(SparkConfig::Vanilla).contains("slipstream-spark.jar"));
         assert!(run.class_path(SparkConfig::Plugin).ends_with(":/repo/jvm/spark/target/slipstream-spark.jar"));

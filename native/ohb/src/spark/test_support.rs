@@ -40,6 +40,15 @@ pub(super) fn result_line(checksum: &str, job_ns: u64, fetch_wait_ms: u64) -> St
     )
 }
 
+/// A plugin run's result: as [`app`], with every remote byte counted by the fabric.
+pub(super) fn plugin_app(checksum: &str, job_ms: u64, fetch_wait_ms: u64) -> AppResult {
+    let mut r = app(checksum, job_ms, fetch_wait_ms);
+    r.fabric_remote_bytes = Some(r.remote_bytes_read);
+    r.fabric_counting_executors = 2;
+    r.executors_probed = 2;
+    r
+}
+
 pub(super) fn app(checksum: &str, job_ms: u64, fetch_wait_ms: u64) -> AppResult {
     let v = parse_result_line(&result_line(checksum, job_ms * 1_000_000, fetch_wait_ms)).unwrap();
     AppResult::from_json(&v, 30.0).unwrap()
