@@ -146,6 +146,7 @@ bench: build spark-homes
 	$(OHB) mem all
 	$(OHB) spark all
 	$(OHB) mapreduce all
+	$(OHB) mapreduce sort
 	$(OHB) report
 
 clean:

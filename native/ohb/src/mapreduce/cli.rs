@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// One test's JVM run (two clusters, every job): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(3600);
-const USAGE: &str = "Usage: ohb mapreduce avg|rand|skew|all [--quick] [--maps N] [--reduces N] [--records N] \
+const USAGE: &str = "Usage: ohb mapreduce avg|rand|skew|sort|all [--quick] [--maps N] [--reduces N] [--records N] \
                      [--value-bytes N] [--runs N] [--json FILE] [--no-progress]\n";
 
 fn take_value(argv: &[String], i: &mut usize) -> Result<String, String> {
@@ -27,9 +27,9 @@ fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
 pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Option<PathBuf>), String> {
     let test = argv.first().map(String::as_str).unwrap_or("");
     let patterns: Vec<&str> = match test {
-        "avg" | "rand" | "skew" => vec![test],
+        "avg" | "rand" | "skew" | "sort" => vec![test],
         "all" => vec!["avg", "rand", "skew"],
-        _ => return Err(format!("which MapReduce test? avg, rand, skew or all (got '{test}')\n{USAGE}")),
+        _ => return Err(format!("which MapReduce test? avg, rand, skew, sort or all (got '{test}')\n{USAGE}")),
     };
     let quick = argv.iter().any(|a| a == "--quick");
     let mut workloads: Vec<Workload> = patterns.iter().map(|p| Workload::new(p, quick)).collect();
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(w[2].pattern, "skew");
         assert_eq!((w[0].maps, w[0].reduces), (3, 2));
         assert_eq!(json, Some(PathBuf::from("x.json")));
-        for bad in ["sort", "avg --maps 0", "avg --maps", "avg --bogus 1", "avg --runs 21", "avg --records x"] {
+        for bad in ["terasort", "avg --maps 0", "avg --maps", "avg --bogus 1", "avg --runs 21", "avg --records x"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }
     }
@@ -144,5 +144,8 @@ mod tests {
     #[test]
     fn the_default_workload_shuffles_a_gigabyte() {
         assert_eq!(Workload::new("avg", false).shuffle_bytes(), 4 * 262_144 * 1000);
+        assert_eq!(Workload::new("sort", false).shuffle_bytes(), 4 * 262_144 * 1010, "RandomWriter's 10-byte keys count");
+        let (sort, _) = parse_args(&words("sort --quick")).unwrap();
+        assert_eq!(sort[0].pattern, "sort");
     }
 }

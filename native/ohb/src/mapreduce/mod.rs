@@ -1,5 +1,6 @@
-//! `ohb mapreduce avg|rand|skew|all`: OHB's MR-AVG, MR-RAND and MR-SKEW (stand-alone MapReduce, no
-//! HDFS) on real Hadoop, three shuffle configurations side by side in one run.
+//! `ohb mapreduce avg|rand|skew|sort|all`: OHB's MR-AVG, MR-RAND and MR-SKEW (stand-alone MapReduce,
+//! no HDFS) and Hadoop's Sort example on RandomWriter's output, on real Hadoop, three shuffle
+//! configurations side by side in one run (`all`: avg, rand and skew).
 //!
 //! The JVM side (`io.slipstream.ohb.mapreduce.MapReduceBench` in `jvm/ohb-mapreduce`, started with
 //! plain `java` and the class path Maven wrote to `target/classpath.txt`) runs a mini YARN cluster
@@ -19,6 +20,9 @@
 
 pub mod cli;
 pub mod render;
+
+/// RandomWriter's key size in `sort` (`SortJob.KEY_BYTES` on the JVM side).
+pub const SORT_KEY_BYTES: u32 = 10;
 
 /// The configurations, in the order they run.
 pub const CONFIGS: [&str; 3] = ["vanilla", "plugin", "plugin-tcp"];
@@ -42,7 +46,10 @@ impl Workload {
         Workload { pattern: pattern.to_string(), maps, reduces, records_per_map, value_bytes, runs: 1 }
     }
 
+    /// Bytes of map output: values (and `sort`'s 10-byte RandomWriter keys; the generator's 8-byte
+    /// keys are not counted, as OHB counts its pairs' payload).
     pub fn shuffle_bytes(&self) -> u64 {
-        self.maps as u64 * self.records_per_map * self.value_bytes as u64
+        let key_bytes = if self.pattern == "sort" { SORT_KEY_BYTES } else { 0 };
+        self.maps as u64 * self.records_per_map * (self.value_bytes + key_bytes) as u64
     }
 }

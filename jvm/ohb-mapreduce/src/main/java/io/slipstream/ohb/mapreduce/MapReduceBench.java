@@ -15,7 +15,8 @@ import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.jobhistory.JobHistoryParser;
 
 /**
- * The JVM side of {@code ohb mapreduce avg|rand|skew}: for each configuration (vanilla: Hadoop's
+ * The JVM side of {@code ohb mapreduce avg|rand|skew|sort} ({@code sort}: Hadoop's Sort example on
+ * RandomWriter's output, see {@link SortJob}; the others: {@link GeneratorJob}): for each configuration (vanilla: Hadoop's
  * HTTP shuffle; plugin; plugin-tcp: the plugin with the fabric forced to TCP) a mini YARN cluster
  * of two NodeManagers (one for vanilla and plugin, a fresh one for TCP) runs {@link GeneratorJob} {@code --runs} times, with reducers
  * starting after the last map ({@code slowstart=1.0}) so that the shuffle phase is the shuffle
@@ -45,7 +46,7 @@ public final class MapReduceBench {
             }
             String key = args[i].replaceFirst("^--", "");
             if (!options.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: MapReduceBench avg|rand|skew [--maps N] [--reduces N] [--records N] [--value-bytes N]"
+                System.err.println("usage: MapReduceBench avg|rand|skew|sort [--maps N] [--reduces N] [--records N] [--value-bytes N]"
                         + " [--runs N] [--configs vanilla,plugin,plugin-tcp] [--reduce-mb N] [--work DIR]");
                 System.exit(2);
             }
@@ -85,6 +86,8 @@ public final class MapReduceBench {
         final int reduces;
         final int reduceMb;
         Long checksum;
+        /** {@code sort}: RandomWriter's output, written at the first run. */
+        org.apache.hadoop.fs.Path sortInput;
         boolean ok = true;
 
         Bench(Map<String, String> options) {
@@ -110,22 +113,53 @@ public final class MapReduceBench {
             conf.setInt(GeneratorJob.VALUE_BYTES, Integer.parseInt(options.get("value-bytes")));
             conf.set(GeneratorJob.PATTERN, options.get("pattern"));
             conf.setFloat("mapreduce.job.reduce.slowstart.completedmaps", 1.0f);
+            boolean sort = options.get("pattern").equals("sort");
             if (!config.equals("vanilla")) {
                 conf.set("mapreduce.job.reduce.shuffle.consumer.plugin.class", "io.slipstream.mapreduce.SlipstreamShuffle");
                 conf.set("slipstream.mapreduce.fallback", "never");
                 conf.set("slipstream.mapreduce.transport", transport);
             }
-            Job job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
+            Job job;
             long start = System.nanoTime();
-            boolean succeeded = job.waitForCompletion(false);
+            if (sort) {
+                if (sortInput == null) {
+                    // One input for every configuration, written once per invocation (not timed).
+                    sortInput = new org.apache.hadoop.fs.Path(Path.of(options.get("work"), "sort-in").toAbsolutePath().toString());
+                    SortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")), Integer.parseInt(options.get("value-bytes")));
+                    start = System.nanoTime();
+                }
+                job = SortJob.sort(conf, sortInput, new org.apache.hadoop.fs.Path(
+                        Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()), reduces);
+            } else {
+                job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
+                if (!job.waitForCompletion(false)) {
+                    System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
+                    job = null;
+                }
+            }
             long jobMs = (System.nanoTime() - start) / 1_000_000;
-            if (!succeeded) {
-                System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
+            if (job == null) {
+                System.err.println("ohb mapreduce: " + config + " failed");
                 ok = false;
                 return;
             }
             Counters counters = job.getCounters();
-            long sum = counters.findCounter(GeneratorJob.GROUP, "CHECKSUM").getValue();
+            long sum;
+            long records;
+            if (sort) {
+                SortJob.Summary summary = SortJob.summarize(conf, new org.apache.hadoop.fs.Path(
+                        Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()));
+                sum = summary.checksum();
+                records = summary.records();
+                long expected = (long) maps * Long.parseLong(options.get("records"));
+                if (records != expected) {
+                    System.err.println("ohb mapreduce: " + config + " sorted " + records + " records, RandomWriter wrote " + expected);
+                    ok = false;
+                }
+            } else {
+                sum = counters.findCounter(GeneratorJob.GROUP, "CHECKSUM").getValue();
+                records = counters.findCounter(GeneratorJob.GROUP, "RECORDS").getValue();
+            }
             long shuffleBytes = counters.findCounter("org.apache.hadoop.mapreduce.TaskCounter", "REDUCE_SHUFFLE_BYTES").getValue();
             long fabricBytes = counters.findCounter("io.slipstream.mapreduce.SlipstreamCounter", "FABRIC_SHUFFLE_BYTES").getValue();
             if (checksum == null) {
@@ -153,7 +187,7 @@ public final class MapReduceBench {
             result.put("reduce_ms", phases[2]);
             result.put("shuffle_bytes", shuffleBytes);
             result.put("fabric_bytes", fabricBytes);
-            result.put("records", counters.findCounter(GeneratorJob.GROUP, "RECORDS").getValue());
+            result.put("records", records);
             result.put("checksum", sum);
             System.out.println("OHB_MAPREDUCE_RESULT " + json(result));
         }
