@@ -54,6 +54,12 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
                 spark_charts(&mut run, test, &id);
             }
         }
+        "mapreduce avg" | "mapreduce rand" | "mapreduce skew" | "mapreduce sort" => mapreduce_charts(&mut run, v, &id),
+        "mapreduce all" => {
+            for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
+                mapreduce_charts(&mut run, test, &id);
+            }
+        }
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -253,6 +259,29 @@ fn spark_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// Job time and the longest reducer's shuffle phase per shuffle configuration (medians over the
+/// runs, as `mapreduce/render.rs` shows them), one pair of bar charts per test.
+fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
+    let bench = test.get("bench").and_then(Value::as_str).unwrap_or("mapreduce");
+    let runs = test.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let bar_of = |key: &str| -> Vec<(String, f64)> {
+        crate::mapreduce::CONFIGS
+            .iter()
+            .filter_map(|config| {
+                let values: Vec<f64> =
+                    runs.iter().filter(|r| r["config"] == *config).filter_map(|r| r.get(key)?.as_f64()).collect();
+                Some((config.to_string(), crate::stats::median(&values)? / 1e3))
+            })
+            .collect()
+    };
+    let job = bar_of("job_ms");
+    if !job.is_empty() {
+        run.charts.push(bars(id(&format!("{bench} job")), format!("{bench}: job time (median)"), "configuration", "seconds", job));
+        let title = format!("{bench}: longest reducer's shuffle phase (median)");
+        run.charts.push(bars(id(&format!("{bench} shuffle")), title, "configuration", "seconds", bar_of("shuffle_ms")));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -278,6 +307,29 @@ mod tests {
         assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 12.0), ("plugin".into(), 10.0)] });
         assert_eq!(run.tables.len(), 2);
         assert_eq!(run.tables[0].rows, [vec!["plugin-tcp: boom".to_string()]]);
+    }
+
+    /// The shape `mapreduce/cli.rs` writes: the JVM's result lines under "runs".
+    #[test]
+    fn mapreduce_all_gives_job_and_shuffle_bars_per_test() {
+        let test = |name: &str| {
+            json!({"bench": format!("mapreduce {name}"), "runs": [
+                {"config": "vanilla", "job_ms": 30000, "shuffle_ms": 9000},
+                {"config": "plugin", "job_ms": 20000, "shuffle_ms": 4000},
+                {"config": "plugin", "job_ms": 24000, "shuffle_ms": 5000},
+                {"config": "plugin-tcp", "job_ms": 28000, "shuffle_ms": 8000}]})
+        };
+        let v = json!({"bench": "mapreduce all", "tests": [test("avg"), test("skew")]});
+        let run = run_of("ohb-mapreduce-all.json", &v).unwrap();
+        let ids: Vec<&str> = run.charts.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids.len(), 4, "{ids:?}");
+        assert!(ids[0].contains("avg-job") && ids[3].contains("skew-shuffle"), "{ids:?}");
+        assert_eq!(
+            run.charts[0].kind,
+            ChartKind::Bars { bars: vec![("vanilla".into(), 30.0), ("plugin".into(), 20.0), ("plugin-tcp".into(), 28.0)] }
+        );
+        let sort = run_of("s.json", &test("sort")).unwrap();
+        assert_eq!(sort.charts.len(), 2);
     }
 
     #[test]
