@@ -7,7 +7,7 @@ import java.nio.ByteBuffer;
  * the only place they are declared. Package-private: callers are the API classes of this package,
  * which check arguments and hold the node's lifetime (see {@link NodeHandle}) around every call.
  *
- * <p>Conventions, shared with {@code native/fabric-jni/src/lib.rs}:
+ * <p>Conventions, shared with {@code native/fabric-jni/src/}:
  * <ul>
  * <li>Native objects are Rust boxes whose addresses travel as {@code long} handles. A function whose
  *     name says "free", and every function that takes a buffer or request handle to answer or send

@@ -1,0 +1,360 @@
+//! JNI entry points of a node: start, endpoints, allocation, pulling requests, completions,
+//! stats, close and free.
+
+use std::sync::Arc;
+use fabric::{Buffer, Config, HandlerMode, Node, Request, Transport};
+use jni::objects::{JClass, JLongArray, JObjectArray, JString};
+use jni::sys::{jboolean, jint, jlong, jlongArray, jobject, jstring};
+use jni::JNIEnv;
+
+use crate::completions::{self, Completions};
+use crate::convert::*;
+use crate::failure::*;
+use crate::STATS_FIELDS;
+
+
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStart<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    listen_ip: JString<'local>,
+    listen_port: jint,
+    transport: jint,
+    chunk_size_bytes: jlong,
+    pool_cap_bytes: jlong,
+    max_message_bytes: jlong,
+    max_requests_in_flight: jlong,
+    dispatch_queue_depth: jlong,
+    idle_timeout_ms: jlong,
+    request_timeout_ms: jlong,
+    spin_us: jlong,
+    shm_with_peer_errors: jboolean,
+    completion_queue_depth: jint,
+    max_connections: jlong,
+    net_devices: JString<'local>,
+    same_host_eager: jboolean,
+) -> jlong {
+    guard(&mut env, 0, |env| {
+        let net_devices: String = if net_devices.as_raw().is_null() {
+            Config::default().net_devices
+        } else {
+            env.get_string(&net_devices)?.into()
+        };
+        let listen = if listen_ip.as_raw().is_null() {
+            None
+        } else {
+            Some(socket_addr(env, &listen_ip, listen_port)?)
+        };
+        let transport = match transport {
+            0 => Transport::Auto,
+            1 => Transport::Tcp,
+            other => return Err(Failure::Argument(format!("unknown transport {other}"))),
+        };
+        let completion_depth = usize::try_from(completion_queue_depth)
+            .ok()
+            .filter(|&depth| depth > 0)
+            .ok_or_else(|| {
+                Failure::Argument(format!(
+                    "completion queue depth must be positive: {completion_queue_depth}"
+                ))
+            })?;
+        // `..Config::default()`: fields the fabric adds later get their defaults.
+        #[allow(clippy::needless_update)]
+        let config = Config {
+            listen,
+            transport,
+            chunk_size_bytes: to_usize(chunk_size_bytes, "chunk_size_bytes")?,
+            pool_cap_bytes: to_usize(pool_cap_bytes, "pool_cap_bytes")?,
+            max_message_bytes: to_usize(max_message_bytes, "max_message_bytes")?,
+            max_requests_in_flight: to_usize(max_requests_in_flight, "max_requests_in_flight")?,
+            dispatch_queue_depth: to_usize(dispatch_queue_depth, "dispatch_queue_depth")?,
+            handler_mode: HandlerMode::Pull,
+            idle_timeout: millis(idle_timeout_ms),
+            request_timeout: millis(request_timeout_ms),
+            spin_us: spin_us.max(0) as u64,
+            shm_with_peer_errors: shm_with_peer_errors != 0,
+            max_connections: to_usize(max_connections, "max_connections")?,
+            net_devices,
+            same_host_eager: same_host_eager != 0,
+            ..Config::default()
+        };
+        let node = Node::start(config, None)?;
+        Ok(into_handle(NodeCtx {
+            node,
+            completions: Arc::new(Completions::new(completion_depth)),
+        }))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeLocalAddress(
+    mut env: JNIEnv,
+    _class: JClass,
+    node: jlong,
+) -> jstring {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        match ctx.node.local_addr() {
+            None => Ok(std::ptr::null_mut()),
+            Some(addr) => Ok(env.new_string(addr.to_string())?.into_raw()),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeEndpoint<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    peer_ip: JString<'local>,
+    peer_port: jint,
+) -> jlong {
+    guard(&mut env, 0, |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let peer = socket_addr(env, &peer_ip, peer_port)?;
+        let endpoint = ctx.node.endpoint(peer)?;
+        Ok(into_handle(EndpointCtx {
+            endpoint,
+            completions: ctx.completions.clone(),
+        }))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeAlloc<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    length: jint,
+    wait: jboolean,
+    out: JLongArray<'local>,
+) -> jobject {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let len = usize::try_from(length).map_err(|_| Failure::Argument(format!("negative length {length}")))?;
+        let buffer = if wait != 0 {
+            ctx.node.alloc(len)?
+        } else {
+            ctx.node.try_alloc(len)?
+        };
+        emit_buffer(env, buffer, &out, 0)
+    })
+}
+
+/// `Node::help_progress`: drives the node's progress on the calling Java thread for up to
+/// `spin_us` or until something happens; returns how much happened.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeHelpProgress<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    spin_us: jlong,
+) -> jint {
+    guard(&mut env, 0, |_env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let spin = std::time::Duration::from_micros(spin_us.max(0) as u64);
+        Ok(ctx.node.help_progress(spin).min(jint::MAX as usize) as jint)
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    timeout_ms: jlong,
+    out: JLongArray<'local>,
+) -> jobject {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let Some(mut request) = ctx.node.next_request(millis(timeout_ms)) else {
+            return Ok(std::ptr::null_mut());
+        };
+        let mut payload = match request.take_payload() {
+            Some(payload) => payload,
+            None => request.alloc(0)?,
+        };
+        let view = view_of(env, &mut payload)?;
+        let (length, op) = (payload.len() as jlong, request.op() as jlong);
+        let (request, payload) = (into_handle(request), into_handle(payload));
+        if let Err(error) = env.set_long_array_region(&out, 0, &[request, payload, length, op]) {
+            // SAFETY: both handles were made just above and never reached Java; each is taken once.
+            drop(unsafe { Box::from_raw(payload as *mut Buffer) });
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(request as *mut Request) });
+            return Err(error.into());
+        }
+        let view = view.into_raw();
+        Ok(view)
+    })
+}
+
+/// Largest batch `nodePollCompletions` hands out per call.
+const COMPLETION_BATCH_MAX: usize = 1024;
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodePollCompletions<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    timeout_ms: jlong,
+    out: JLongArray<'local>,
+    results: JObjectArray<'local>,
+) -> jint {
+    guard(&mut env, 0, |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let slots = (env.get_array_length(&results)? as usize).min(COMPLETION_BATCH_MAX);
+        let longs = env.get_array_length(&out)? as usize;
+        if slots == 0 || longs < 3 * slots {
+            return Err(Failure::Argument(format!(
+                "{slots} result slots need {} longs, got {longs}",
+                3 * slots
+            )));
+        }
+        let mut count = 0usize;
+        while count < slots {
+            let item = if count == 0 {
+                ctx.completions.pop_wait(millis(timeout_ms))
+            } else {
+                ctx.completions.try_pop()
+            };
+            let Some((tag, result)) = item else { break };
+            match emit_completion(env, tag, result, &out, &results, count) {
+                Ok(()) => count += 1,
+                Err((item, failure)) => {
+                    // Not handed to Java: back to the queue, as the oldest, for the next poll.
+                    ctx.completions.unpop(item);
+                    if count == 0 {
+                        return Err(failure);
+                    }
+                    // Those already handed out must reach Java: return them, without the exception.
+                    let _ = env.exception_clear();
+                    break;
+                }
+            }
+        }
+        Ok(count as jint)
+    })
+}
+
+/// Writes completion `index` to `results[index]` (the response's view, or a `FabricException`)
+/// and `out[3 * index..]` (tag, buffer handle, length). On failure nothing of it is handed out and
+/// the completion comes back, to be queued again.
+#[allow(clippy::result_large_err)] // the error hands the completion back, to be queued again
+fn emit_completion<'local>(
+    env: &mut JNIEnv<'local>,
+    tag: i64,
+    result: fabric::Result<Buffer>,
+    out: &JLongArray,
+    results: &JObjectArray,
+    index: usize,
+) -> Result<(), (completions::Completion, Failure)> {
+    let at = index as i32;
+    match result {
+        Ok(mut buffer) => {
+            let view = match view_of(env, &mut buffer) {
+                Ok(view) => view,
+                Err(failure) => return Err(((tag, Ok(buffer)), failure)),
+            };
+            let length = buffer.len() as jlong;
+            let stored = env
+                .set_long_array_region(out, 3 * at, &[tag, 0, length])
+                .and_then(|_| env.set_object_array_element(results, at, &view));
+            let _ = env.delete_local_ref(view);
+            if let Err(error) = stored {
+                return Err(((tag, Ok(buffer)), error.into()));
+            }
+            let handle = into_handle(buffer);
+            if let Err(error) = env.set_long_array_region(out, 3 * at + 1, &[handle]) {
+                // SAFETY: `handle` was made just above and its store into `out` failed: Java never saw it.
+                let buffer = *unsafe { Box::from_raw(handle as *mut Buffer) };
+                return Err(((tag, Ok(buffer)), error.into()));
+            }
+            Ok(())
+        }
+        Err(error) => {
+            let exception = match fabric_exception(env, error_kind(&error), &error.to_string()) {
+                Ok(exception) => exception,
+                Err(jni_error) => return Err(((tag, Err(error)), jni_error.into())),
+            };
+            let stored = env
+                .set_long_array_region(out, 3 * at, &[tag, 0, 0])
+                .and_then(|_| env.set_object_array_element(results, at, &exception));
+            let _ = env.delete_local_ref(exception);
+            match stored {
+                Ok(()) => Ok(()),
+                Err(jni_error) => Err(((tag, Err(error)), jni_error.into())),
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeHelpCompletions(
+    mut env: JNIEnv,
+    _class: JClass,
+    node: jlong,
+    enter: jboolean,
+) {
+    guard(&mut env, (), |_| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        if enter != 0 {
+            ctx.completions.enter_helper();
+        } else {
+            ctx.completions.leave_helper();
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStats(
+    mut env: JNIEnv,
+    _class: JClass,
+    node: jlong,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let s = ctx.node.stats();
+        let fields: [u64; STATS_FIELDS] = [
+            s.requests_sent,
+            s.responses_received,
+            s.requests_served,
+            s.requests_shed,
+            s.requests_timed_out,
+            s.connections_open,
+            s.pool_bytes_mapped,
+            s.pool_bytes_in_use,
+            s.pool_cap_bytes,
+            s.protocol_errors,
+            s.peers_failed,
+        ];
+        let fields = fields.map(|v| v as jlong);
+        let array = env.new_long_array(STATS_FIELDS as i32)?;
+        env.set_long_array_region(&array, 0, &fields)?;
+        Ok(array.into_raw())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeClose(mut env: JNIEnv, _class: JClass, node: jlong) {
+    guard(&mut env, (), |_| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        // Fails requests in flight (their callbacks push Closed), then wakes the completer.
+        ctx.node.close();
+        ctx.completions.close();
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeFree(mut env: JNIEnv, _class: JClass, node: jlong) {
+    guard(&mut env, (), |_| {
+        let ctx: NodeCtx = take(node, "node")?;
+        ctx.node.close();
+        drop(ctx);
+        Ok(())
+    })
+}
