@@ -85,15 +85,37 @@ pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> 
     Ok(unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? })
 }
 
-/// Hands a buffer to Java: returns its direct view and writes its handle to `out[at]` and its
-/// length to `out[at + 1]`.
+/// A buffer on its way to Java: its handle and the pin of its views, two boxes that Java owns once
+/// their handles are stored in an `out` array. Pinning here, in the call that makes the view,
+/// spares Java a second crossing (`bufferPin`) per buffer.
+pub(crate) struct Handed {
+    pub(crate) handle: jlong,
+    pub(crate) pin: jlong,
+}
+
+impl Handed {
+    pub(crate) fn new(buffer: Buffer) -> Handed {
+        let pin = into_handle(buffer.pin_view());
+        Handed { handle: into_handle(buffer), pin }
+    }
+
+    /// Takes both boxes back when their handles never reached Java (storing them failed).
+    pub(crate) fn revert(self) -> Buffer {
+        // SAFETY: `pin` was made by `into_handle` in `new` and never reached Java; taken once, here.
+        drop(unsafe { Box::from_raw(self.pin as *mut fabric::ViewPin) });
+        // SAFETY: as above, for the buffer's box.
+        *unsafe { Box::from_raw(self.handle as *mut Buffer) }
+    }
+}
+
+/// Hands a buffer to Java: returns its direct view and writes `out[at..at + 3]`: its handle, its
+/// length, and the handle of the pin that keeps its memory mapped for the view (`viewUnpin`).
 pub(crate) fn emit_buffer(env: &mut JNIEnv, mut buffer: Buffer, out: &JLongArray, at: i32) -> Outcome<jobject> {
     let view = view_of(env, &mut buffer)?;
     let length = buffer.len() as jlong;
-    let handle = into_handle(buffer);
-    if let Err(error) = env.set_long_array_region(out, at, &[handle, length]) {
-        // SAFETY: `handle` was made by `into_handle` just above and never reached Java.
-        drop(unsafe { Box::from_raw(handle as *mut Buffer) });
+    let handed = Handed::new(buffer);
+    if let Err(error) = env.set_long_array_region(out, at, &[handed.handle, length, handed.pin]) {
+        drop(handed.revert());
         return Err(error.into());
     }
     Ok(view.into_raw())

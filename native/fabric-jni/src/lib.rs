@@ -41,7 +41,7 @@ mod node;
 use failure::*;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-pub(crate) const ABI_VERSION: jint = 4;
+pub(crate) const ABI_VERSION: jint = 5;
 /// `FabricNative.STATS_FIELDS`.
 pub(crate) const STATS_FIELDS: usize = 11;
 

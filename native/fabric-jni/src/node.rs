@@ -178,16 +178,15 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'l
         };
         let view = view_of(env, &mut payload)?;
         let (length, op) = (payload.len() as jlong, request.op() as jlong);
-        let (request, payload) = (into_handle(request), into_handle(payload));
-        if let Err(error) = env.set_long_array_region(&out, 0, &[request, payload, length, op]) {
-            // SAFETY: both handles were made just above and never reached Java; each is taken once.
-            drop(unsafe { Box::from_raw(payload as *mut Buffer) });
-            // SAFETY: as above.
+        let payload = Handed::new(payload);
+        let request = into_handle(request);
+        if let Err(error) = env.set_long_array_region(&out, 0, &[request, payload.handle, length, op, payload.pin]) {
+            drop(payload.revert());
+            // SAFETY: `request` was made just above and never reached Java; taken once, here.
             drop(unsafe { Box::from_raw(request as *mut Request) });
             return Err(error.into());
         }
-        let view = view.into_raw();
-        Ok(view)
+        Ok(view.into_raw())
     })
 }
 
@@ -207,50 +206,80 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodePollCompletion
         let ctx: &NodeCtx = borrow(node, "node")?;
         let slots = (env.get_array_length(&results)? as usize).min(COMPLETION_BATCH_MAX);
         let longs = env.get_array_length(&out)? as usize;
-        if slots == 0 || longs < 3 * slots {
+        if slots == 0 || longs < COMPLETION_LONGS * slots {
             return Err(Failure::Argument(format!(
                 "{slots} result slots need {} longs, got {longs}",
-                3 * slots
+                COMPLETION_LONGS * slots
             )));
         }
-        let mut count = 0usize;
-        while count < slots {
-            let item = if count == 0 {
+        // Every completion's longs go to Java in one store at the end (one JNI call, not three per
+        // completion); until then the handed-out boxes can still be taken back.
+        let mut emitted: Vec<Emitted> = Vec::with_capacity(slots.min(64));
+        while emitted.len() < slots {
+            let item = if emitted.is_empty() {
                 ctx.completions.pop_wait(millis(timeout_ms))
             } else {
                 ctx.completions.try_pop()
             };
             let Some((tag, result)) = item else { break };
-            match emit_completion(env, tag, result, &out, &results, count) {
-                Ok(()) => count += 1,
+            match emit_completion(env, tag, result, &results, emitted.len()) {
+                Ok(done) => emitted.push(done),
                 Err((item, failure)) => {
                     // Not handed to Java: back to the queue, as the oldest, for the next poll.
                     ctx.completions.unpop(item);
-                    if count == 0 {
+                    if emitted.is_empty() {
                         return Err(failure);
                     }
-                    // Those already handed out must reach Java: return them, without the exception.
+                    // Those already emitted must reach Java: return them, without the exception.
                     let _ = env.exception_clear();
                     break;
                 }
             }
         }
-        Ok(count as jint)
+        let flat: Vec<jlong> = emitted.iter().flat_map(|e| e.longs).collect();
+        if let Err(error) = env.set_long_array_region(&out, 0, &flat) {
+            // Java sees none of them: every completion goes back to the queue, in its order.
+            for done in emitted.into_iter().rev() {
+                ctx.completions.unpop(done.revert());
+            }
+            return Err(error.into());
+        }
+        Ok(emitted.len() as jint)
     })
 }
 
-/// Writes completion `index` to `results[index]` (the response's view, or a `FabricException`)
-/// and `out[3 * index..]` (tag, buffer handle, length). On failure nothing of it is handed out and
-/// the completion comes back, to be queued again.
+/// Longs per completion in `nodePollCompletions`' `out`: tag, buffer handle, length, pin handle.
+const COMPLETION_LONGS: usize = 4;
+
+/// A completion whose object is in `results` and whose longs are not stored yet.
+struct Emitted {
+    longs: [jlong; COMPLETION_LONGS],
+    /// A failure's error, to queue it again if the longs cannot be stored.
+    error: Option<fabric::Error>,
+}
+
+impl Emitted {
+    fn revert(self) -> completions::Completion {
+        let [tag, handle, _, pin] = self.longs;
+        match self.error {
+            Some(error) => (tag, Err(error)),
+            None => (tag, Ok(Handed { handle, pin }.revert())),
+        }
+    }
+}
+
+/// Stores completion `index`'s object in `results[index]` (the response's view, or a
+/// `FabricException`) and returns its longs (tag, buffer handle, length, pin handle; zeros for a
+/// failure). On failure nothing of it is handed out and the completion comes back, to be queued
+/// again.
 #[allow(clippy::result_large_err)] // the error hands the completion back, to be queued again
 fn emit_completion<'local>(
     env: &mut JNIEnv<'local>,
     tag: i64,
     result: fabric::Result<Buffer>,
-    out: &JLongArray,
     results: &JObjectArray,
     index: usize,
-) -> Result<(), (completions::Completion, Failure)> {
+) -> Result<Emitted, (completions::Completion, Failure)> {
     let at = index as i32;
     match result {
         Ok(mut buffer) => {
@@ -258,33 +287,24 @@ fn emit_completion<'local>(
                 Ok(view) => view,
                 Err(failure) => return Err(((tag, Ok(buffer)), failure)),
             };
-            let length = buffer.len() as jlong;
-            let stored = env
-                .set_long_array_region(out, 3 * at, &[tag, 0, length])
-                .and_then(|_| env.set_object_array_element(results, at, &view));
+            let stored = env.set_object_array_element(results, at, &view);
             let _ = env.delete_local_ref(view);
             if let Err(error) = stored {
                 return Err(((tag, Ok(buffer)), error.into()));
             }
-            let handle = into_handle(buffer);
-            if let Err(error) = env.set_long_array_region(out, 3 * at + 1, &[handle]) {
-                // SAFETY: `handle` was made just above and its store into `out` failed: Java never saw it.
-                let buffer = *unsafe { Box::from_raw(handle as *mut Buffer) };
-                return Err(((tag, Ok(buffer)), error.into()));
-            }
-            Ok(())
+            let length = buffer.len() as jlong;
+            let handed = Handed::new(buffer);
+            Ok(Emitted { longs: [tag, handed.handle, length, handed.pin], error: None })
         }
         Err(error) => {
             let exception = match fabric_exception(env, error_kind(&error), &error.to_string()) {
                 Ok(exception) => exception,
                 Err(jni_error) => return Err(((tag, Err(error)), jni_error.into())),
             };
-            let stored = env
-                .set_long_array_region(out, 3 * at, &[tag, 0, 0])
-                .and_then(|_| env.set_object_array_element(results, at, &exception));
+            let stored = env.set_object_array_element(results, at, &exception);
             let _ = env.delete_local_ref(exception);
             match stored {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(Emitted { longs: [tag, 0, 0, 0], error: Some(error) }),
                 Err(jni_error) => Err(((tag, Err(error)), jni_error.into())),
             }
         }

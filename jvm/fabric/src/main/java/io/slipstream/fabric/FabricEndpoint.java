@@ -48,14 +48,14 @@ public final class FabricEndpoint {
         if (!payload.isDirect() && !payload.hasArray()) {
             return request(op, copyOf(payload));
         }
-        long[] out = new long[2];
+        long[] out = new long[3];
         node.enter();
         try {
             ByteBuffer view = payload.isDirect()
                     ? FabricNative.endpointRequest(ptr, op, payload, null, payload.position(), payload.remaining(), out)
                     : FabricNative.endpointRequest(ptr, op, null, payload.array(),
                             payload.arrayOffset() + payload.position(), payload.remaining(), out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
@@ -70,11 +70,11 @@ public final class FabricEndpoint {
     public FabricBuffer request(int op, byte[] payload, int offset, int length) {
         checkOp(op);
         Objects.checkFromIndexSize(offset, length, payload.length);
-        long[] out = new long[2];
+        long[] out = new long[3];
         node.enter();
         try {
             ByteBuffer view = FabricNative.endpointRequest(ptr, op, null, payload, offset, length, out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
@@ -100,10 +100,10 @@ public final class FabricEndpoint {
             FabricNative.bufferFree(buffer);
             throw e;
         }
-        long[] out = new long[2];
+        long[] out = new long[3];
         try {
             ByteBuffer view = FabricNative.endpointRequestBuffer(ptr, op, buffer, length, out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
