@@ -2,6 +2,7 @@ package io.slipstream.fabric;
 
 import java.lang.System.Logger.Level;
 import java.nio.ByteBuffer;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -181,6 +182,69 @@ final class Completer implements Runnable {
             abandon(tag, FabricException.closed());
         }
         return future;
+    }
+
+    /** Sends requests with consecutive tags {@code firstTag, firstTag + 1, ...}; may throw {@link FabricException}. */
+    interface BatchSend {
+        void send(long firstTag, int count);
+    }
+
+    /**
+     * Like {@link #submit} for {@code count} requests sent in one native call: adds their futures to
+     * {@code futures} in order. Requests are admitted while permits are available (waiting for the
+     * first missing one up to the request timeout); the rest complete at once with
+     * {@code OVERLOADED}. Returns how many requests {@code send} consumed: the admitted ones if it
+     * ran, else 0 (the caller frees the payloads from there on).
+     */
+    int submitBatch(List<CompletableFuture<FabricBuffer>> futures, int count, BatchSend send) {
+        int admitted = 0;
+        FabricException refused = null;
+        try {
+            while (admitted < count) {
+                if (!permits.tryAcquire() && !permits.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
+                    refused = new FabricException(FabricException.Kind.OVERLOADED,
+                            depth + " asynchronous requests await completion (completionQueueDepth); waited " + waitMs + " ms");
+                    break;
+                }
+                admitted++;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            refused = new FabricException(FabricException.Kind.CLOSED, "interrupted while waiting to send");
+        }
+        long firstTag = tags.getAndAdd(admitted) + 1;
+        for (int i = 0; i < admitted; i++) {
+            CompletableFuture<FabricBuffer> future = new FabricFuture(this);
+            pending.put(firstTag + i, future);
+            futures.add(future);
+        }
+        for (int i = admitted; i < count; i++) {
+            futures.add(CompletableFuture.failedFuture(refused));
+        }
+        if (admitted == 0) {
+            return 0;
+        }
+        if (!startIfNeeded()) {
+            abandonAll(firstTag, admitted, FabricException.closed());
+            return 0;
+        }
+        int consumed = 0;
+        try {
+            send.send(firstTag, admitted);
+            consumed = admitted;
+        } catch (RuntimeException e) {
+            abandonAll(firstTag, admitted, e); // thrown before the native side took any buffer
+        }
+        if (exited) {
+            abandonAll(firstTag, admitted, FabricException.closed());
+        }
+        return consumed;
+    }
+
+    private void abandonAll(long firstTag, int count, Throwable failure) {
+        for (int i = 0; i < count; i++) {
+            abandon(firstTag + i, failure);
+        }
     }
 
     private void abandon(long tag, Throwable failure) {

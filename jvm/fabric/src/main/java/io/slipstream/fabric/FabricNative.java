@@ -111,6 +111,19 @@ final class FabricNative {
     /** Like {@link #endpointRequestAsync} from a registered buffer; consumes {@code buffer}. */
     static native void endpointRequestBufferAsync(long endpoint, long tag, int op, long buffer, int length);
 
+    /** Most requests one {@link #endpointRequestBufferAsyncBatch} call sends. */
+    static final int BATCH_MAX = 1024;
+
+    /**
+     * Sends {@code count} (at most {@link #BATCH_MAX}) registered buffers as asynchronous requests in
+     * one call: request {@code i} carries the first {@code lengths[i]} bytes of {@code buffers[i]}
+     * and completes with tag {@code firstTag + i} through {@link #nodePollCompletions}, also when it
+     * cannot be sent. Consumes every buffer, unless it throws (a bad argument or a JNI failure,
+     * before any buffer is taken).
+     */
+    static native void endpointRequestBufferAsyncBatch(long endpoint, long firstTag, int op, long[] buffers,
+            int[] lengths, int count);
+
     static native void endpointFree(long endpoint);
 
     /** Returns the buffer to its pool. Its memory stays mapped while its pin exists. */
