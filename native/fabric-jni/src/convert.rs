@@ -79,9 +79,10 @@ pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> 
             "buffer of {capacity} bytes does not fit a ByteBuffer"
         )));
     }
-    // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: Java pins the
-    // buffer (`bufferPin`) before the handle can be released and unpins only when the root view is
-    // garbage, and the pool never unmaps pinned memory nor goes away before the node handle is freed.
+    // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: every caller
+    // pins the buffer (`Handed::new`) in this same call, before the view can reach Java, and Java
+    // unpins only when the root view is garbage; the pool never unmaps pinned memory nor goes away
+    // before the node handle is freed. A view that never reaches Java needs no pin.
     Ok(unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? })
 }
 
@@ -99,7 +100,15 @@ impl Handed {
         Handed { handle: into_handle(buffer), pin }
     }
 
-    /// Takes both boxes back when their handles never reached Java (storing them failed).
+    /// Takes the buffer back when its handle never reached Java, leaving the pin in place: a view of
+    /// it may have reached Java (a completion's view stored before its longs), so its memory stays
+    /// mapped for good (a leak on a path that needs a JNI failure, never a fault).
+    pub(crate) fn revert_keeping_pin(self) -> Buffer {
+        // SAFETY: `handle` was made by `into_handle` in `new` and never reached Java; taken once, here.
+        *unsafe { Box::from_raw(self.handle as *mut Buffer) }
+    }
+
+    /// Takes both boxes back when neither handle nor view reached Java (storing them failed).
     pub(crate) fn revert(self) -> Buffer {
         // SAFETY: `pin` was made by `into_handle` in `new` and never reached Java; taken once, here.
         drop(unsafe { Box::from_raw(self.pin as *mut fabric::ViewPin) });

@@ -15,7 +15,8 @@
 //!   `FabricRequest`); functions that consume a handle take ownership first, so they consume it
 //!   even when they fail.
 //! - Registered memory reaches Java only as direct `ByteBuffer`s over pool buffers. Each buffer
-//!   handed to Java is pinned (`bufferPin`, a `fabric::ViewPin` behind another handle) until its
+//!   handed to Java is pinned (a `fabric::ViewPin` behind another handle, made in the call that
+//!   hands the buffer out, before its view can reach Java: `convert::Handed`) until its
 //!   root view is garbage (`viewUnpin`, from Java's cleaner): the pool may reuse a released
 //!   buffer but never unmaps pinned memory. The pool lives as long as the node handle, which Java
 //!   frees only once no view is reachable. So a stale view reads or writes stale bytes of the

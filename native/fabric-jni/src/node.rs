@@ -263,7 +263,7 @@ impl Emitted {
         let [tag, handle, _, pin] = self.longs;
         match self.error {
             Some(error) => (tag, Err(error)),
-            None => (tag, Ok(Handed { handle, pin }.revert())),
+            None => (tag, Ok(Handed { handle, pin }.revert_keeping_pin())),
         }
     }
 }
@@ -287,13 +287,14 @@ fn emit_completion<'local>(
                 Ok(view) => view,
                 Err(failure) => return Err(((tag, Ok(buffer)), failure)),
             };
+            // Pinned before the view can reach Java (through `results`).
+            let length = buffer.len() as jlong;
+            let handed = Handed::new(buffer);
             let stored = env.set_object_array_element(results, at, &view);
             let _ = env.delete_local_ref(view);
             if let Err(error) = stored {
-                return Err(((tag, Ok(buffer)), error.into()));
+                return Err(((tag, Ok(handed.revert())), error.into()));
             }
-            let length = buffer.len() as jlong;
-            let handed = Handed::new(buffer);
             Ok(Emitted { longs: [tag, handed.handle, length, handed.pin], error: None })
         }
         Err(error) => {
