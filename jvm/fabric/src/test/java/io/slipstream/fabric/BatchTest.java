@@ -163,7 +163,12 @@ class BatchTest {
             }
         });
         sender.start();
-        Thread.sleep(200);
+        // Close once some batch was answered (not after a fixed time: wire-up is slow on a loaded machine).
+        assertTrue(Fixtures.eventually(Duration.ofSeconds(20), () -> { }, () -> {
+            synchronized (all) {
+                return all.stream().anyMatch(future -> future.isDone() && !future.isCompletedExceptionally());
+            }
+        }), "no batch was answered within 20 s");
         node.close();
         sender.join(20_000);
         assertFalse(sender.isAlive());
