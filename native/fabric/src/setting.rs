@@ -99,11 +99,11 @@ impl SettingValue for Duration {
     /// The largest unit that shows the value exactly.
     fn to_text(&self) -> String {
         let us = self.as_micros();
-        if us % 60_000_000 == 0 && us > 0 {
+        if us.is_multiple_of(60_000_000) && us > 0 {
             format!("{}min", us / 60_000_000)
-        } else if us % 1_000_000 == 0 {
+        } else if us.is_multiple_of(1_000_000) {
             format!("{}s", us / 1_000_000)
-        } else if us % 1000 == 0 {
+        } else if us.is_multiple_of(1000) {
             format!("{}ms", us / 1000)
         } else {
             format!("{us}us")

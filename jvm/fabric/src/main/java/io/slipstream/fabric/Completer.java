@@ -2,6 +2,7 @@ package io.slipstream.fabric;
 
 import java.lang.System.Logger.Level;
 import java.nio.ByteBuffer;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -55,6 +56,8 @@ final class Completer implements Runnable {
     private static final int LEAVE_DRAINS_MAX = 4;
     /** Idle spin rounds between two clock reads. */
     private static final int CLOCK_EVERY = 32;
+    /** The same while driving progress (each round may spin up to {@link #HELP_PROGRESS_SPIN_US}). */
+    private static final int CLOCK_EVERY_DRIVING = 4;
 
     /**
      * How deep waits nest on one thread: a dependent action that waits for another future helps too,
@@ -75,8 +78,6 @@ final class Completer implements Runnable {
     private static final class Batch {
         final long[] out;
         final Object[] results;
-        /** {@code out} of {@link FabricNative#nodeNextRequest} when driving progress. */
-        final long[] pulled = new long[4];
         /** Completions in {@code out}/{@code results}, and the next one to deliver. */
         int count;
         int next;
@@ -84,7 +85,7 @@ final class Completer implements Runnable {
         boolean busy;
 
         Batch(int size) {
-            out = new long[3 * size];
+            out = new long[FabricNative.COMPLETION_LONGS * size];
             results = new Object[size];
         }
     }
@@ -183,6 +184,69 @@ final class Completer implements Runnable {
         return future;
     }
 
+    /** Sends requests with consecutive tags {@code firstTag, firstTag + 1, ...}; may throw {@link FabricException}. */
+    interface BatchSend {
+        void send(long firstTag, int count);
+    }
+
+    /**
+     * Like {@link #submit} for {@code count} requests sent in one native call: adds their futures to
+     * {@code futures} in order. Requests are admitted while permits are available (waiting for the
+     * first missing one up to the request timeout); the rest complete at once with
+     * {@code OVERLOADED}. Returns how many requests {@code send} consumed: the admitted ones if it
+     * ran, else 0 (the caller frees the payloads from there on).
+     */
+    int submitBatch(List<CompletableFuture<FabricBuffer>> futures, int count, BatchSend send) {
+        int admitted = 0;
+        FabricException refused = null;
+        try {
+            while (admitted < count) {
+                if (!permits.tryAcquire() && !permits.tryAcquire(waitMs, TimeUnit.MILLISECONDS)) {
+                    refused = new FabricException(FabricException.Kind.OVERLOADED,
+                            depth + " asynchronous requests await completion (completionQueueDepth); waited " + waitMs + " ms");
+                    break;
+                }
+                admitted++;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            refused = new FabricException(FabricException.Kind.CLOSED, "interrupted while waiting to send");
+        }
+        long firstTag = tags.getAndAdd(admitted) + 1;
+        for (int i = 0; i < admitted; i++) {
+            CompletableFuture<FabricBuffer> future = new FabricFuture(this);
+            pending.put(firstTag + i, future);
+            futures.add(future);
+        }
+        for (int i = admitted; i < count; i++) {
+            futures.add(CompletableFuture.failedFuture(refused));
+        }
+        if (admitted == 0) {
+            return 0;
+        }
+        if (!startIfNeeded()) {
+            abandonAll(firstTag, admitted, FabricException.closed());
+            return 0;
+        }
+        int consumed = 0;
+        try {
+            send.send(firstTag, admitted);
+            consumed = admitted;
+        } catch (RuntimeException e) {
+            abandonAll(firstTag, admitted, e); // thrown before the native side took any buffer
+        }
+        if (exited) {
+            abandonAll(firstTag, admitted, FabricException.closed());
+        }
+        return consumed;
+    }
+
+    private void abandonAll(long firstTag, int count, Throwable failure) {
+        for (int i = 0; i < count; i++) {
+            abandon(firstTag + i, failure);
+        }
+    }
+
     private void abandon(long tag, Throwable failure) {
         CompletableFuture<FabricBuffer> future = pending.remove(tag);
         if (future != null) {
@@ -248,7 +312,8 @@ final class Completer implements Runnable {
             int i = batch.next++;
             Object result = batch.results[i];
             batch.results[i] = null;
-            complete(batch.out[3 * i], result, batch.out[3 * i + 1], batch.out[3 * i + 2]);
+            int at = FabricNative.COMPLETION_LONGS * i;
+            complete(batch.out[at], result, batch.out[at + 1], batch.out[at + 2], batch.out[at + 3]);
         }
     }
 
@@ -297,15 +362,11 @@ final class Completer implements Runnable {
                         completed = true; // the clock is read at the next idle round
                         continue;
                     }
-                    if (drivesProgress) {
-                        driveProgress(batch);
-                        if (drain(batch, 0) > 0) {
-                            idle = 0;
-                            completed = true;
-                            continue;
-                        }
-                    }
-                    if (idle++ % CLOCK_EVERY == 0 || drivesProgress) {
+                    // Events (not only completions) may follow: drain again at once. Only a completion
+                    // restarts the spin time.
+                    boolean active = drivesProgress && driveProgress() > 0;
+                    // A progress round lasts up to HELP_PROGRESS_SPIN_US: the clock is read more often then.
+                    if (idle++ % (drivesProgress ? CLOCK_EVERY_DRIVING : CLOCK_EVERY) == 0) {
                         long now = System.nanoTime();
                         if (completed) {
                             lastCompletion = now;
@@ -315,7 +376,9 @@ final class Completer implements Runnable {
                             break;
                         }
                     }
-                    Thread.onSpinWait();
+                    if (!active) {
+                        Thread.onSpinWait();
+                    }
                 }
                 // Done: take what else is queued too (bounded), so leaving wakes the completer thread
                 // only for completions that arrive later.
@@ -343,18 +406,18 @@ final class Completer implements Runnable {
      * responses are received (and their completions queued) here, with no hand-off through the
      * progress thread, which backs off meanwhile.
      */
-    private void driveProgress(Batch batch) {
-        FabricNative.nodeHelpProgress(node.ptr, HELP_PROGRESS_SPIN_US);
+    private int driveProgress() {
+        return FabricNative.nodeHelpProgress(node.ptr, HELP_PROGRESS_SPIN_US);
     }
 
-    private void complete(long tag, Object result, long handle, long length) {
+    private void complete(long tag, Object result, long handle, long length, long pin) {
         CompletableFuture<FabricBuffer> future = pending.remove(tag);
         if (future != null) {
             permits.release();
         }
         try {
             if (result instanceof ByteBuffer view) {
-                FabricBuffer buffer = FabricBuffer.adopt(node, view, handle, length);
+                FabricBuffer buffer = FabricBuffer.adopt(node, view, handle, length, pin);
                 if (future == null || !future.complete(buffer)) {
                     buffer.close(); // nobody will see it: cancelled, or failed at close
                 }

@@ -38,19 +38,14 @@ public final class FabricBuffer implements AutoCloseable {
         this.length = length;
     }
 
-    /** Wraps a buffer handle just returned by a native call; the caller holds a reference of {@code node}. */
-    static FabricBuffer adopt(NodeHandle node, ByteBuffer root, long handle, long length) {
-        assert handle != 0 && root != null && root.isDirect();
+    /**
+     * Wraps a buffer handle just returned by a native call with its view and its pin (made in the
+     * same native call, so the memory stays mapped until the cleaner unpins it, whenever the buffer
+     * is released); the caller holds a reference of {@code node}.
+     */
+    static FabricBuffer adopt(NodeHandle node, ByteBuffer root, long handle, long length, long pin) {
+        assert handle != 0 && pin != 0 && root != null && root.isDirect();
         assert length >= 0 && length <= root.capacity() : "length " + length + " above capacity " + root.capacity();
-        // Pinned while the handle is certainly live (nothing else has it yet): from here on the
-        // memory stays mapped until the cleaner unpins it, whenever the buffer is released.
-        long pin;
-        try {
-            pin = FabricNative.bufferPin(handle);
-        } catch (RuntimeException | Error e) {
-            FabricNative.bufferFree(handle); // the root view is dropped unused
-            throw e;
-        }
         node.retain();
         Owner owner = new Owner(node, handle, pin);
         // Registered on the root view, not on this object: the memory is released only when neither
@@ -119,6 +114,11 @@ public final class FabricBuffer implements AutoCloseable {
             throw released();
         }
         return handle;
+    }
+
+    /** Takes the native handle if not released yet, else 0 (a request's answer frees its payload natively). */
+    long takeIfLive() {
+        return owner.handle.getAndSet(0);
     }
 
     /** The node this buffer came from (buffers can only be sent through endpoints of the same node). */

@@ -2,6 +2,8 @@ package io.slipstream.fabric;
 
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 
@@ -48,14 +50,14 @@ public final class FabricEndpoint {
         if (!payload.isDirect() && !payload.hasArray()) {
             return request(op, copyOf(payload));
         }
-        long[] out = new long[2];
+        long[] out = new long[3];
         node.enter();
         try {
             ByteBuffer view = payload.isDirect()
                     ? FabricNative.endpointRequest(ptr, op, payload, null, payload.position(), payload.remaining(), out)
                     : FabricNative.endpointRequest(ptr, op, null, payload.array(),
                             payload.arrayOffset() + payload.position(), payload.remaining(), out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
@@ -70,11 +72,11 @@ public final class FabricEndpoint {
     public FabricBuffer request(int op, byte[] payload, int offset, int length) {
         checkOp(op);
         Objects.checkFromIndexSize(offset, length, payload.length);
-        long[] out = new long[2];
+        long[] out = new long[3];
         node.enter();
         try {
             ByteBuffer view = FabricNative.endpointRequest(ptr, op, null, payload, offset, length, out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
@@ -100,10 +102,10 @@ public final class FabricEndpoint {
             FabricNative.bufferFree(buffer);
             throw e;
         }
-        long[] out = new long[2];
+        long[] out = new long[3];
         try {
             ByteBuffer view = FabricNative.endpointRequestBuffer(ptr, op, buffer, length, out);
-            return FabricBuffer.adopt(node, view, out[0], out[1]);
+            return FabricBuffer.adopt(node, view, out[0], out[1], out[2]);
         } finally {
             node.exit();
         }
@@ -149,6 +151,81 @@ public final class FabricEndpoint {
         int length = payload.length();
         long buffer = payload.take();
         return submit(tag -> FabricNative.endpointRequestBufferAsync(ptr, tag, op, buffer, length), buffer);
+    }
+
+    /** Most payloads one {@link #requestAsync(int, List)} call takes. */
+    public static final int BATCH_MAX = FabricNative.BATCH_MAX;
+
+    /**
+     * Sends one asynchronous request per payload, all with operation {@code op}, in one call into the
+     * native library (one crossing for the batch instead of one per request): the futures, in the
+     * payloads' order, complete as {@link #requestAsync(int, FabricBuffer)}'s do. Consumes every
+     * payload, also when requests fail. Payloads from another node are sent as copies, one call
+     * each. At most {@link #BATCH_MAX} payloads; requests beyond the room left among the node's
+     * {@code completionQueueDepth} asynchronous requests (after waiting up to the request timeout for
+     * the first missing place) complete at once with {@code OVERLOADED}.
+     *
+     * @throws IllegalStateException a payload was released already (every payload is released then,
+     *         nothing is sent)
+     * @throws IllegalArgumentException more than {@link #BATCH_MAX} payloads, or a bad op (nothing is consumed)
+     */
+    public List<CompletableFuture<FabricBuffer>> requestAsync(int op, List<FabricBuffer> payloads) {
+        checkOp(op);
+        Objects.requireNonNull(payloads, "payloads");
+        int count = payloads.size();
+        if (count > BATCH_MAX) {
+            throw new IllegalArgumentException("at most " + BATCH_MAX + " payloads per batch: " + count);
+        }
+        List<CompletableFuture<FabricBuffer>> futures = new ArrayList<>(count);
+        boolean foreign = false;
+        for (FabricBuffer payload : payloads) {
+            foreign |= Objects.requireNonNull(payload, "payload").node() != node;
+        }
+        if (foreign) { // rare: no batching, each payload goes its own way
+            for (FabricBuffer payload : payloads) {
+                futures.add(requestAsync(op, payload));
+            }
+            return futures;
+        }
+        long[] handles = new long[count];
+        int[] lengths = new int[count];
+        int taken = 0;
+        try {
+            for (; taken < count; taken++) {
+                FabricBuffer payload = payloads.get(taken);
+                lengths[taken] = payload.length();
+                handles[taken] = payload.take();
+            }
+        } catch (IllegalStateException released) {
+            freeFrom(handles, 0, taken);
+            for (int i = taken + 1; i < count; i++) {
+                payloads.get(i).close();
+            }
+            throw released;
+        }
+        try {
+            node.enter();
+        } catch (FabricException e) {
+            freeFrom(handles, 0, count);
+            for (int i = 0; i < count; i++) {
+                futures.add(CompletableFuture.failedFuture(e));
+            }
+            return futures;
+        }
+        try {
+            int consumed = completer.submitBatch(futures, count,
+                    (firstTag, n) -> FabricNative.endpointRequestBufferAsyncBatch(ptr, firstTag, op, handles, lengths, n));
+            freeFrom(handles, consumed, count);
+            return futures;
+        } finally {
+            node.exit();
+        }
+    }
+
+    private static void freeFrom(long[] handles, int from, int to) {
+        for (int i = from; i < to; i++) {
+            FabricNative.bufferFree(handles[i]);
+        }
     }
 
     @Override

@@ -7,7 +7,7 @@ import java.nio.ByteBuffer;
  * the only place they are declared. Package-private: callers are the API classes of this package,
  * which check arguments and hold the node's lifetime (see {@link NodeHandle}) around every call.
  *
- * <p>Conventions, shared with {@code native/fabric-jni/src/lib.rs}:
+ * <p>Conventions, shared with {@code native/fabric-jni/src/}:
  * <ul>
  * <li>Native objects are Rust boxes whose addresses travel as {@code long} handles. A function whose
  *     name says "free", and every function that takes a buffer or request handle to answer or send
@@ -17,7 +17,8 @@ import java.nio.ByteBuffer;
  *     this package, but a freed handle passed again is undefined: the callers make that impossible.</li>
  * <li>Functions that return a registered buffer return its direct {@link ByteBuffer} view (capacity =
  *     the buffer's capacity) and fill {@code out}: {@code out[0]} the buffer handle, {@code out[1]}
- *     its length, unless said otherwise.</li>
+ *     its length, {@code out[2]} the handle of the pin that keeps its memory mapped for its views
+ *     (freed with {@link #viewUnpin} once they are garbage), unless said otherwise.</li>
  * <li>A payload is either a direct {@code ByteBuffer} ({@code direct}; {@code offset} is added to its
  *     address) or a {@code byte[]} ({@code heap}), never both; both null means an empty payload.</li>
  * <li>No native function calls back into Java, and no native thread attaches to the JVM.</li>
@@ -25,7 +26,10 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 5;
+    static final int ABI_VERSION = 6;
+
+    /** Longs per completion in {@link #nodePollCompletions}'s {@code out}. */
+    static final int COMPLETION_LONGS = 4;
 
     /** Length of {@link #nodeStats(long)}. */
     static final int STATS_FIELDS = 11;
@@ -59,7 +63,8 @@ final class FabricNative {
 
     /**
      * Null on timeout. Otherwise the payload's view, and {@code out[0]} the request handle,
-     * {@code out[1]} the payload buffer handle, {@code out[2]} the payload length, {@code out[3]} the op.
+     * {@code out[1]} the payload buffer handle, {@code out[2]} the payload length, {@code out[3]} the op,
+     * {@code out[4]} the payload's pin handle.
      */
     static native ByteBuffer nodeNextRequest(long node, long timeoutMs, long[] out);
 
@@ -71,9 +76,9 @@ final class FabricNative {
      * call, waiting up to {@code timeoutMs} if none is queued (0: never waits). Returns how many,
      * {@code n}; 0 on timeout, or at once when the node is closed and the queue is empty. For
      * {@code i < n}: {@code results[i]} is a {@link ByteBuffer} view of the response or a
-     * {@link FabricException}, {@code out[3i]} the tag, and for a response {@code out[3i + 1]} its
-     * buffer handle and {@code out[3i + 2]} its length. {@code out} holds at least
-     * {@code 3 * results.length} longs. Entries at {@code n} and above are left as they were.
+     * {@link FabricException}, {@code out[4i]} the tag, and for a response {@code out[4i + 1]} its
+     * buffer handle, {@code out[4i + 2]} its length and {@code out[4i + 3]} its pin handle. {@code out}
+     * holds at least {@code 4 * results.length} longs ({@link #COMPLETION_LONGS}). Entries at {@code n} and above are left as they were.
      */
     static native int nodePollCompletions(long node, long timeoutMs, long[] out, Object[] results);
 
@@ -107,28 +112,38 @@ final class FabricNative {
     /** Like {@link #endpointRequestAsync} from a registered buffer; consumes {@code buffer}. */
     static native void endpointRequestBufferAsync(long endpoint, long tag, int op, long buffer, int length);
 
-    static native void endpointFree(long endpoint);
-
-    /** Returns the buffer to its pool. Its memory stays mapped while a pin of it ({@link #bufferPin}) exists. */
-    static native void bufferFree(long buffer);
+    /** Most requests one {@link #endpointRequestBufferAsyncBatch} call sends. */
+    static final int BATCH_MAX = 1024;
 
     /**
-     * Pins a live buffer's memory for its views: until {@link #viewUnpin} the pool never unmaps it
-     * (it may reuse it). Returns the pin's handle.
+     * Sends {@code count} (at most {@link #BATCH_MAX}) registered buffers as asynchronous requests in
+     * one call: request {@code i} carries the first {@code lengths[i]} bytes of {@code buffers[i]}
+     * and completes with tag {@code firstTag + i} through {@link #nodePollCompletions}, also when it
+     * cannot be sent. Consumes every buffer, unless it throws (a bad argument or a JNI failure,
+     * before any buffer is taken).
      */
-    static native long bufferPin(long buffer);
+    static native void endpointRequestBufferAsyncBatch(long endpoint, long firstTag, int op, long[] buffers,
+            int[] lengths, int count);
 
-    /** Frees a pin from {@link #bufferPin}, once no view of the buffer is reachable. */
+    static native void endpointFree(long endpoint);
+
+    /** Returns the buffer to its pool. Its memory stays mapped while its pin exists. */
+    static native void bufferFree(long buffer);
+
+    /** Frees a pin handed out with a buffer, once no view of the buffer is reachable. */
     static native void viewUnpin(long pin);
 
-    /** Answers with a copy of the data; consumes {@code request}. */
-    static native void requestRespond(long request, ByteBuffer direct, byte[] heap, int offset, int length);
+    // Answers consume the request and its payload buffer ({@code payload}, 0 if already released),
+    // which is freed after the answer's data was copied (the data may be a view of the payload).
 
-    /** Answers with the first {@code length} bytes of a registered buffer; consumes both handles. */
-    static native void requestRespondBuffer(long request, long buffer, int length);
+    /** Answers with a copy of the data; consumes {@code request} and {@code payload}. */
+    static native void requestRespond(long request, long payload, ByteBuffer direct, byte[] heap, int offset, int length);
 
-    /** The requester gets {@link FabricException.Kind#REMOTE} with {@code message}; consumes {@code request}. */
-    static native void requestFail(long request, String message);
+    /** Answers with the first {@code length} bytes of a registered buffer; consumes the three handles. */
+    static native void requestRespondBuffer(long request, long payload, long buffer, int length);
+
+    /** The requester gets {@link FabricException.Kind#REMOTE} with {@code message}; consumes {@code request} and {@code payload}. */
+    static native void requestFail(long request, long payload, String message);
 
     /** Drops an unanswered request: the requester gets "handler dropped the request". */
     static native void requestFree(long request);

@@ -148,11 +148,11 @@ public final class FabricNode implements AutoCloseable {
         if (length < 0) {
             throw new IllegalArgumentException("length must not be negative: " + length);
         }
-        long[] out = new long[2];
+        long[] out = new long[3];
         handle.enter();
         try {
             ByteBuffer view = FabricNative.nodeAlloc(handle.ptr, length, wait, out);
-            return FabricBuffer.adopt(handle, view, out[0], out[1]);
+            return FabricBuffer.adopt(handle, view, out[0], out[1], out[2]);
         } finally {
             handle.exit();
         }
@@ -164,14 +164,14 @@ public final class FabricNode implements AutoCloseable {
      */
     public FabricRequest nextRequest(Duration timeout) {
         long timeoutMs = Math.max(0, timeout.toMillis());
-        long[] out = new long[4];
+        long[] out = new long[5];
         handle.enter();
         try {
             ByteBuffer view = FabricNative.nodeNextRequest(handle.ptr, timeoutMs, out);
             if (view == null) {
                 return null;
             }
-            FabricBuffer payload = FabricBuffer.adopt(handle, view, out[1], out[2]);
+            FabricBuffer payload = FabricBuffer.adopt(handle, view, out[1], out[2], out[4]);
             return FabricRequest.adopt(handle, out[0], (int) out[3], payload);
         } finally {
             handle.exit();

@@ -56,16 +56,21 @@ public final class FabricRequest {
     /** Answers with a copy of {@code data}'s remaining bytes; its position is not changed. */
     public void respond(ByteBuffer data) {
         Objects.requireNonNull(data, "data");
+        byte[] copy = null;
+        if (!data.isDirect() && !data.hasArray()) {
+            copy = new byte[data.remaining()];
+            data.duplicate().get(copy);
+        }
         long handle = take();
+        long payloadHandle = payload.takeIfLive();
         try {
-            if (data.isDirect()) {
-                FabricNative.requestRespond(handle, data, null, data.position(), data.remaining());
-            } else if (data.hasArray()) {
-                FabricNative.requestRespond(handle, null, data.array(), data.arrayOffset() + data.position(), data.remaining());
+            if (copy != null) {
+                FabricNative.requestRespond(handle, payloadHandle, null, copy, 0, copy.length);
+            } else if (data.isDirect()) {
+                FabricNative.requestRespond(handle, payloadHandle, data, null, data.position(), data.remaining());
             } else {
-                byte[] copy = new byte[data.remaining()];
-                data.duplicate().get(copy);
-                FabricNative.requestRespond(handle, null, copy, 0, copy.length);
+                FabricNative.requestRespond(handle, payloadHandle, null, data.array(), data.arrayOffset() + data.position(),
+                        data.remaining());
             }
         } finally {
             answered();
@@ -81,8 +86,9 @@ public final class FabricRequest {
     public void respond(byte[] data, int offset, int length) {
         Objects.checkFromIndexSize(offset, length, data.length);
         long handle = take();
+        long payloadHandle = payload.takeIfLive();
         try {
-            FabricNative.requestRespond(handle, null, data, offset, length);
+            FabricNative.requestRespond(handle, payloadHandle, null, data, offset, length);
         } finally {
             answered();
         }
@@ -110,8 +116,9 @@ public final class FabricRequest {
             FabricNative.bufferFree(buffer);
             throw e;
         }
+        long payloadHandle = payload.takeIfLive(); // 0 for the echo: `data` was the payload
         try {
-            FabricNative.requestRespondBuffer(handle, buffer, length);
+            FabricNative.requestRespondBuffer(handle, payloadHandle, buffer, length);
         } finally {
             answered();
         }
@@ -121,8 +128,9 @@ public final class FabricRequest {
     public void fail(String message) {
         Objects.requireNonNull(message, "message");
         long handle = take();
+        long payloadHandle = payload.takeIfLive();
         try {
-            FabricNative.requestFail(handle, message);
+            FabricNative.requestFail(handle, payloadHandle, message);
         } finally {
             answered();
         }
@@ -141,9 +149,9 @@ public final class FabricRequest {
         return handle;
     }
 
+    /** After the native answer, which freed the payload buffer too (one crossing, not two). */
     private void answered() {
         cleanable.clean();
-        payload.close();
     }
 
     /** The native request; also the {@link Cleaner} action (which must not reference the request). */

@@ -161,4 +161,46 @@ class EchoTest {
             assertArrayEquals(payload, copy);
         }
     }
+
+    /**
+     * Answering frees the request's payload in the same native call, after the answer's data was
+     * copied: a handler may answer with a copy of a view of its own payload (or fail with its text),
+     * and the payloads go back to the pool.
+     */
+    @Test
+    void answersCopyTheirOwnPayloadBeforeItIsFreed() throws Exception {
+        FabricNode own = Fixtures.serverConfig().start();
+        try {
+            java.util.List<FabricRequest> answered = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+            own.serve(request -> {
+                if (request.op() == OP_FAIL) {
+                    request.fail(StandardCharsets.UTF_8.decode(request.payloadBuffer()).toString());
+                } else {
+                    request.respond(request.payloadBuffer()); // a copy of the payload's own view
+                }
+                answered.add(request);
+            }, 1);
+            FabricEndpoint toOwn = client.endpoint(own.localAddress());
+            long baseline = own.stats().poolBytesInUse();
+            for (int i = 0; i < 50; i++) {
+                int size = 1 + i * 97;
+                try (FabricBuffer response = toOwn.request(OP_ECHO, Fixtures.pattern(i, size))) {
+                    assertEquals(-1, Fixtures.mismatch(i, size, response.byteBuffer()), "echo " + i);
+                }
+            }
+            FabricException failed = assertThrows(FabricException.class,
+                    () -> toOwn.request(OP_FAIL, "its own words".getBytes(StandardCharsets.UTF_8)));
+            assertTrue(failed.getMessage().contains("its own words"), failed.getMessage());
+            assertEquals(51, answered.size());
+            for (FabricRequest request : answered) {
+                assertTrue(request.isAnswered());
+                assertTrue(request.payload().isReleased(), "answering released the payload");
+            }
+            assertTrue(Fixtures.eventually(java.time.Duration.ofSeconds(10), () -> { },
+                    () -> own.stats().poolBytesInUse() == baseline),
+                    () -> "server pool in use " + own.stats().poolBytesInUse() + ", baseline " + baseline);
+        } finally {
+            own.close();
+        }
+    }
 }

@@ -14,6 +14,8 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -44,7 +46,11 @@ interface BenchClient extends AutoCloseable {
         private final FabricNode node;
         private final FabricEndpoint endpoint;
 
-        Fabric(FabricTransport transport, InetSocketAddress server, Long spinUs) throws FabricUnavailableException {
+        /** Requests sent per native call in {@link #stream} (1: one {@code requestAsync} each). */
+        private final int batch;
+
+        Fabric(FabricTransport transport, InetSocketAddress server, Long spinUs, int batch) throws FabricUnavailableException {
+            this.batch = Math.max(1, batch);
             FabricConfig.Builder config = FabricConfig.builder()
                     .transport(transport)
                     .maxMessageBytes(BenchProtocol.SIZE_MAX)
@@ -87,13 +93,25 @@ interface BenchClient extends AutoCloseable {
             ArrayDeque<CompletableFuture<FabricBuffer>> inFlight = new ArrayDeque<>(window);
             long acked = 0;
             long sent = 0;
+            int perCall = Math.min(batch, window);
+            List<FabricBuffer> payloads = new ArrayList<>(perCall);
             while (sent < count && System.nanoTime() < deadlineNanos) {
-                if (inFlight.size() == window) {
+                // With batches: wait until a whole batch fits in the window, then send it in one call.
+                int next = (int) Math.min(perCall, count - sent);
+                while (inFlight.size() + next > window) {
                     inFlight.poll().get(RESPONSE_TIMEOUT_S, TimeUnit.SECONDS).close();
                     acked++;
                 }
-                inFlight.add(endpoint.requestAsync(BenchProtocol.OP_ACK, node.allocate(size)));
-                sent++;
+                if (next == 1) {
+                    inFlight.add(endpoint.requestAsync(BenchProtocol.OP_ACK, node.allocate(size)));
+                } else {
+                    payloads.clear();
+                    for (int i = 0; i < next; i++) {
+                        payloads.add(node.allocate(size));
+                    }
+                    inFlight.addAll(endpoint.requestAsync(BenchProtocol.OP_ACK, payloads));
+                }
+                sent += next;
             }
             while (!inFlight.isEmpty()) {
                 inFlight.poll().get(RESPONSE_TIMEOUT_S, TimeUnit.SECONDS).close();

@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit;
  * java -cp jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench &lt;lat|bw|rate&gt;
  *     [--sizes 8,64,...,4194304] [--iterations N] [--warmup N] [--window N]
  *     [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE]
- *     [--variant-warmup-seconds S] [--spin-us US] [--handler-threads N]
+ *     [--variant-warmup-seconds S] [--spin-us US] [--handler-threads N] [--batch N]
  * </pre>
  *
  * <ul>
@@ -38,6 +38,8 @@ import java.util.concurrent.TimeUnit;
  *     ({@code --window}, else per size as the Rust ohb: 32 below 256 KiB, 8 up to 1 MiB, 4 above), the
  *     server answers each with an 8-byte ack; MB/s (1 MB = 10^6 bytes) and messages/s.</li>
  * <li>{@code rate}: as {@code bw}, for small messages (default 8 bytes); messages/s.</li>
+ * <li>{@code --batch N} (bw and rate, fabric variants; default 1): the client sends {@code N} requests
+ *     per native call ({@code FabricEndpoint.requestAsync(op, List)}) once {@code N} fit in the window.</li>
  * </ul>
  * Each variant first runs the first size's traffic for {@code --variant-warmup-seconds} (default 2)
  * so that JIT compilation and connection set-up are not measured; each point then has its own warm-up
@@ -77,6 +79,8 @@ public final class FabricBench {
         int handlerThreads = 2;
         /** Passed to both sides' fabric nodes; null keeps the fabric's default. */
         Long spinUs;
+        /** Requests per native call in the fabric variants' bw and rate streams (1: one call each). */
+        int batch = 1;
         /** Before a variant's first point: JIT, connection wire-up, pool warm. */
         double variantWarmupSeconds = 2;
 
@@ -118,6 +122,7 @@ public final class FabricBench {
                     case "--json" -> o.json = Path.of(value);
                     case "--handler-threads" -> o.handlerThreads = Integer.parseInt(value);
                     case "--spin-us" -> o.spinUs = Long.parseLong(value);
+                    case "--batch" -> o.batch = Integer.parseInt(value);
                     case "--variant-warmup-seconds" -> o.variantWarmupSeconds = Double.parseDouble(value);
                     default -> throw new IllegalArgumentException("unknown option " + flag);
                 }
@@ -134,6 +139,9 @@ public final class FabricBench {
                 if (!VARIANTS.contains(variant)) {
                     throw new IllegalArgumentException("unknown variant " + variant + "; known: " + VARIANTS);
                 }
+            }
+            if (o.batch < 1 || o.batch > io.slipstream.fabric.FabricEndpoint.BATCH_MAX) {
+                throw new IllegalArgumentException("batch must be in 1.." + io.slipstream.fabric.FabricEndpoint.BATCH_MAX);
             }
             if (o.iterations <= 0 || o.maxSecondsPerPoint <= 0 || o.window < 0) {
                 throw new IllegalArgumentException("iterations, window and max seconds must be positive");
@@ -223,8 +231,8 @@ public final class FabricBench {
 
     private static BenchClient connect(String variant, InetSocketAddress server, Options options) throws Exception {
         return switch (variant) {
-            case "fabric" -> new BenchClient.Fabric(FabricTransport.AUTO, server, options.spinUs);
-            case "fabric-tcp" -> new BenchClient.Fabric(FabricTransport.TCP, server, options.spinUs);
+            case "fabric" -> new BenchClient.Fabric(FabricTransport.AUTO, server, options.spinUs, options.batch);
+            case "fabric-tcp" -> new BenchClient.Fabric(FabricTransport.TCP, server, options.spinUs, options.batch);
             case "java-socket" -> new BenchClient.JavaSocket(server);
             default -> throw new IllegalArgumentException(variant);
         };
