@@ -81,6 +81,10 @@ pub struct Config {
     /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
     /// handling"). Peers on other hosts are unaffected either way.
     pub same_host_eager: bool,
+    /// Between processes on one host, the receiver pulls large messages from the sender's buffer with process_vm_readv (CMA, one copy) instead of UCX moving them; refused peers keep UCX (docs/fabric.md, "The same-host path").
+    pub same_host_pull: bool,
+    /// Smallest message (bytes) that takes the same-host pull path; smaller ones go through UCX's shared memory.
+    pub same_host_pull_min_bytes: usize,
 }
 
 impl Default for Config {
@@ -106,6 +110,8 @@ impl Default for Config {
             shm_with_peer_errors: true,
             net_devices: "lo".to_string(),
             same_host_eager: false,
+            same_host_pull: true,
+            same_host_pull_min_bytes: 16 << 10,
         }
     }
 }
