@@ -272,7 +272,8 @@ impl NodeInner {
                     Ok(hello) => hello,
                     Err(e) => return self.same_host_protocol_error(state, conn_id, &e.to_string()),
                 };
-                let verdict = if self.config.same_host_pull { verify(&hello) } else { Err("the same-host pull path is off on this node".into()) };
+                let enabled = self.config.same_host_pull;
+                let verdict = if enabled { verify(&hello) } else { Err("the same-host pull path is off on this node".into()) };
                 let peer_name = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
                 let same_host = &mut state.same_host;
                 let peer = same_host.peers.entry(conn_id).or_default();
@@ -284,8 +285,9 @@ impl NodeInner {
                     }
                     Err(reason) => {
                         self.counters.same_host_pull_refused.fetch_add(1, Ordering::Relaxed);
-                        if !std::mem::replace(&mut same_host.refusal_logged, true) {
-                            log_warn!("same-host peer {peer_name}: CMA refused ({reason}); large messages between us go by UCX rendezvous");
+                        // One line per node says which path is used; turned off by config is no news.
+                        if enabled && !std::mem::replace(&mut same_host.refusal_logged, true) {
+                            log_warn!("same-host peer {peer_name}: CMA refused ({reason}); its large messages to this node go by UCX rendezvous");
                         } else {
                             log_debug!("same-host peer {peer_name}: CMA refused ({reason})");
                         }
