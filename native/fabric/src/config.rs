@@ -89,6 +89,13 @@ settings! {
         /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
         /// handling"). Peers on other hosts are unaffected either way.
         pub same_host_eager: bool = false,
+        /// Between processes on one host, the receiver pulls large messages from the sender's
+        /// buffer with process_vm_readv (CMA, one copy) instead of UCX moving them; refused peers
+        /// keep UCX (docs/fabric.md, "The same-host path").
+        pub same_host_pull: bool = true,
+        /// Smallest message (bytes) that takes the same-host pull path; smaller ones go through
+        /// UCX's shared memory.
+        pub same_host_pull_min_bytes: usize = 16 << 10,
     }
 }
 

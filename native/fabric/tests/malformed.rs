@@ -26,6 +26,18 @@ unsafe extern "C" fn on_error(arg: *mut c_void, _ep: u::ucp_ep_h, _status: u::uc
     unsafe { (*(arg as *const AtomicBool)).store(true, Ordering::SeqCst) };
 }
 
+// SAFETY: UCX calls this only as registered, with valid arguments for the call; it touches none.
+unsafe extern "C" fn drop_message(
+    _arg: *mut c_void,
+    _header: *const c_void,
+    _header_length: usize,
+    _data: *mut c_void,
+    _length: usize,
+    _param: *const u::ucp_am_recv_param_t,
+) -> u::ucs_status_t {
+    u::UCS_OK
+}
+
 impl RawClient {
     fn connect(addr: std::net::SocketAddr) -> RawClient {
         // SAFETY: plain UCX setup; every out-pointer is a local, every status is checked, and the
@@ -42,6 +54,13 @@ impl RawClient {
             let mut wparams: u::ucp_worker_params_t = std::mem::zeroed();
             let mut worker: u::ucp_worker_h = ptr::null_mut();
             assert_eq!(u::ucp_worker_create(context, &mut wparams, &mut worker), u::UCS_OK);
+            // The server says hello to peers on this host: UCX 1.13 dereferences a null handler
+            // table for an active message no handler was ever set for, so take them and drop them.
+            let mut am: u::ucp_am_handler_param_t = std::mem::zeroed();
+            am.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID | u::UCP_AM_HANDLER_PARAM_FIELD_CB) as u64;
+            am.id = wire::AM_ID;
+            am.cb = Some(drop_message);
+            assert_eq!(u::ucp_worker_set_am_recv_handler(worker, &am), u::UCS_OK);
             let std::net::SocketAddr::V4(v4) = addr else { panic!("IPv4 only") };
             let mut sin: libc::sockaddr_in = std::mem::zeroed();
             sin.sin_family = libc::AF_INET as u16;
@@ -332,4 +351,97 @@ fn empty_and_duplicate_chunks_are_protocol_errors() {
     duplicate.send(&first_chunk(1, 8192), &CHUNK, Duration::from_secs(5));
     until(&server, "the duplicate refused", |s| s.protocol_errors == 2 && s.connections_open == 1 && s.pool_bytes_in_use == baseline);
     assert_served(&endpoint, "after a duplicate chunk");
+}
+
+/// What a raw client announces to pass the same-host check: a nonce in this (the test's) process,
+/// followed by slot words, as the fabric's own `ProcessArea` is laid out.
+struct RawIdentity {
+    words: &'static [std::sync::atomic::AtomicU64; 6],
+    hello: wire::Hello,
+}
+
+fn raw_identity() -> RawIdentity {
+    use std::sync::atomic::AtomicU64;
+    let words: &'static [AtomicU64; 6] = Box::leak(Box::new([const { AtomicU64::new(0) }; 6]));
+    words[0].store(0x0123_4567_89ab_cdef, Ordering::SeqCst);
+    words[1].store(0xfeed_f00d_dead_beef, Ordering::SeqCst);
+    let mut nonce = [0u8; 16];
+    nonce[..8].copy_from_slice(&0x0123_4567_89ab_cdefu64.to_ne_bytes());
+    nonce[8..].copy_from_slice(&0xfeed_f00d_dead_beefu64.to_ne_bytes());
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let hello = wire::Hello {
+        boot_id: boot_id.trim().as_bytes().try_into().unwrap(),
+        pid: std::process::id(),
+        area_addr: words.as_ptr() as u64,
+        slot_count: 4,
+        nonce,
+    };
+    RawIdentity { words, hello }
+}
+
+fn control(op: u16, len: usize) -> [u8; wire::HEADER_LEN] {
+    Header { kind: Kind::Control, op, status: 0, chunk_index: 0, chunk_count: 1, request_id: 0, total_len: len as u64, offset: 0 }.encode()
+}
+
+fn pulled_request(request_id: u64, total_len: u64) -> [u8; wire::HEADER_LEN] {
+    Header { kind: Kind::PulledRequest, op: 1, status: 0, chunk_index: 0, chunk_count: 1, request_id, total_len, offset: 0 }.encode()
+}
+
+/// The same-host pull path from a raw client: descriptors before a verified hello, broken hellos,
+/// descriptors that break the rules and releases of tokens never held are protocol errors that
+/// close only that connection; a descriptor whose slot word does not hold its token (the sender
+/// let the buffer go) fails that message only; a correct one is pulled.
+#[test]
+fn same_host_descriptors_and_control_messages_are_checked() {
+    let server = echo_server(Config { max_message_bytes: 1 << 20, pool_cap_bytes: 16 << 20, ..Config::default() });
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    let identity = raw_identity();
+    let source: &'static [u8] = Box::leak(vec![0x5au8; 64 << 10].into_boxed_slice());
+    let descriptor = |slot: u32, token: u64| wire::PullDescriptor { addr: source.as_ptr() as u64, slot, token }.encode();
+
+    let mut errors = server.stats().protocol_errors;
+    let mut expect_protocol_error = |what: &str, client: &RawClient| {
+        errors += 1;
+        until(&server, what, |s| s.protocol_errors == errors);
+        let _ = client.closed_within(Duration::from_millis(50));
+        assert_served(&endpoint, what);
+    };
+    // A descriptor with no hello: nobody verified this peer.
+    let raw = RawClient::connect(addr);
+    raw.send(&pulled_request(1, 4096), &descriptor(0, 1), Duration::from_secs(5));
+    expect_protocol_error("descriptor before hello", &raw);
+    // A hello of the wrong length.
+    let raw = RawClient::connect(addr);
+    raw.send(&control(wire::CONTROL_HELLO, 10), &[0u8; 10], Duration::from_secs(5));
+    expect_protocol_error("short hello", &raw);
+    // A release of a token this server never handed out.
+    let raw = RawClient::connect(addr);
+    raw.send(&control(wire::CONTROL_RELEASE, 8), &7u64.to_le_bytes(), Duration::from_secs(5));
+    expect_protocol_error("release of a token never held", &raw);
+    // Verified, then a descriptor naming a slot beyond the announced count.
+    let raw = RawClient::connect(addr);
+    raw.send(&control(wire::CONTROL_HELLO, wire::HELLO_LEN), &identity.hello.encode(), Duration::from_secs(5));
+    raw.send(&pulled_request(2, 4096), &descriptor(9, 1), Duration::from_secs(5));
+    expect_protocol_error("slot out of range", &raw);
+    // Verified, then a descriptor longer than max_message_bytes.
+    let raw = RawClient::connect(addr);
+    raw.send(&control(wire::CONTROL_HELLO, wire::HELLO_LEN), &identity.hello.encode(), Duration::from_secs(5));
+    raw.send(&pulled_request(3, (1 << 20) + 1), &descriptor(0, 1), Duration::from_secs(5));
+    expect_protocol_error("pulled message above max_message_bytes", &raw);
+
+    // Verified; the slot word does not hold the token: that message fails, the connection stays.
+    let raw = RawClient::connect(addr);
+    raw.send(&control(wire::CONTROL_HELLO, wire::HELLO_LEN), &identity.hello.encode(), Duration::from_secs(5));
+    raw.send(&pulled_request(4, source.len() as u64), &descriptor(1, 77), Duration::from_secs(5));
+    until(&server, "a pull whose token does not match fails", |s| s.same_host_pulls_failed == 1);
+    // The same connection, a correct descriptor: pulled.
+    identity.words[2 + 1].store(78, Ordering::SeqCst);
+    raw.send(&pulled_request(5, source.len() as u64), &descriptor(1, 78), Duration::from_secs(5));
+    until(&server, "a correct descriptor is pulled", |s| s.same_host_bytes_pulled == source.len() as u64);
+    assert_eq!(server.stats().protocol_errors, errors, "failed pulls are not protocol errors");
+    assert!(!raw.closed_within(Duration::from_millis(200)), "a failed pull must not close the connection");
+    assert_served(&endpoint, "after");
 }

@@ -116,6 +116,8 @@ Options for lat / bw / rate / all:
   --trials N           bw/rate trials per point, the median is reported (default 5, quick 3)
   --variants LIST      subset of fabric,fabric-tcp,rust-socket,ucx_perftest
   --fabric-copy        send with Endpoint::request(&[u8]) (a copy) instead of registered buffers
+  --no-same-host-pull  fabric client with Config::same_host_pull off (large same-host messages
+                       through UCX, as before the pull path), for side-by-side comparisons
   --hosts netns        client and servers on two hosts (network namespaces + veth, own IPC/PID):
                        TCP on the link, no shared memory or CMA; needs root; Rust layer only
                        (results/ohb-fabric-<test>-rust-netns.json); default: loopback

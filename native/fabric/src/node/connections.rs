@@ -180,6 +180,7 @@ impl NodeInner {
             }
         }
         let backlog = std::mem::take(&mut conn.backlog);
+        self.same_host_hello(state, conn_id);
         for (header, payload, request_id) in backlog {
             self.send_message(state, conn_id, header, payload, request_id);
         }
@@ -204,6 +205,7 @@ impl NodeInner {
             self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason: reason.to_string() }));
         }
         state.partials.drop_conn(conn_id);
+        state.same_host.drop_conn(conn_id);
         state.to_close.push((conn_id, true));
     }
 
@@ -216,6 +218,7 @@ impl NodeInner {
     /// progress, so a peer that stops progressing (a hostile raw client) keeps only that endpoint,
     /// until the flush ends or UCX times the endpoint out.
     pub(super) fn close_conn(&self, state: &mut NodeState, conn_id: u64, force: bool) {
+        state.same_host.drop_conn(conn_id);
         if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
             conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
             if !conn.failed {

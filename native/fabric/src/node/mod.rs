@@ -12,6 +12,8 @@
 //!   and the map from endpoints to their nodes.
 //! - `progress.rs`: who drives the worker: the progress thread (spin, then sleep on the event
 //!   fd), callers helping while they wait, timers.
+//! - `same_host.rs`: the same-host bulk path (large messages pulled with CMA, guarded by hello,
+//!   nonce and slot tokens).
 //! - `id_map.rs`: the cheap hash of the integer-keyed tables on the hot path.
 //!
 //! Locking: every UCX call on the worker, and every access to a node's `NodeState`, happens under
@@ -47,6 +49,7 @@ mod progress;
 mod reassembly;
 mod receive;
 mod runtime;
+mod same_host;
 mod send;
 mod stages;
 
@@ -95,6 +98,12 @@ pub struct Stats {
     pub pool_cap_bytes: u64,
     pub protocol_errors: u64,
     pub peers_failed: u64,
+    /// Bytes this node pulled from same-host senders (CMA) instead of receiving them through UCX.
+    pub same_host_bytes_pulled: u64,
+    /// Pulls that failed (sender died, let go of the buffer, or named bad memory): those messages failed.
+    pub same_host_pulls_failed: u64,
+    /// Same-host connections on which pulling was refused, by this node or by its peer.
+    pub same_host_pull_refused: u64,
 }
 
 #[derive(Default)]
@@ -107,6 +116,9 @@ struct Counters {
     connections_open: AtomicU64,
     protocol_errors: AtomicU64,
     peers_failed: AtomicU64,
+    same_host_bytes_pulled: AtomicU64,
+    same_host_pulls_failed: AtomicU64,
+    same_host_pull_refused: AtomicU64,
 }
 
 /// Everything of the node that only the holder of its runtime's lock may touch.
@@ -138,6 +150,8 @@ struct NodeState {
     /// any are, the progress thread must not sleep: UCX raises no event when, say, a shared-memory
     /// FIFO has room again for the next fragment of an eager send.
     ucx_ops_in_flight: usize,
+    /// Peers on this host: who may pull from whom, buffers held for pulls, releases to send.
+    same_host: same_host::SameHost,
 }
 
 pub(crate) struct NodeInner {
@@ -237,6 +251,7 @@ impl Node {
                 last_timeout_scan: now,
                 last_idle_scan: now,
                 ucx_ops_in_flight: 0,
+                same_host: same_host::SameHost::default(),
             }),
             local_addr: OnceLock::new(),
             dispatch: BoundedQueue::new(depth),
@@ -370,6 +385,9 @@ impl Node {
             pool_cap_bytes: self.inner.pool.cap_bytes() as u64,
             protocol_errors: c.protocol_errors.load(Ordering::Relaxed),
             peers_failed: c.peers_failed.load(Ordering::Relaxed),
+            same_host_bytes_pulled: c.same_host_bytes_pulled.load(Ordering::Relaxed),
+            same_host_pulls_failed: c.same_host_pulls_failed.load(Ordering::Relaxed),
+            same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
         }
     }
 

@@ -260,6 +260,7 @@ impl NodeInner {
             self.send_outgoing(state, outgoing);
             events += 1;
         }
+        events += self.flush_same_host(state);
         while let Some(request) = state.overflow.pop_front() {
             if let Err(request) = self.dispatch.try_push(request) {
                 state.overflow.push_front(request);
@@ -295,6 +296,7 @@ impl NodeInner {
     /// Work the progress thread must do before it may sleep.
     fn has_deferred_work(&self, state: &NodeState) -> bool {
         !state.outbox.is_empty()
+            || state.same_host.has_outgoing()
             || !state.inline_ready.is_empty()
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()

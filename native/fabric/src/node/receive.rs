@@ -55,13 +55,24 @@ impl NodeInner {
                 return;
             }
         };
+        let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
+        if matches!(header.kind, Kind::Control | Kind::PulledRequest | Kind::PulledResponse) {
+            if rndv {
+                return self.same_host_protocol_error(state, conn_id, "same-host control or descriptor sent by rendezvous");
+            }
+            let bytes = if length == 0 { &[][..] } else { std::slice::from_raw_parts(data as *const u8, length) };
+            match header.kind {
+                Kind::Control => self.on_same_host_control(state, conn_id, &header, bytes),
+                _ => self.on_pulled(state, conn_id, &header, bytes),
+            }
+            return;
+        }
         if header.kind != Kind::Request {
             match state.pending.get(header.request_id) {
                 Some(entry) if entry.conn_id == conn_id => {}
                 _ => return, // abandoned or timed out: drop
             }
         }
-        let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
         if header.chunk_count == 1 && !rndv {
             // The common small-message path: one copy into a pooled buffer.
             match self.pool.alloc(length, None) {
@@ -133,7 +144,7 @@ impl NodeInner {
     }
 
     /// A whole message has arrived (or could not be stored).
-    fn on_message(&self, state: &mut NodeState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
+    pub(super) fn on_message(&self, state: &mut NodeState, conn_id: u64, header: &Header, payload: Result<Buffer>) {
         match header.kind {
             Kind::Request => {
                 // Being served: an accepted connection is not idle until it is answered (`send_outgoing`).
@@ -165,6 +176,7 @@ impl NodeInner {
                 self.dispatch_request(state, request);
             }
             Kind::Response => self.complete_pending(state, header.request_id, payload.map(|buffer| Response { buffer })),
+            Kind::Control | Kind::PulledRequest | Kind::PulledResponse => unreachable!("handled by same_host.rs before reassembly"),
             Kind::ErrorResponse => {
                 let message = payload.map(|b| String::from_utf8_lossy(b.as_slice()).into_owned()).unwrap_or_default();
                 let error = match header.status {

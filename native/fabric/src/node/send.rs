@@ -89,6 +89,10 @@ impl NodeInner {
         }
         let ep = conn.ep;
         let send_flags = conn.send_flags;
+        let payload = match self.send_by_pull(state, conn_id, &header, payload, request_id) {
+            Ok(()) => return,
+            Err(payload) => payload,
+        };
         let total_len = payload.bytes().0.len();
         let (chunk_count, chunk_size) = wire::chunking(total_len, self.config.chunk_size_bytes);
         header.total_len = total_len as u64;
@@ -126,7 +130,7 @@ impl NodeInner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn post_send(
+    pub(super) fn post_send(
         &self,
         state: &mut NodeState,
         ep: u::ucp_ep_h,

@@ -30,7 +30,7 @@ const BENCH_VALUE_FLAGS: &[&str] = &[
     "java",
     "jvm-timeout-s",
 ];
-const BENCH_SWITCH_FLAGS: &[&str] = &["quick", "jvm", "fabric-copy", "no-progress", "help"];
+const BENCH_SWITCH_FLAGS: &[&str] = &["quick", "jvm", "fabric-copy", "no-same-host-pull", "no-progress", "help"];
 const MEM_VALUE_FLAGS: &[&str] =
     &["seconds", "threads", "window", "max-size", "pool-cap-mib", "overhead-mib", "transport", "json"];
 const MEM_SWITCH_FLAGS: &[&str] = &["no-progress", "help"];
@@ -159,7 +159,8 @@ fn bench(mode: Mode, args: &Args, servers: &Servers) -> Result<Vec<String>, Stri
             return Err("java-socket is measured by the JVM bench: use --jvm".into());
         }
         let send_path = if args.switch("fabric-copy") { SendPath::Copy } else { SendPath::Registered };
-        let run = FabricRun { mode, sizes, plan, variants, send_path, progress, servers: servers.clone() };
+        let same_host_pull = !args.switch("no-same-host-pull");
+        let run = FabricRun { mode, sizes, plan, variants, send_path, same_host_pull, progress, servers: servers.clone() };
         run_rust(&run, &Launcher::current()?)
     };
     print!("{}", render(&result));

@@ -116,8 +116,8 @@ pub struct FabricParty {
 }
 
 impl FabricParty {
-    pub fn connect(transport: Transport, server: SocketAddr, send_path: SendPath) -> Result<FabricParty, String> {
-        let config = Config { transport, ..Config::default() };
+    pub fn connect(transport: Transport, server: SocketAddr, send_path: SendPath, same_host_pull: bool) -> Result<FabricParty, String> {
+        let config = Config { transport, same_host_pull, ..Config::default() };
         let node = Node::start(config, None).map_err(|e| format!("fabric client: {e}"))?;
         let endpoint = node.endpoint(server).map_err(|e| format!("fabric connect {server}: {e}"))?;
         Ok(FabricParty { node, endpoint, send_path, payload: Vec::new(), in_flight: VecDeque::new() })

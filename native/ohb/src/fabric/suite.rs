@@ -45,6 +45,8 @@ pub struct FabricRun {
     pub plan: Plan,
     pub variants: Vec<Variant>,
     pub send_path: SendPath,
+    /// `Config::same_host_pull` of the fabric client (off: the client neither pulls nor is pulled from).
+    pub same_host_pull: bool,
     pub progress: bool,
     /// Where the servers run (`--hosts`): this host, or another one.
     pub servers: Servers,
@@ -121,6 +123,11 @@ fn notes(run: &FabricRun) -> Vec<String> {
                                server: Inline handler (echo returns the received buffer)"
                 .into(),
         });
+        notes.push(if run.same_host_pull {
+            "fabric: same-host pull path on (large messages on one host pulled with CMA; docs/fabric.md)".into()
+        } else {
+            "fabric: same-host pull path off (--no-same-host-pull): large messages through UCX".into()
+        });
     }
     notes.push(format!("{}; rust-socket: blocking std::net, TCP_NODELAY, length-prefixed frames", run.servers.note()));
     notes
@@ -156,8 +163,8 @@ fn run_client_server(run: &FabricRun, variant: Variant, launcher: &Launcher, pro
         let port = server.wait_for_port(SERVER_START_TIMEOUT)?;
         let address = SocketAddr::from((ip, port));
         let party: Box<dyn Party> = match variant {
-            Variant::Fabric => Box::new(FabricParty::connect(Transport::Auto, address, run.send_path)?),
-            Variant::FabricTcp => Box::new(FabricParty::connect(Transport::Tcp, address, run.send_path)?),
+            Variant::Fabric => Box::new(FabricParty::connect(Transport::Auto, address, run.send_path, run.same_host_pull)?),
+            Variant::FabricTcp => Box::new(FabricParty::connect(Transport::Tcp, address, run.send_path, run.same_host_pull)?),
             Variant::RustSocket => Box::new(SocketParty::connect(address)?),
             _ => unreachable!("serve_args covers the variants"),
         };

@@ -8,7 +8,7 @@
 //! START k FETCH n   -> STARTED k                              k requests in flight, not waited for
 //! START k SLEEP ms  -> STARTED k
 //! WAIT              -> DONE ok=a PeerFailed=b Timeout=c other=d us=<us> [first=<kind>: <message>]
-//! STATS             -> STATS pool_bytes_in_use=.. connections_open=.. peers_failed=..
+//! STATS             -> STATS pool_bytes_in_use=.. connections_open=.. peers_failed=.. same_host_...=..
 //! anything else     -> BAD <why>                              and the client keeps going
 //! ```
 //! `<kind>` is the `fabric::Error` variant (`PeerFailed`, `Timeout`, ...). Sizes are bounded by the
@@ -108,8 +108,13 @@ fn client_command(node: &Node, endpoint: &Endpoint, started: &mut Vec<(Pending, 
         ["STATS"] => {
             let stats = node.stats();
             format!(
-                "STATS pool_bytes_in_use={} connections_open={} peers_failed={}",
-                stats.pool_bytes_in_use, stats.connections_open, stats.peers_failed
+                "STATS pool_bytes_in_use={} connections_open={} peers_failed={} same_host_bytes_pulled={} same_host_pulls_failed={} same_host_pull_refused={}",
+                stats.pool_bytes_in_use,
+                stats.connections_open,
+                stats.peers_failed,
+                stats.same_host_bytes_pulled,
+                stats.same_host_pulls_failed,
+                stats.same_host_pull_refused
             )
         }
         _ => format!("BAD unknown command: {line}"),

@@ -32,6 +32,8 @@ public final class FabricConfig {
     private final String netDevices;
     private final boolean sameHostEager;
     private final int completionQueueDepth;
+    private final boolean sameHostPull;
+    private final int sameHostPullMinBytes;
     private final Duration incomingIdleTimeout;
     private final int maxReassemblyMessagesPerConnection;
     private final int maxReassemblyMessages;
@@ -54,6 +56,8 @@ public final class FabricConfig {
         this.netDevices = b.netDevices;
         this.sameHostEager = b.sameHostEager;
         this.completionQueueDepth = b.completionQueueDepth;
+        this.sameHostPull = b.sameHostPull;
+        this.sameHostPullMinBytes = b.sameHostPullMinBytes;
         this.incomingIdleTimeout = b.incomingIdleTimeout;
         this.maxReassemblyMessagesPerConnection = b.maxReassemblyMessagesPerConnection;
         this.maxReassemblyMessages = b.maxReassemblyMessages;
@@ -115,6 +119,11 @@ public final class FabricConfig {
     /** A message whose chunks stop arriving this long is dropped with its buffer. Default 30 s. */
     public Duration reassemblyTimeout() { return reassemblyTimeout; }
 
+    /** Between processes on one host, the receiver pulls large messages from the sender's buffer with process_vm_readv (one copy) instead of UCX moving them; refused peers keep UCX. Default true. */
+    public boolean sameHostPull() { return sameHostPull; }
+    /** Smallest message that takes the same-host pull path. Default 16 KiB. */
+    public int sameHostPullMinBytes() { return sameHostPullMinBytes; }
+
     /**
      * Every setting but the listen address as {@code fabric::Config} names and text values
      * ({@code [name, value, ...]}), the form the native side parses ({@code Config::set}).
@@ -139,6 +148,8 @@ public final class FabricConfig {
             "shm_with_peer_errors", Boolean.toString(shmWithPeerErrors),
             "net_devices", netDevices,
             "same_host_eager", Boolean.toString(sameHostEager),
+            "same_host_pull", Boolean.toString(sameHostPull),
+            "same_host_pull_min_bytes", Integer.toString(sameHostPullMinBytes),
         };
     }
 
@@ -165,7 +176,8 @@ public final class FabricConfig {
                 + ", maxConnections=" + maxConnections + ", netDevices=" + netDevices + ", sameHostEager=" + sameHostEager
                 + ", incomingIdleTimeout=" + incomingIdleTimeout + ", maxReassemblyMessagesPerConnection=" + maxReassemblyMessagesPerConnection
                 + ", maxReassemblyMessages=" + maxReassemblyMessages + ", maxReassemblyBytesPerConnection=" + maxReassemblyBytesPerConnection
-                + ", reassemblyTimeout=" + reassemblyTimeout + "}";
+                + ", reassemblyTimeout=" + reassemblyTimeout + ", sameHostPull=" + sameHostPull
+                + ", sameHostPullMinBytes=" + sameHostPullMinBytes + "}";
     }
 
     /** Builder; every setter checks its own range, the native side checks the combination. */
@@ -185,6 +197,8 @@ public final class FabricConfig {
         private String netDevices = "lo";
         private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
+        private boolean sameHostPull = true;
+        private int sameHostPullMinBytes = 16 << 10;
         private Duration incomingIdleTimeout = Duration.ofSeconds(120);
         private int maxReassemblyMessagesPerConnection = 256;
         private int maxReassemblyMessages = 4096;
@@ -317,6 +331,16 @@ public final class FabricConfig {
 
         public Builder reassemblyTimeout(Duration timeout) {
             this.reassemblyTimeout = positive("reassemblyTimeout", timeout);
+            return this;
+        }
+
+        public Builder sameHostPull(boolean enabled) {
+            this.sameHostPull = enabled;
+            return this;
+        }
+
+        public Builder sameHostPullMinBytes(int bytes) {
+            this.sameHostPullMinBytes = positive("sameHostPullMinBytes", bytes);
             return this;
         }
 
