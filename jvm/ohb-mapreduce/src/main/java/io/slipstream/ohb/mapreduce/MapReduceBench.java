@@ -120,23 +120,28 @@ public final class MapReduceBench {
                 conf.set("slipstream.mapreduce.transport", transport);
             }
             Job job;
-            long start = System.nanoTime();
-            if (sort) {
-                if (sortInput == null) {
-                    // One input for every configuration, written once per invocation (not timed).
-                    sortInput = new org.apache.hadoop.fs.Path(Path.of(options.get("work"), "sort-in").toAbsolutePath().toString());
-                    SortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")), Integer.parseInt(options.get("value-bytes")));
-                    start = System.nanoTime();
-                }
-                job = SortJob.sort(conf, sortInput, new org.apache.hadoop.fs.Path(
-                        Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()), reduces);
-            } else {
-                job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
-                if (!job.waitForCompletion(false)) {
-                    System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
-                    job = null;
-                }
+            if (sort && sortInput == null) {
+                // One input for every configuration, written once per invocation (not timed).
+                sortInput = new org.apache.hadoop.fs.Path(Path.of(options.get("work"), "sort-in").toAbsolutePath().toString());
+                SortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")), Integer.parseInt(options.get("value-bytes")));
             }
+            MemorySampler memory = new MemorySampler();
+            long start = System.nanoTime();
+            try {
+                if (sort) {
+                    job = SortJob.sort(conf, sortInput, new org.apache.hadoop.fs.Path(
+                            Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()), reduces);
+                } else {
+                    job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
+                    if (!job.waitForCompletion(false)) {
+                        System.err.println("ohb mapreduce: " + config + " failed: " + job.getStatus().getFailureInfo());
+                        job = null;
+                    }
+                }
+            } finally {
+                memory.close();
+            }
+            double clusterPeakMib = memory.clusterPeakMib();
             long jobMs = (System.nanoTime() - start) / 1_000_000;
             if (job == null) {
                 System.err.println("ohb mapreduce: " + config + " failed");
@@ -188,6 +193,10 @@ public final class MapReduceBench {
             result.put("shuffle_bytes", shuffleBytes);
             result.put("fabric_bytes", fabricBytes);
             result.put("records", records);
+            result.put("reducer_peak_rss_mib", Math.round(memory.reducerPeakMib() * 10) / 10.0);
+            result.put("reducers_sampled", memory.reducersSeen());
+            result.put("cluster_peak_rss_mib", Math.round(clusterPeakMib * 10) / 10.0);
+            result.put("cluster_peak_is_this_jobs", memory.clusterPeakIsThisJobs());
             result.put("checksum", sum);
             System.out.println("OHB_MAPREDUCE_RESULT " + json(result));
         }
