@@ -259,26 +259,35 @@ fn spark_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
-/// Job time and the longest reducer's shuffle phase per shuffle configuration (medians over the
-/// runs, as `mapreduce/render.rs` shows them), one pair of bar charts per test.
+/// Job time, the longest reducer's shuffle phase and the largest reducer's peak memory per shuffle
+/// configuration (medians over the runs, as `mapreduce/render.rs` shows them), per test.
 fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     let bench = test.get("bench").and_then(Value::as_str).unwrap_or("mapreduce");
     let runs = test.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
-    let bar_of = |key: &str| -> Vec<(String, f64)> {
+    let bar_of = |key: &str, scale: f64| -> Vec<(String, f64)> {
         crate::mapreduce::CONFIGS
             .iter()
             .filter_map(|config| {
-                let values: Vec<f64> =
-                    runs.iter().filter(|r| r["config"] == *config).filter_map(|r| r.get(key)?.as_f64()).collect();
-                Some((config.to_string(), crate::stats::median(&values)? / 1e3))
+                let values: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r["config"] == *config)
+                    .filter_map(|r| r.get(key)?.as_f64())
+                    .filter(|v| *v >= 0.0)
+                    .collect();
+                Some((config.to_string(), crate::stats::median(&values)? * scale))
             })
             .collect()
     };
-    let job = bar_of("job_ms");
+    let job = bar_of("job_ms", 1e-3);
     if !job.is_empty() {
         run.charts.push(bars(id(&format!("{bench} job")), format!("{bench}: job time (median)"), "configuration", "seconds", job));
         let title = format!("{bench}: longest reducer's shuffle phase (median)");
-        run.charts.push(bars(id(&format!("{bench} shuffle")), title, "configuration", "seconds", bar_of("shuffle_ms")));
+        run.charts.push(bars(id(&format!("{bench} shuffle")), title, "configuration", "seconds", bar_of("shuffle_ms", 1e-3)));
+    }
+    let reducer = bar_of("reducer_peak_rss_mib", 1.0);
+    if !reducer.is_empty() {
+        let title = format!("{bench}: largest reduce task's peak RSS (median)");
+        run.charts.push(bars(id(&format!("{bench} reducer rss")), title, "configuration", "MiB", reducer));
     }
 }
 
@@ -329,7 +338,12 @@ mod tests {
             ChartKind::Bars { bars: vec![("vanilla".into(), 30.0), ("plugin".into(), 20.0), ("plugin-tcp".into(), 28.0)] }
         );
         let sort = run_of("s.json", &test("sort")).unwrap();
-        assert_eq!(sort.charts.len(), 2);
+        assert_eq!(sort.charts.len(), 2, "no memory figures, no memory chart");
+        let with_memory = json!({"bench": "mapreduce avg", "runs": [
+            {"config": "vanilla", "job_ms": 3000, "shuffle_ms": 900, "reducer_peak_rss_mib": 400.0},
+            {"config": "plugin", "job_ms": 2000, "shuffle_ms": 400, "reducer_peak_rss_mib": -1.0}]});
+        let run = run_of("m.json", &with_memory).unwrap();
+        assert_eq!(run.charts[2].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 400.0)] }, "-1: not sampled");
     }
 
     #[test]
