@@ -233,7 +233,7 @@ mod tests {
         let args = Args::parse(&words("--quick"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
         let run = run_from_args("all", &args, vec![]).unwrap();
         assert_eq!(run.workload, Workload::QUICK);
-        assert_eq!((run.repeats, run.executor_memory_mib, run.tests.len(), run.configs.len()), (1, 1024, 2, 3));
+        assert_eq!((run.repeats, run.executor_memory_mib, run.tests.len(), run.configs.len()), (1, 1024, 2, 4));
         let args = Args::parse(&words("--mappers 4 --configs vanilla,plugin,vanilla --executor-memory 2g"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
         let run = run_from_args("sortby", &args, vec![]).unwrap();
         assert_eq!((run.workload.mappers, run.workload.reducers), (4, 4), "reducers follow mappers");

@@ -45,16 +45,20 @@ impl SparkTest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SparkConfig {
     Vanilla,
+    /// Vanilla Spark as installed: `spark.shuffle.readHostLocalDisk=true`, its default (the user's
+    /// real baseline; in a one-host cluster every block is then read from disk).
+    VanillaLocal,
     Plugin,
     PluginTcp,
 }
 
 impl SparkConfig {
-    pub const ALL: [SparkConfig; 3] = [SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp];
+    pub const ALL: [SparkConfig; 4] = [SparkConfig::Vanilla, SparkConfig::VanillaLocal, SparkConfig::Plugin, SparkConfig::PluginTcp];
 
     pub fn name(self) -> &'static str {
         match self {
             SparkConfig::Vanilla => "vanilla",
+            SparkConfig::VanillaLocal => "vanilla-local",
             SparkConfig::Plugin => "plugin",
             SparkConfig::PluginTcp => "plugin-tcp",
         }
@@ -65,12 +69,13 @@ impl SparkConfig {
     }
 
     pub fn uses_plugin(self) -> bool {
-        self != SparkConfig::Vanilla
+        matches!(self, SparkConfig::Plugin | SparkConfig::PluginTcp)
     }
 
     pub fn describe(self) -> &'static str {
         match self {
             SparkConfig::Vanilla => "sort shuffle over Netty, readHostLocalDisk=false (the other executor's blocks over the network)",
+            SparkConfig::VanillaLocal => "vanilla Spark's defaults: readHostLocalDisk=true (the other executor's blocks of this host read from its disk)",
             SparkConfig::Plugin => "spark.shuffle.manager=io.slipstream.spark.SlipstreamShuffleManager (fabric, default transports)",
             SparkConfig::PluginTcp => "the plugin with spark.slipstream.transport=tcp",
         }
@@ -206,6 +211,10 @@ impl SparkRun {
         if config == SparkConfig::PluginTcp {
             conf.push(("spark.slipstream.transport".into(), "tcp".into()));
         }
+        if config == SparkConfig::VanillaLocal {
+            conf.retain(|(k, _)| k != "spark.shuffle.readHostLocalDisk");
+            conf.push(("spark.shuffle.readHostLocalDisk".into(), "true".into()));
+        }
         conf.extend(self.extra_conf.iter().cloned());
         conf
     }
@@ -259,7 +268,7 @@ mod tests {
     fn configurations_differ_only_in_the_shuffle_settings() {
         let run = sample_run();
         let get = |c: SparkConfig, k: &str| run.spark_conf(c).into_iter().rev().find(|(key, _)| key == k).map(|(_, v)| v);
-        for c in SparkConfig::ALL {
+        for c in SparkConfig::ALL.into_iter().filter(|c| *c != SparkConfig::VanillaLocal) {
             assert_eq!(get(c, "spark.shuffle.readHostLocalDisk").as_deref(), Some("false"));
             assert_eq!(get(c, "spark.executor.memory").as_deref(), Some("4096m"));
         }
@@ -270,6 +279,10 @@ mod tests {
         assert_eq!(get(SparkConfig::Plugin, "spark.slipstream.fallback").as_deref(), Some("never"));
         assert_eq!(get(SparkConfig::PluginTcp, "spark.slipstream.fallback").as_deref(), Some("never"));
         assert_eq!(get(SparkConfig::Vanilla, "spark.slipstream.fallback"), None);
+        assert_eq!(get(SparkConfig::Vanilla, "spark.shuffle.readHostLocalDisk").as_deref(), Some("false"));
+        assert_eq!(get(SparkConfig::VanillaLocal, "spark.shuffle.readHostLocalDisk").as_deref(), Some("true"));
+        assert_eq!(get(SparkConfig::VanillaLocal, "spark.shuffle.manager"), None);
+        assert!(!SparkConfig::VanillaLocal.uses_plugin());
         assert_eq!(get(SparkConfig::PluginTcp, "spark.slipstream.transport").as_deref(), Some("tcp"));
         assert!(!run.class_path(SparkConfig::Vanilla).contains("slipstream-spark.jar"));
         assert!(run.class_path(SparkConfig::Plugin).ends_with(":/repo/jvm/spark/target/slipstream-spark.jar"));
