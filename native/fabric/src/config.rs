@@ -81,6 +81,8 @@ pub struct Config {
     /// shared receive FIFO can wedge that FIFO for every other peer (docs/fabric.md, "Peer error
     /// handling"). Peers on other hosts are unaffected either way.
     pub same_host_eager: bool,
+    /// After a peer failed, a worker that then receives nothing while a later request waits this long is renewed (UCX 1.13 FIFO hazard, docs/fabric.md); zero turns the check off.
+    pub wedge_timeout: Duration,
 }
 
 impl Default for Config {
@@ -106,6 +108,7 @@ impl Default for Config {
             shm_with_peer_errors: true,
             net_devices: "lo".to_string(),
             same_host_eager: false,
+            wedge_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -74,6 +74,9 @@ impl NodeInner {
                 }
             }
         }
+        if self.runtime.worker().is_null() {
+            return Err(Error::PeerFailed { peer: peer.to_string(), reason: "this process has no UCX worker: renewing it failed (see the log)".into() });
+        }
         let (storage, len) = ucx::sockaddr(&peer);
         // SAFETY: under the runtime's lock (the caller holds `state`); the params are zeroed and
         // filled for exactly the fields in `field_mask`; `storage` (the peer's sockaddr) outlives the
@@ -93,7 +96,7 @@ impl NodeInner {
             // The runtime outlives every endpoint; the callback finds the node through `by_ep`.
             params.err_handler.arg = Arc::as_ptr(&self.runtime) as *mut c_void;
             let mut ep: u::ucp_ep_h = ptr::null_mut();
-            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker, &params, &mut ep))?;
+            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker(), &params, &mut ep))?;
             ep
         };
         let conn_id = self.add_conn(state, ep, Some(peer), peer.to_string());
@@ -340,7 +343,7 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
     params.err_handler.cb = Some(ep_error_callback);
     params.err_handler.arg = Arc::as_ptr(&node.runtime) as *mut c_void;
     let mut ep: u::ucp_ep_h = ptr::null_mut();
-    let status = u::ucp_ep_create(node.runtime.worker, &params, &mut ep);
+    let status = u::ucp_ep_create(node.runtime.worker(), &params, &mut ep);
     if status != u::UCS_OK {
         log_warn!("accepting a connection from {peer_name} failed: {}", u::status_string(status));
         return;

@@ -49,6 +49,7 @@ mod receive;
 mod runtime;
 mod send;
 mod stages;
+mod wedge;
 
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
@@ -263,29 +264,8 @@ impl Node {
             runtime.register(unsafe { runtime.shared() }, inner.clone());
             match inner.config.listen {
                 None => Ok(None),
-                // SAFETY: under the runtime's lock; the parameter structs are zeroed and their used
-                // fields set; the node outlives its listener (destroyed in `close`, before the node
-                // leaves the runtime).
-                Some(addr) => unsafe {
-                    let (storage, len) = ucx::sockaddr(&addr);
-                    let mut params: u::ucp_listener_params_t = std::mem::zeroed();
-                    params.field_mask =
-                        (u::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | u::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64;
-                    params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
-                    params.sockaddr.addrlen = len;
-                    params.conn_handler.cb = Some(connections::conn_request_callback);
-                    params.conn_handler.arg = Arc::as_ptr(&inner) as *mut c_void;
-                    let mut listener: u::ucp_listener_h = ptr::null_mut();
-                    let created = check("ucp_listener_create", u::ucp_listener_create(runtime.worker, &params, &mut listener));
-                    created.and_then(|()| {
-                        inner.state().listener = listener;
-                        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
-                        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
-                        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
-                        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
-                        Ok(Some(ucx::socket_addr(storage)?))
-                    })
-                },
+                // SAFETY: under the runtime's lock (taken above), with no borrow of the node's state.
+                Some(addr) => unsafe { inner.listen_on(inner.state(), addr).map(Some) },
             }
         };
         let local_addr = match setup {
@@ -379,6 +359,37 @@ impl Node {
         self.inner.close();
     }
 
+    /// Replaces the UCX worker that this node shares with the process's other nodes of the same
+    /// transport settings: every connection of those nodes fails (requests in flight with
+    /// `Error::PeerFailed`), the worker is destroyed and a new one created, and each listening node
+    /// listens again on its address. Peers reconnect on their next request. The progress rounds do
+    /// this by themselves when the receive path is wedged (`Config::wedge_timeout`, docs/fabric.md,
+    /// "Failures"); this is the same recovery on demand. Not from an Inline handler or a completion
+    /// callback (an error then).
+    pub fn renew_worker(&self) -> Result<()> {
+        if self.inner.in_progress_here() {
+            return Err(Error::Config("renew_worker cannot run on the thread driving progress (an Inline handler or a completion callback)".into()));
+        }
+        let runtime = &self.inner.runtime;
+        let guard = runtime.lock_for_caller();
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let mark = InProgressMark::enter(runtime);
+        runtime.renew_worker();
+        drop(mark);
+        drop(guard);
+        if runtime.worker().is_null() {
+            return Err(Error::Config("creating a new UCX worker failed (see the log); this process's nodes cannot communicate".into()));
+        }
+        Ok(())
+    }
+
+    /// How many times the worker this node uses was renewed (`renew_worker`, or after a wedge).
+    pub fn worker_renewals(&self) -> u64 {
+        self.inner.runtime.renewals.load(Ordering::Relaxed)
+    }
+
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)
     }
@@ -400,6 +411,32 @@ impl NodeInner {
     #[allow(clippy::mut_from_ref)]
     unsafe fn state(&self) -> &mut NodeState {
         &mut *self.state.get()
+    }
+
+    /// Creates the node's listener on `addr` on the runtime's current worker; returns the address
+    /// it got (the real port if `addr` asked for 0).
+    ///
+    /// # Safety
+    /// Under the runtime's lock, with `state` this node's state and no listener of the node alive.
+    unsafe fn listen_on(&self, state: &mut NodeState, addr: SocketAddr) -> Result<SocketAddr> {
+        let (storage, len) = ucx::sockaddr(&addr);
+        // SAFETY: the parameter structs are zeroed and their used fields set; the node outlives its
+        // listener (destroyed in `close` or when the worker is renewed, before the node leaves the
+        // runtime); `storage` outlives the call.
+        let mut params: u::ucp_listener_params_t = std::mem::zeroed();
+        params.field_mask = (u::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | u::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64;
+        params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
+        params.sockaddr.addrlen = len;
+        params.conn_handler.cb = Some(connections::conn_request_callback);
+        params.conn_handler.arg = self as *const NodeInner as *mut c_void;
+        let mut listener: u::ucp_listener_h = ptr::null_mut();
+        check("ucp_listener_create", u::ucp_listener_create(self.runtime.worker(), &params, &mut listener))?;
+        state.listener = listener;
+        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
+        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
+        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
+        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
+        ucx::socket_addr(storage)
     }
 
     fn in_progress_here(&self) -> bool {
@@ -522,10 +559,12 @@ impl NodeInner {
             if !waiting || Instant::now() >= grace_end {
                 break;
             }
-            // SAFETY: under the runtime's lock, with no borrow of this node's state (or the shared
-            // state) live: the callbacks this runs, of this node or another of the runtime, borrow
-            // the state of the node they name themselves.
-            unsafe { u::ucp_worker_progress(runtime.worker) };
+            if !runtime.worker().is_null() {
+                // SAFETY: under the runtime's lock, with no borrow of this node's state (or the
+                // shared state) live: the callbacks this runs, of this node or another of the
+                // runtime, borrow the state of the node they name themselves.
+                unsafe { u::ucp_worker_progress(runtime.worker()) };
+            }
         }
         // SAFETY: under the runtime's lock; the progress calls above have returned, so no other
         // borrow of the state is live.

@@ -100,11 +100,12 @@ impl Runtime {
             None
         };
         let mut events = 0usize;
-        if blocked_by.is_none() {
+        // No worker: renewing it failed (`wedge.rs`); nothing to progress.
+        if blocked_by.is_none() && !self.worker().is_null() {
             // SAFETY: under the lock, with no borrow of the shared state or of a node's state live:
             // the callbacks this runs (of any node of the runtime) borrow the endpoint map and the
             // state of the node they name themselves.
-            events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
+            events += unsafe { u::ucp_worker_progress(self.worker()) } as usize;
         }
         // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map),
         // and an Inline handler may call any node of the runtime.
@@ -136,6 +137,7 @@ impl Runtime {
                 node.run_timers(unsafe { node.state() }, now);
             }
             self.retire_finished();
+            self.watch_for_wedge();
         }
         let events = if busy { events.max(1) } else { events };
         Round { events, blocked_by }
@@ -227,16 +229,21 @@ impl Runtime {
     /// Arms the worker and sleeps on its event fd until traffic arrives, `wake` is called, or the
     /// timer period passes.
     fn sleep_on_event_fd(&self) {
+        if self.worker().is_null() {
+            // Renewing the worker failed (`wedge.rs`): nothing to wait for but the timers.
+            std::thread::sleep(Duration::from_millis(SLEEP_MAX_MS as u64));
+            return;
+        }
         self.sleeping.store(true, Ordering::SeqCst);
         let armed = {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: under the lock (`_guard`); each node's state likewise.
             let pending_work = unsafe { self.shared() }.nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
             // SAFETY: under the lock.
-            !pending_work && unsafe { u::ucp_worker_arm(self.worker) } == u::UCS_OK
+            !pending_work && !self.worker().is_null() && unsafe { u::ucp_worker_arm(self.worker()) } == u::UCS_OK
         };
         if armed && !self.stopped.load(Ordering::SeqCst) {
-            let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
+            let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd; the event fd lives as long as the worker, which `stop`
             // destroys only after joining this thread.
             unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
