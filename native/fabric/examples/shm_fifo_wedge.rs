@@ -91,11 +91,12 @@ fn main() {
     for i in 0..trials {
         // Vary the moment of the kill so that it falls at different points of the stream.
         let kill_after_ms = 10 + (i * 7) % 60;
-        let status = Command::new(std::env::current_exe().unwrap())
+        let output = Command::new(std::env::current_exe().unwrap())
             .args(["--one", &mode, &kill_after_ms.to_string()])
-            .stderr(Stdio::null())
-            .status()
+            .stderr(Stdio::piped())
+            .output()
             .expect("running a trial");
+        let status = output.status;
         let outcome = match status.code() {
             Some(0) => "served",
             Some(2) => {
@@ -112,6 +113,12 @@ fn main() {
             }
         };
         println!("trial {i} (kill after {kill_after_ms} ms): {outcome}");
+        if status.code() != Some(0) {
+            // The trial's log (SLIPSTREAM_LOG=debug for more), without UCX's endpoint dumps.
+            for line in String::from_utf8_lossy(&output.stderr).lines().filter(|l| !l.starts_with('#')) {
+                println!("    {line}");
+            }
+        }
     }
     println!(
         "{mode}: {} of {trials} trials wedged ({recovered} recovered by renewing the worker, {wedged} not), {other} failed otherwise, in {:?}",

@@ -195,6 +195,11 @@ impl NodeInner {
             return;
         }
         conn.failed = true;
+        // The wedge check starts from the moment of a failure, of any kind (a killed same-host
+        // peer may show as a reset, a timeout or a failed send).
+        // SAFETY: under the runtime's lock (the caller holds `state`); no borrow of the shared state
+        // is live up the stack (callers copy out of the endpoint map); this one ends with the statement.
+        unsafe { self.runtime.shared() }.wedge.peer_failed(coarse_ms(), self.runtime.messages_received.load(Ordering::Relaxed));
         // A failed connection is no longer open, even while its endpoint waits to be closed.
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
         let peer = conn.peer_name.clone();

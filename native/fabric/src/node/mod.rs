@@ -31,10 +31,13 @@
 //! round after `ucp_worker_progress` returns, with no borrow of any node's state live
 //! (`run_inline_handlers`; a handler may call its own node or another), and responses posted under
 //! the lock go to `responses_under_lock`, outside the state. `state_reentries` counts violations
-//! from the receive path (a test keeps it at 0). Known remaining nesting: completion callbacks of
-//! `request_with` run inside their node's borrow (they must not call that node; another node of
-//! the runtime is not borrowed; the JVM bridge's only queue a result), and a forced
-//! `ucp_ep_close_nbx` may complete a connection's sends (their callbacks) inside `close_conn`.
+//! from the receive path (tests keep it at 0). Completion callbacks of `request_with` are queued
+//! likewise (`callbacks_ready`) and run after the borrow ends (`run_ready_callbacks`: in the
+//! progress round, at the end of `with_state`, in `close`), so they may call their own node.
+//! Known remaining nesting: a forced `ucp_ep_close_nbx` may complete a connection's sends (their
+//! callbacks) inside `close_conn`. Starting a node, closing one, or renewing the worker takes the
+//! runtime's lock, which the thread driving progress holds: from there `start` and `renew_worker`
+//! fail with an error and `close` hands itself to a thread of its own.
 //!
 //! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
@@ -65,6 +68,7 @@ use ucx_sys as u;
 
 use crate::config::{Config, HandlerMode};
 use crate::error::{check, Error, Result};
+use crate::log::log_warn;
 use crate::pool::{Buffer, Pool};
 use crate::queue::BoundedQueue;
 use crate::ucx;
@@ -78,6 +82,9 @@ use send::{Outgoing, SendCtx};
 
 pub use pending::{Endpoint, Pending, Response};
 pub use stages::{Handler, Request};
+
+/// A `request_with` completion callback with its result.
+type ReadyCallback = (Box<dyn FnOnce(Result<Response>) + Send>, Result<Response>);
 
 /// How long `close` waits for endpoints to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -153,6 +160,9 @@ pub(crate) struct NodeInner {
     local_addr: OnceLock<SocketAddr>,
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
+    /// Completion callbacks of `request_with` and their results, waiting to run with no borrow of
+    /// the state live (`run_ready_callbacks`): a callback may call this node again.
+    callbacks_ready: Mutex<VecDeque<ReadyCallback>>,
     /// Responses posted by code running under the lock (Inline handlers, requests refused at
     /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
     /// borrows the state: the poster may run while a caller up the stack holds that borrow.
@@ -201,8 +211,18 @@ impl Node {
     /// threads, on the process's UCX runtime (context, worker and progress thread), which the
     /// first node starts and the nodes of the process share (docs/fabric.md, "Several nodes in
     /// one process"). Inline and Staged modes need a handler.
+    ///
+    /// Not from the thread driving progress (an Inline handler or a completion callback): that
+    /// thread holds the runtime's lock, which starting a node takes; an error says so.
     pub fn start(config: Config, handler: Option<Arc<dyn Handler>>) -> Result<Node> {
         config.validate()?;
+        if runtime::any_in_progress_here() {
+            return Err(Error::Config(
+                "Node::start cannot run on the thread driving progress (an Inline handler or a completion callback): \
+                 start the node from another thread"
+                    .into(),
+            ));
+        }
         match (config.handler_mode, &handler) {
             (HandlerMode::Inline | HandlerMode::Staged { .. }, None) if config.listen.is_some() => {
                 return Err(Error::Config("a listening node in Inline or Staged mode needs a handler".into()))
@@ -242,6 +262,7 @@ impl Node {
             local_addr: OnceLock::new(),
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
+            callbacks_ready: Mutex::new(VecDeque::new()),
             responses_under_lock: Mutex::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
@@ -354,7 +375,10 @@ impl Node {
     }
 
     /// Stops the node: pending requests fail with `Error::Closed`, connections are closed, threads
-    /// joined. Idempotent. Buffers still held stay valid until dropped.
+    /// joined. Idempotent. Buffers still held stay valid until dropped. Called on the thread
+    /// driving progress (an Inline handler or a completion callback, which hold the runtime's lock
+    /// that closing takes), the close runs on a thread of its own and `is_closed` turns true
+    /// shortly after.
     pub fn close(&self) {
         self.inner.close();
     }
@@ -457,7 +481,9 @@ impl NodeInner {
             // node's state is live up its stack: code that runs under the lock with user code above
             // it (Inline handlers, `run_inline_handlers`) holds none, nor does anything across a
             // progress call (`state_reentries` counts violations from the receive path).
-            return f(self, unsafe { self.state() });
+            let result = f(self, unsafe { self.state() });
+            self.run_ready_callbacks();
+            return result;
         }
         let guard = self.runtime.lock_for_caller();
         if self.closed.load(Ordering::SeqCst) {
@@ -467,9 +493,22 @@ impl NodeInner {
         // SAFETY: the runtime's lock was just taken by this thread, which had no borrow of the
         // state before.
         let result = f(self, unsafe { self.state() });
+        self.run_ready_callbacks();
         drop(mark);
         drop(guard);
         result
+    }
+
+    /// Runs the completion callbacks whose requests completed, in order. Caller holds the
+    /// runtime's lock (marked) and no borrow of this node's state: a callback may use the node.
+    fn run_ready_callbacks(&self) -> usize {
+        let mut ran = 0;
+        loop {
+            let next = self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some((done, result)) = next else { return ran };
+            done(result);
+            ran += 1;
+        }
     }
 
     fn check_len(&self, len: usize) -> Result<()> {
@@ -509,6 +548,21 @@ impl NodeInner {
     }
 
     fn close(&self) {
+        if self.in_progress_here() {
+            // This thread holds the runtime's lock: closing here would wait for it for ever.
+            if !self.closed.load(Ordering::SeqCst) {
+                // SAFETY: under the runtime's lock (the mark says so); no borrow of the list is live
+                // up this thread's stack (rounds index it anew); this one ends with the statement.
+                let me = unsafe { self.runtime.shared() }.nodes.iter().find(|n| std::ptr::eq(Arc::as_ptr(n), self)).cloned();
+                if let Some(me) = me {
+                    let spawned = std::thread::Builder::new().name("fabric-close".into()).spawn(move || me.close());
+                    if let Err(e) = spawned {
+                        log_warn!("closing a node from its progress thread: spawning the closing thread failed: {e}");
+                    }
+                }
+            }
+            return;
+        }
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -544,6 +598,8 @@ impl NodeInner {
                 self.close_conn(state, conn_id, failed);
             }
         }
+        // Requests of `request_with` fail with `Closed`: their callbacks run now, with no borrow.
+        self.run_ready_callbacks();
         let grace_end = Instant::now() + CLOSE_GRACE;
         loop {
             let waiting = {

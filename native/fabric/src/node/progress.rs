@@ -124,6 +124,8 @@ impl Runtime {
             // this node's state is alive; this one ends with the call.
             let (node_events, node_busy) = node.round(unsafe { node.state() });
             events += node_events;
+            // Completion callbacks of responses received above, with no borrow live.
+            events += node.run_ready_callbacks();
             busy |= node_busy;
         }
         // SAFETY: under the lock; no reference from the loop above is alive.
@@ -136,8 +138,14 @@ impl Runtime {
                 // SAFETY: as for `round` above.
                 node.run_timers(unsafe { node.state() }, now);
             }
-            self.retire_finished();
+            // Callbacks of requests that expired in the timers, with no borrow live.
+            for i in 0..node_count {
+                node_at(i).run_ready_callbacks();
+            }
+            // (A renewal's failed callbacks run in the next round: its deferred work.)
             self.watch_for_wedge();
+            // Last: it may shorten the list of nodes that `node_at` indexes.
+            self.retire_finished();
         }
         let events = if busy { events.max(1) } else { events };
         Round { events, blocked_by }
@@ -303,6 +311,7 @@ impl NodeInner {
     fn has_deferred_work(&self, state: &NodeState) -> bool {
         !state.outbox.is_empty()
             || !state.inline_ready.is_empty()
+            || !self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()
             || self.respond.len() > 0

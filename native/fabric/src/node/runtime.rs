@@ -52,6 +52,12 @@ impl Drop for InProgressMark {
     }
 }
 
+/// Whether this thread holds the lock of any runtime (it drives progress: an Inline handler or a
+/// completion callback runs on it).
+pub(super) fn any_in_progress_here() -> bool {
+    IN_PROGRESS.with(|p| !p.get().is_null())
+}
+
 /// The settings that shape a UCX context: nodes that differ in them cannot share one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ContextKey {

@@ -8,10 +8,15 @@
 //! (docs/fabric.md, "Failures"; `examples/shm_fifo_wedge.rs` reproduces it). The FIFO belongs to
 //! the worker, so the only way out is a new worker.
 //!
-//! Detection (`WedgeWatch`): after a peer failure (any `Stats::peers_failed`; a clean
-//! disconnect does not count), if the worker then receives no active message at all while a
-//! request posted after the failure waits `wedge_timeout`, the receive path is taken to be
-//! wedged. A healthy worker receives its answer, or at least some other message, well before.
+//! Detection (`WedgeWatch`): after a connection failure (any: a killed peer shows as "endpoint
+//! timeout", as "connection reset" like a clean disconnect, or as a failed send; the time is taken
+//! in `fail_conn`), if the worker then receives no
+//! active message at all while a request posted after the failure waits `wedge_timeout`, the
+//! receive path is taken to be wedged. A healthy worker receives its answer, or at least some
+//! other message (the first message of a rendezvous transfer too), well before. A false alarm
+//! needs a handler slower than `wedge_timeout` answering the first request after a failure with
+//! nothing else arriving meanwhile; it costs what a real renewal costs (connections fail,
+//! peers reconnect).
 //!
 //! Recovery (`Runtime::renew_worker`): every connection of every node of the runtime fails (its
 //! requests with `Error::PeerFailed`, saying why) and its endpoint is force-closed; the listeners
@@ -26,7 +31,7 @@ use std::time::{Duration, Instant};
 use ucx_sys as u;
 
 use crate::clock::coarse_ms;
-use crate::log::log_warn;
+use crate::log::{log_debug, log_warn};
 
 use super::connections::reap_closed_endpoints;
 use super::runtime::Runtime;
@@ -43,40 +48,40 @@ pub(super) const RENEWED_REASON: &str =
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
-    /// No peer failed since the last message received: nothing to watch.
+    /// No connection failed since the last message received: nothing to watch.
     Healthy,
-    /// A peer failed and nothing was received since; no request has waited long enough (yet).
+    /// A connection failed and nothing was received since; no request has waited long enough (yet).
     Watching { since_ms: u64 },
     /// A request posted after the failure waited the whole timeout with nothing received.
     Wedged,
 }
 
-/// The detection's state: pure bookkeeping, fed by `Runtime::watch_for_wedge`.
+/// The detection's state: pure bookkeeping, fed by `peer_failed` (from `fail_conn`) and
+/// `Runtime::watch_for_wedge`.
 #[derive(Debug, Default)]
 pub(super) struct WedgeWatch {
-    /// Peer failures counted so far (the sum over the runtime's nodes).
-    failures_seen: u64,
-    /// The first peer failure since a message was last received: when, and the count of messages
-    /// received then.
-    suspect: Option<(u64, u64)>,
+    /// The first connection failure since a message was last received: when (coarse clock), and
+    /// the count of messages received by then.
+    first_failure: Option<(u64, u64)>,
     next_check_ms: u64,
 }
 
 impl WedgeWatch {
-    /// Takes in the counters: `failures` (peer failures so far) and `received` (messages received
-    /// so far). Returns the verdict, short of `Wedged`, which needs the requests: see `judge`.
-    pub(super) fn observe(&mut self, now_ms: u64, failures: u64, received: u64) -> Verdict {
-        if failures > self.failures_seen {
-            self.failures_seen = failures;
-            if self.suspect.is_none() {
-                self.suspect = Some((now_ms, received));
-            }
-        } else if failures < self.failures_seen {
-            self.failures_seen = failures; // a node left with its counters
+    /// A connection failed at `now_ms`, when `received` messages had been received. A failure
+    /// with nothing received since the previous one keeps the previous one's time.
+    pub(super) fn peer_failed(&mut self, now_ms: u64, received: u64) {
+        match self.first_failure {
+            Some((_, received_then)) if received_then == received => {}
+            _ => self.first_failure = Some((now_ms, received)),
         }
-        match self.suspect {
+    }
+
+    /// Takes in the count of messages received so far; a message since the failure ends the
+    /// watch. Returns the verdict, short of `Wedged`, which needs the requests: see `judge`.
+    pub(super) fn observe(&mut self, received: u64) -> Verdict {
+        match self.first_failure {
             Some((_, received_then)) if received != received_then => {
-                self.suspect = None;
+                self.first_failure = None;
                 Verdict::Healthy
             }
             Some((since_ms, _)) => Verdict::Watching { since_ms },
@@ -87,14 +92,20 @@ impl WedgeWatch {
     /// Whether the oldest request posted since the failure (`oldest_posted_ms`, posted at or
     /// after `Watching::since_ms`) has waited `timeout_ms`. A `Wedged` verdict ends the watch.
     pub(super) fn judge(&mut self, now_ms: u64, oldest_posted_ms: Option<u64>, timeout_ms: u64) -> Verdict {
-        let Some((since_ms, _)) = self.suspect else { return Verdict::Healthy };
+        let Some((since_ms, _)) = self.first_failure else { return Verdict::Healthy };
         match oldest_posted_ms {
             Some(posted_ms) if now_ms.saturating_sub(posted_ms) >= timeout_ms => {
-                self.suspect = None;
+                self.first_failure = None;
                 Verdict::Wedged
             }
             _ => Verdict::Watching { since_ms },
         }
+    }
+
+    /// Forgets the failures (the worker was renewed: its own failures of every connection are
+    /// no evidence against the new one).
+    fn reset(&mut self) {
+        self.first_failure = None;
     }
 
     /// Whether a look is due (at most every `CHECK_PERIOD_MS`).
@@ -122,9 +133,10 @@ impl Runtime {
         if !shared.wedge.due(now_ms) {
             return;
         }
-        let failures: u64 = shared.nodes.iter().map(|n| n.counters.peers_failed.load(Ordering::Relaxed)).sum();
         let received = self.messages_received.load(Ordering::Relaxed);
-        let Verdict::Watching { since_ms } = shared.wedge.observe(now_ms, failures, received) else { return };
+        let verdict = shared.wedge.observe(received);
+        log_debug!("wedge watch: {received} messages received: {verdict:?}");
+        let Verdict::Watching { since_ms } = verdict else { return };
         let nodes: Vec<Arc<NodeInner>> = shared.nodes.clone();
         let oldest_posted_ms = nodes
             .iter()
@@ -236,6 +248,8 @@ impl Runtime {
                 log_warn!("listening again on {addr} after renewing the worker failed: {e}; the node serves no new connections");
             }
         }
+        // SAFETY: under the lock; no other borrow of the shared state is live.
+        unsafe { self.shared() }.wedge.reset();
         log_warn!("worker renewed ({} nodes); peers reconnect on their next request", nodes.len());
     }
 }
@@ -247,46 +261,50 @@ mod tests {
     const TIMEOUT_MS: u64 = 5000;
 
     #[test]
-    fn nothing_is_watched_until_a_peer_fails() {
+    fn nothing_is_watched_until_a_connection_fails() {
         let mut watch = WedgeWatch::default();
-        assert_eq!(watch.observe(1000, 0, 0), Verdict::Healthy);
+        assert_eq!(watch.observe(0), Verdict::Healthy);
         assert_eq!(watch.judge(1_000_000, Some(0), TIMEOUT_MS), Verdict::Healthy, "a slow request alone is no wedge");
     }
 
     #[test]
     fn a_request_that_waits_the_timeout_with_nothing_received_after_a_failure_is_a_wedge() {
         let mut watch = WedgeWatch::default();
-        assert_eq!(watch.observe(1000, 1, 50), Verdict::Watching { since_ms: 1000 });
+        watch.peer_failed(1000, 50);
+        assert_eq!(watch.observe(50), Verdict::Watching { since_ms: 1000 });
         assert_eq!(watch.judge(1000, None, TIMEOUT_MS), Verdict::Watching { since_ms: 1000 }, "no request waits");
-        assert_eq!(watch.observe(3000, 1, 50), Verdict::Watching { since_ms: 1000 });
-        assert_eq!(watch.judge(3000 + TIMEOUT_MS - 1, Some(3000), TIMEOUT_MS), Verdict::Watching { since_ms: 1000 }, "1 ms short");
-        assert_eq!(watch.judge(3000 + TIMEOUT_MS, Some(3000), TIMEOUT_MS), Verdict::Wedged, "at the timeout");
-        assert_eq!(watch.observe(9000, 1, 50), Verdict::Healthy, "the verdict ends the watch until the next failure");
-        assert_eq!(watch.observe(9100, 2, 50), Verdict::Watching { since_ms: 9100 });
+        // A request posted 10 ms after the failure, seen by a look much later: it counts from its post.
+        assert_eq!(watch.judge(1010 + TIMEOUT_MS - 1, Some(1010), TIMEOUT_MS), Verdict::Watching { since_ms: 1000 }, "1 ms short");
+        assert_eq!(watch.judge(1010 + TIMEOUT_MS, Some(1010), TIMEOUT_MS), Verdict::Wedged, "at the timeout");
+        assert_eq!(watch.observe(50), Verdict::Healthy, "the verdict ends the watch until the next failure");
+        watch.peer_failed(9100, 50);
+        assert_eq!(watch.observe(50), Verdict::Watching { since_ms: 9100 });
     }
 
     #[test]
     fn any_message_received_after_the_failure_ends_the_watch() {
         let mut watch = WedgeWatch::default();
-        assert_eq!(watch.observe(1000, 3, 50), Verdict::Watching { since_ms: 1000 });
-        assert_eq!(watch.observe(1100, 3, 51), Verdict::Healthy);
+        watch.peer_failed(1000, 50);
+        assert_eq!(watch.observe(51), Verdict::Healthy);
         assert_eq!(watch.judge(1_000_000, Some(1100), TIMEOUT_MS), Verdict::Healthy);
     }
 
     #[test]
-    fn a_second_failure_while_watching_keeps_the_first_ones_start() {
+    fn failures_with_nothing_received_between_them_keep_the_first_ones_time() {
         let mut watch = WedgeWatch::default();
-        watch.observe(1000, 1, 7);
-        assert_eq!(watch.observe(2000, 2, 7), Verdict::Watching { since_ms: 1000 });
+        watch.peer_failed(1000, 7);
+        watch.peer_failed(2000, 7);
+        assert_eq!(watch.observe(7), Verdict::Watching { since_ms: 1000 });
+        watch.peer_failed(3000, 8);
+        assert_eq!(watch.observe(8), Verdict::Watching { since_ms: 3000 }, "a message came between: the later failure starts anew");
     }
 
     #[test]
-    fn fewer_failures_than_seen_a_node_left_resets_the_count_without_a_watch() {
+    fn a_renewal_forgets_the_failures() {
         let mut watch = WedgeWatch::default();
-        watch.observe(1000, 4, 7);
-        watch.observe(1100, 4, 8);
-        assert_eq!(watch.observe(1200, 1, 8), Verdict::Healthy);
-        assert_eq!(watch.observe(1300, 2, 8), Verdict::Watching { since_ms: 1300 }, "a new failure after the reset counts");
+        watch.peer_failed(1000, 7);
+        watch.reset();
+        assert_eq!(watch.observe(7), Verdict::Healthy);
     }
 
     #[test]
