@@ -58,7 +58,7 @@ use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -163,6 +163,8 @@ pub(crate) struct NodeInner {
     /// Completion callbacks of `request_with` and their results, waiting to run with no borrow of
     /// the state live (`run_ready_callbacks`): a callback may call this node again.
     callbacks_ready: Mutex<VecDeque<ReadyCallback>>,
+    /// How many `callbacks_ready` holds: progress rounds look here, not at the lock.
+    callbacks_queued: AtomicUsize,
     /// Responses posted by code running under the lock (Inline handlers, requests refused at
     /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
     /// borrows the state: the poster may run while a caller up the stack holds that borrow.
@@ -263,6 +265,7 @@ impl Node {
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
             callbacks_ready: Mutex::new(VecDeque::new()),
+            callbacks_queued: AtomicUsize::new(0),
             responses_under_lock: Mutex::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
@@ -503,12 +506,14 @@ impl NodeInner {
     /// runtime's lock (marked) and no borrow of this node's state: a callback may use the node.
     fn run_ready_callbacks(&self) -> usize {
         let mut ran = 0;
-        loop {
+        while self.callbacks_queued.load(Ordering::Acquire) > 0 {
             let next = self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-            let Some((done, result)) = next else { return ran };
+            let Some((done, result)) = next else { break };
+            self.callbacks_queued.fetch_sub(1, Ordering::AcqRel);
             done(result);
             ran += 1;
         }
+        ran
     }
 
     fn check_len(&self, len: usize) -> Result<()> {

@@ -358,7 +358,10 @@ impl NodeInner {
             // Not here: the caller holds this node's state borrowed (a UCX callback, a timer,
             // close), and the callback may call the node. It runs once that borrow has ended
             // (`run_ready_callbacks`).
-            Waiter::Callback(done) => self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).push_back((done, result)),
+            Waiter::Callback(done) => {
+                self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).push_back((done, result));
+                self.callbacks_queued.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 

@@ -311,7 +311,7 @@ impl NodeInner {
     fn has_deferred_work(&self, state: &NodeState) -> bool {
         !state.outbox.is_empty()
             || !state.inline_ready.is_empty()
-            || !self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || self.callbacks_queued.load(Ordering::Acquire) > 0
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()
             || self.respond.len() > 0
