@@ -96,6 +96,10 @@ settings! {
         /// Smallest message (bytes) that takes the same-host pull path; smaller ones go through
         /// UCX's shared memory.
         pub same_host_pull_min_bytes: usize = 16 << 10,
+        /// After a peer failed, a worker that then receives nothing while a later request waits this
+        /// long is renewed (UCX 1.13's shared-memory FIFO hazard, docs/fabric.md); zero turns the
+        /// check off.
+        pub wedge_timeout: Duration = Duration::from_secs(5),
     }
 }
 

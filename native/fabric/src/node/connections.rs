@@ -74,6 +74,9 @@ impl NodeInner {
                 }
             }
         }
+        if self.runtime.worker().is_null() {
+            return Err(Error::PeerFailed { peer: peer.to_string(), reason: "this process has no UCX worker: renewing it failed (see the log)".into() });
+        }
         let (storage, len) = ucx::sockaddr(&peer);
         // SAFETY: under the runtime's lock (the caller holds `state`); the params are zeroed and
         // filled for exactly the fields in `field_mask`; `storage` (the peer's sockaddr) outlives the
@@ -93,7 +96,7 @@ impl NodeInner {
             // The runtime outlives every endpoint; the callback finds the node through `by_ep`.
             params.err_handler.arg = Arc::as_ptr(&self.runtime) as *mut c_void;
             let mut ep: u::ucp_ep_h = ptr::null_mut();
-            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker, &params, &mut ep))?;
+            check("ucp_ep_create", u::ucp_ep_create(self.runtime.worker(), &params, &mut ep))?;
             ep
         };
         let conn_id = self.add_conn(state, ep, Some(peer), peer.to_string());
@@ -167,6 +170,20 @@ impl NodeInner {
         }
         let Some(conn) = state.conns.get_mut(&conn_id) else { return };
         conn.ready = true;
+        // A peer on another host reached over TCP only (no RDMA): UCX emulates rendezvous in
+        // software there, one fragment per round of the peer's progress (22 to 64 MB/s from 64 KiB
+        // to 1 MiB across a veth pair, against 1.1 to 1.4 GB/s eagerly: `ohb fabric bw --hosts
+        // netns`), so send eagerly, as `Transport::Tcp` does. Same-host peers keep their rule
+        // (`same_host_eager`); RDMA lanes keep zero-copy rendezvous.
+        if conn.send_flags == 0 && self.config.transport == crate::config::Transport::Auto {
+            let same_host = conn.peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
+            // SAFETY: under the runtime's lock (the caller holds `state`); `conn.ep` is a live,
+            // wired-up endpoint of this worker.
+            if !same_host && rendezvous_is_emulated(&unsafe { endpoint_info(conn.ep) }) {
+                conn.send_flags = u::UCP_AM_SEND_FLAG_EAGER;
+                log_debug!("connection {conn_id} to {}: TCP only, sending eagerly", conn.peer_name);
+            }
+        }
         if crate::log::debug_enabled() {
             // Which transports UCX chose for each protocol of this connection.
             // SAFETY: `dup(2)` gives a descriptor that `fdopen` owns (checked for null) and `fclose` closes;
@@ -193,6 +210,11 @@ impl NodeInner {
             return;
         }
         conn.failed = true;
+        // The wedge check starts from the moment of a failure, of any kind (a killed same-host
+        // peer may show as a reset, a timeout or a failed send).
+        // SAFETY: under the runtime's lock (the caller holds `state`); no borrow of the shared state
+        // is live up the stack (callers copy out of the endpoint map); this one ends with the statement.
+        unsafe { self.runtime.shared() }.wedge.peer_failed(coarse_ms(), self.runtime.messages_received.load(Ordering::Relaxed));
         // A failed connection is no longer open, even while its endpoint waits to be closed.
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
         let peer = conn.peer_name.clone();
@@ -270,6 +292,41 @@ impl NodeInner {
 
 }
 
+/// What `ucp_ep_print_info` says of an endpoint (its lanes and their transports).
+///
+/// # Safety
+/// Under the runtime's lock, with `ep` a live endpoint.
+unsafe fn endpoint_info(ep: u::ucp_ep_h) -> String {
+    let mut text: *mut libc::c_char = ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: `open_memstream` writes the buffer's address and length at `fclose`; the stream is
+    // checked for null, written by UCX, closed once; the buffer (malloc'ed by libc) is read for
+    // `len` bytes and freed once.
+    let stream = libc::open_memstream(&mut text, &mut len);
+    if stream.is_null() {
+        return String::new();
+    }
+    u::ucp_ep_print_info(ep, stream as *mut u::FILE);
+    libc::fclose(stream);
+    if text.is_null() {
+        return String::new();
+    }
+    let info = String::from_utf8_lossy(std::slice::from_raw_parts(text as *const u8, len)).into_owned();
+    libc::free(text as *mut c_void);
+    info
+}
+
+/// Whether UCX would emulate rendezvous in software on an endpoint with these lanes
+/// (`ucp_ep_print_info` text): no remote-memory lane for bulk data (`rma_bw`), or only TCP ones.
+fn rendezvous_is_emulated(info: &str) -> bool {
+    let mut rma_transports = info
+        .lines()
+        .filter(|line| line.contains("lane[") && line.contains("rma_bw"))
+        .filter_map(|line| line.split_once("]:").map(|(_, rest)| rest.trim()))
+        .map(|lane| lane.split_whitespace().next().unwrap_or("").split(':').nth(1).unwrap_or("").split('/').next().unwrap_or(""));
+    !info.is_empty() && rma_transports.all(|transport| transport == "tcp")
+}
+
 /// Frees the endpoint-close requests UCX has finished.
 pub(super) fn reap_closed_endpoints(state: &mut NodeState) {
     // SAFETY: the caller holds the runtime's lock (it has `state`); every entry of `closing` is a
@@ -343,7 +400,7 @@ pub(super) unsafe extern "C" fn conn_request_callback(conn_request: u::ucp_conn_
     params.err_handler.cb = Some(ep_error_callback);
     params.err_handler.arg = Arc::as_ptr(&node.runtime) as *mut c_void;
     let mut ep: u::ucp_ep_h = ptr::null_mut();
-    let status = u::ucp_ep_create(node.runtime.worker, &params, &mut ep);
+    let status = u::ucp_ep_create(node.runtime.worker(), &params, &mut ep);
     if status != u::UCS_OK {
         log_warn!("accepting a connection from {peer_name} failed: {}", u::status_string(status));
         return;
@@ -377,6 +434,28 @@ unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lanes as UCX 1.13's `ucp_ep_print_info` prints them (the first from a same-host endpoint).
+    const SHM_AND_TCP: &str = "#                 lane[0]: cm rdmacm
+#                 lane[1]:  2:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am am_bw#0 keepalive
+#                 lane[2]:  1:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] rma_bw#0 wireup
+";
+    const TCP_ONLY: &str = "#                 lane[0]: cm tcp
+#                 lane[1]:  1:tcp/veth1.0 md[1]             -> md[1]/tcp/sysdev[255] am am_bw#0 rma_bw#0 wireup keepalive
+";
+    const VERBS: &str = "#                 lane[0]: cm rdmacm
+#                 lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[3]      -> md[3]/ib/sysdev[255] am am_bw#0 rma_bw#0 wireup
+#                 lane[2]:  1:tcp/eth0.0 md[1]              -> md[1]/tcp/sysdev[255] rma_bw#1
+";
+
+    #[test]
+    fn rendezvous_counts_as_emulated_over_tcp_only_or_without_a_bulk_lane() {
+        assert!(rendezvous_is_emulated(TCP_ONLY));
+        assert!(rendezvous_is_emulated(SHM_AND_TCP), "its one rma_bw lane is TCP (same-host peers have their own rule)");
+        assert!(!rendezvous_is_emulated(VERBS), "an RDMA lane keeps zero-copy rendezvous");
+        assert!(rendezvous_is_emulated("#  lane[0]: cm tcp\n#  lane[1]:  1:tcp/eth0.0 md[1] -> md[1]/tcp am am_bw#0\n"), "no rma_bw lane");
+        assert!(!rendezvous_is_emulated(""), "no information: leave the connection as it is");
+    }
 
     fn conn(outgoing: bool, last_used_ms: u64) -> Conn {
         Conn {

@@ -33,10 +33,13 @@
 //! round after `ucp_worker_progress` returns, with no borrow of any node's state live
 //! (`run_inline_handlers`; a handler may call its own node or another), and responses posted under
 //! the lock go to `responses_under_lock`, outside the state. `state_reentries` counts violations
-//! from the receive path (a test keeps it at 0). Known remaining nesting: completion callbacks of
-//! `request_with` run inside their node's borrow (they must not call that node; another node of
-//! the runtime is not borrowed; the JVM bridge's only queue a result), and a forced
-//! `ucp_ep_close_nbx` may complete a connection's sends (their callbacks) inside `close_conn`.
+//! from the receive path (tests keep it at 0). Completion callbacks of `request_with` are queued
+//! likewise (`callbacks_ready`) and run after the borrow ends (`run_ready_callbacks`: in the
+//! progress round, at the end of `with_state`, in `close`), so they may call their own node.
+//! Known remaining nesting: a forced `ucp_ep_close_nbx` may complete a connection's sends (their
+//! callbacks) inside `close_conn`. Starting a node, closing one, or renewing the worker takes the
+//! runtime's lock, which the thread driving progress holds: from there `start` and `renew_worker`
+//! fail with an error and `close` hands itself to a thread of its own.
 //!
 //! Stages: receive (progress thread, UCX callbacks, reassembly) -> dispatch queue (bounded) ->
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
@@ -52,12 +55,13 @@ mod runtime;
 mod same_host;
 mod send;
 mod stages;
+mod wedge;
 
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -67,6 +71,7 @@ use ucx_sys as u;
 
 use crate::config::{Config, HandlerMode};
 use crate::error::{check, Error, Result};
+use crate::log::log_warn;
 use crate::pool::{Buffer, Pool};
 use crate::queue::BoundedQueue;
 use crate::ucx;
@@ -80,6 +85,9 @@ use send::{Outgoing, SendCtx};
 
 pub use pending::{Endpoint, Pending, Response};
 pub use stages::{Handler, Request};
+
+/// A `request_with` completion callback with its result.
+type ReadyCallback = (Box<dyn FnOnce(Result<Response>) + Send>, Result<Response>);
 
 /// How long `close` waits for endpoints to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -166,6 +174,11 @@ pub(crate) struct NodeInner {
     local_addr: OnceLock<SocketAddr>,
     dispatch: BoundedQueue<Request>,
     respond: BoundedQueue<Outgoing>,
+    /// Completion callbacks of `request_with` and their results, waiting to run with no borrow of
+    /// the state live (`run_ready_callbacks`): a callback may call this node again.
+    callbacks_ready: Mutex<VecDeque<ReadyCallback>>,
+    /// How many `callbacks_ready` holds: progress rounds look here, not at the lock.
+    callbacks_queued: AtomicUsize,
     /// Responses posted by code running under the lock (Inline handlers, requests refused at
     /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
     /// borrows the state: the poster may run while a caller up the stack holds that borrow.
@@ -214,8 +227,18 @@ impl Node {
     /// threads, on the process's UCX runtime (context, worker and progress thread), which the
     /// first node starts and the nodes of the process share (docs/fabric.md, "Several nodes in
     /// one process"). Inline and Staged modes need a handler.
+    ///
+    /// Not from the thread driving progress (an Inline handler or a completion callback): that
+    /// thread holds the runtime's lock, which starting a node takes; an error says so.
     pub fn start(config: Config, handler: Option<Arc<dyn Handler>>) -> Result<Node> {
         config.validate()?;
+        if runtime::any_in_progress_here() {
+            return Err(Error::Config(
+                "Node::start cannot run on the thread driving progress (an Inline handler or a completion callback): \
+                 start the node from another thread"
+                    .into(),
+            ));
+        }
         match (config.handler_mode, &handler) {
             (HandlerMode::Inline | HandlerMode::Staged { .. }, None) if config.listen.is_some() => {
                 return Err(Error::Config("a listening node in Inline or Staged mode needs a handler".into()))
@@ -256,6 +279,8 @@ impl Node {
             local_addr: OnceLock::new(),
             dispatch: BoundedQueue::new(depth),
             respond: BoundedQueue::new(depth),
+            callbacks_ready: Mutex::new(VecDeque::new()),
+            callbacks_queued: AtomicUsize::new(0),
             responses_under_lock: Mutex::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
@@ -278,29 +303,8 @@ impl Node {
             runtime.register(unsafe { runtime.shared() }, inner.clone());
             match inner.config.listen {
                 None => Ok(None),
-                // SAFETY: under the runtime's lock; the parameter structs are zeroed and their used
-                // fields set; the node outlives its listener (destroyed in `close`, before the node
-                // leaves the runtime).
-                Some(addr) => unsafe {
-                    let (storage, len) = ucx::sockaddr(&addr);
-                    let mut params: u::ucp_listener_params_t = std::mem::zeroed();
-                    params.field_mask =
-                        (u::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | u::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64;
-                    params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
-                    params.sockaddr.addrlen = len;
-                    params.conn_handler.cb = Some(connections::conn_request_callback);
-                    params.conn_handler.arg = Arc::as_ptr(&inner) as *mut c_void;
-                    let mut listener: u::ucp_listener_h = ptr::null_mut();
-                    let created = check("ucp_listener_create", u::ucp_listener_create(runtime.worker, &params, &mut listener));
-                    created.and_then(|()| {
-                        inner.state().listener = listener;
-                        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
-                        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
-                        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
-                        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
-                        Ok(Some(ucx::socket_addr(storage)?))
-                    })
-                },
+                // SAFETY: under the runtime's lock (taken above), with no borrow of the node's state.
+                Some(addr) => unsafe { inner.listen_on(inner.state(), addr).map(Some) },
             }
         };
         let local_addr = match setup {
@@ -392,9 +396,43 @@ impl Node {
     }
 
     /// Stops the node: pending requests fail with `Error::Closed`, connections are closed, threads
-    /// joined. Idempotent. Buffers still held stay valid until dropped.
+    /// joined. Idempotent. Buffers still held stay valid until dropped. Called on the thread
+    /// driving progress (an Inline handler or a completion callback, which hold the runtime's lock
+    /// that closing takes), the close runs on a thread of its own and `is_closed` turns true
+    /// shortly after.
     pub fn close(&self) {
         self.inner.close();
+    }
+
+    /// Replaces the UCX worker that this node shares with the process's other nodes of the same
+    /// transport settings: every connection of those nodes fails (requests in flight with
+    /// `Error::PeerFailed`), the worker is destroyed and a new one created, and each listening node
+    /// listens again on its address. Peers reconnect on their next request. The progress rounds do
+    /// this by themselves when the receive path is wedged (`Config::wedge_timeout`, docs/fabric.md,
+    /// "Failures"); this is the same recovery on demand. Not from an Inline handler or a completion
+    /// callback (an error then).
+    pub fn renew_worker(&self) -> Result<()> {
+        if self.inner.in_progress_here() {
+            return Err(Error::Config("renew_worker cannot run on the thread driving progress (an Inline handler or a completion callback)".into()));
+        }
+        let runtime = &self.inner.runtime;
+        let guard = runtime.lock_for_caller();
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let mark = InProgressMark::enter(runtime);
+        runtime.renew_worker();
+        drop(mark);
+        drop(guard);
+        if runtime.worker().is_null() {
+            return Err(Error::Config("creating a new UCX worker failed (see the log); this process's nodes cannot communicate".into()));
+        }
+        Ok(())
+    }
+
+    /// How many times the worker this node uses was renewed (`renew_worker`, or after a wedge).
+    pub fn worker_renewals(&self) -> u64 {
+        self.inner.runtime.renewals.load(Ordering::Relaxed)
     }
 
     pub fn is_closed(&self) -> bool {
@@ -420,6 +458,32 @@ impl NodeInner {
         &mut *self.state.get()
     }
 
+    /// Creates the node's listener on `addr` on the runtime's current worker; returns the address
+    /// it got (the real port if `addr` asked for 0).
+    ///
+    /// # Safety
+    /// Under the runtime's lock, with `state` this node's state and no listener of the node alive.
+    unsafe fn listen_on(&self, state: &mut NodeState, addr: SocketAddr) -> Result<SocketAddr> {
+        let (storage, len) = ucx::sockaddr(&addr);
+        // SAFETY: the parameter structs are zeroed and their used fields set; the node outlives its
+        // listener (destroyed in `close` or when the worker is renewed, before the node leaves the
+        // runtime); `storage` outlives the call.
+        let mut params: u::ucp_listener_params_t = std::mem::zeroed();
+        params.field_mask = (u::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | u::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER) as u64;
+        params.sockaddr.addr = &storage as *const _ as *const u::sockaddr;
+        params.sockaddr.addrlen = len;
+        params.conn_handler.cb = Some(connections::conn_request_callback);
+        params.conn_handler.arg = self as *const NodeInner as *mut c_void;
+        let mut listener: u::ucp_listener_h = ptr::null_mut();
+        check("ucp_listener_create", u::ucp_listener_create(self.runtime.worker(), &params, &mut listener))?;
+        state.listener = listener;
+        let mut attr: u::ucp_listener_attr_t = std::mem::zeroed();
+        attr.field_mask = u::UCP_LISTENER_ATTR_FIELD_SOCKADDR as u64;
+        check("ucp_listener_query", u::ucp_listener_query(listener, &mut attr))?;
+        let storage: &libc::sockaddr_storage = &*(&attr.sockaddr as *const _ as *const libc::sockaddr_storage);
+        ucx::socket_addr(storage)
+    }
+
     fn in_progress_here(&self) -> bool {
         self.runtime.in_progress_here()
     }
@@ -438,7 +502,9 @@ impl NodeInner {
             // node's state is live up its stack: code that runs under the lock with user code above
             // it (Inline handlers, `run_inline_handlers`) holds none, nor does anything across a
             // progress call (`state_reentries` counts violations from the receive path).
-            return f(self, unsafe { self.state() });
+            let result = f(self, unsafe { self.state() });
+            self.run_ready_callbacks();
+            return result;
         }
         let guard = self.runtime.lock_for_caller();
         if self.closed.load(Ordering::SeqCst) {
@@ -448,9 +514,24 @@ impl NodeInner {
         // SAFETY: the runtime's lock was just taken by this thread, which had no borrow of the
         // state before.
         let result = f(self, unsafe { self.state() });
+        self.run_ready_callbacks();
         drop(mark);
         drop(guard);
         result
+    }
+
+    /// Runs the completion callbacks whose requests completed, in order. Caller holds the
+    /// runtime's lock (marked) and no borrow of this node's state: a callback may use the node.
+    fn run_ready_callbacks(&self) -> usize {
+        let mut ran = 0;
+        while self.callbacks_queued.load(Ordering::Acquire) > 0 {
+            let next = self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some((done, result)) = next else { break };
+            self.callbacks_queued.fetch_sub(1, Ordering::AcqRel);
+            done(result);
+            ran += 1;
+        }
+        ran
     }
 
     fn check_len(&self, len: usize) -> Result<()> {
@@ -490,6 +571,21 @@ impl NodeInner {
     }
 
     fn close(&self) {
+        if self.in_progress_here() {
+            // This thread holds the runtime's lock: closing here would wait for it for ever.
+            if !self.closed.load(Ordering::SeqCst) {
+                // SAFETY: under the runtime's lock (the mark says so); no borrow of the list is live
+                // up this thread's stack (rounds index it anew); this one ends with the statement.
+                let me = unsafe { self.runtime.shared() }.nodes.iter().find(|n| std::ptr::eq(Arc::as_ptr(n), self)).cloned();
+                if let Some(me) = me {
+                    let spawned = std::thread::Builder::new().name("fabric-close".into()).spawn(move || me.close());
+                    if let Err(e) = spawned {
+                        log_warn!("closing a node from its progress thread: spawning the closing thread failed: {e}");
+                    }
+                }
+            }
+            return;
+        }
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -525,6 +621,8 @@ impl NodeInner {
                 self.close_conn(state, conn_id, failed);
             }
         }
+        // Requests of `request_with` fail with `Closed`: their callbacks run now, with no borrow.
+        self.run_ready_callbacks();
         let grace_end = Instant::now() + CLOSE_GRACE;
         loop {
             let waiting = {
@@ -540,10 +638,12 @@ impl NodeInner {
             if !waiting || Instant::now() >= grace_end {
                 break;
             }
-            // SAFETY: under the runtime's lock, with no borrow of this node's state (or the shared
-            // state) live: the callbacks this runs, of this node or another of the runtime, borrow
-            // the state of the node they name themselves.
-            unsafe { u::ucp_worker_progress(runtime.worker) };
+            if !runtime.worker().is_null() {
+                // SAFETY: under the runtime's lock, with no borrow of this node's state (or the
+                // shared state) live: the callbacks this runs, of this node or another of the
+                // runtime, borrow the state of the node they name themselves.
+                unsafe { u::ucp_worker_progress(runtime.worker()) };
+            }
         }
         // SAFETY: under the runtime's lock; the progress calls above have returned, so no other
         // borrow of the state is live.

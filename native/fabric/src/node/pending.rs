@@ -194,9 +194,10 @@ impl Endpoint {
         self.submit_pending(op, Payload::Shared(payload))
     }
 
-    /// Sends `payload`; `done` runs with the result on the progress thread (keep it short), under
-    /// the runtime's lock and inside this node's borrow of its state: it must not call this node
-    /// (another node of the process is fine).
+    /// Sends `payload`; `done` runs with the result on the thread driving progress (keep it
+    /// short), under the runtime's lock but with no node's state borrowed: it may send through
+    /// this node or another (chain requests), but not wait for a response (that fails at once
+    /// with `Error::Config`).
     pub fn request_with(
         &self,
         op: u16,
@@ -354,7 +355,13 @@ impl NodeInner {
         }
         match entry.waiter {
             Waiter::Slot(slot) => slot.complete(result),
-            Waiter::Callback(done) => done(result),
+            // Not here: the caller holds this node's state borrowed (a UCX callback, a timer,
+            // close), and the callback may call the node. It runs once that borrow has ended
+            // (`run_ready_callbacks`).
+            Waiter::Callback(done) => {
+                self.callbacks_ready.lock().unwrap_or_else(|e| e.into_inner()).push_back((done, result));
+                self.callbacks_queued.fetch_add(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -486,5 +493,52 @@ mod tests {
         slot.reset();
         assert!(!slot.done.load(Ordering::SeqCst));
         assert!(slot.take_result().is_none());
+    }
+
+    /// A `request_with` callback runs after the receive path's borrow of its node's state ended,
+    /// so it may send through that node (chain requests). It used to run inside that borrow
+    /// (`state_reentries` counted the second borrow its request took).
+    #[test]
+    fn a_completion_callback_may_send_through_its_own_node() {
+        use crate::config::{Config, HandlerMode};
+        use crate::node::{Node, Request};
+        use std::sync::mpsc;
+        let echo = |request: Request| {
+            let payload = request.payload().to_vec();
+            request.respond(&payload);
+        };
+        // Over TCP: a runtime of its own, so that this traffic is not on the default runtime, where
+        // another unit test expects an idle worker.
+        let tcp = Config { transport: crate::config::Transport::Tcp, ..Config::default() };
+        let server = Node::start(
+            Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Inline, ..tcp.clone() },
+            Some(Arc::new(echo)),
+        )
+        .unwrap();
+        let client = Node::start(tcp, None).unwrap();
+        let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+        let (tx, rx) = mpsc::channel::<(&str, std::result::Result<Vec<u8>, String>)>();
+        let chained = endpoint.clone();
+        endpoint
+            .request_with(1, b"first", move |first| {
+                let second_tx = tx.clone();
+                let sent = chained.request_with(1, b"second", move |second| {
+                    let _ = second_tx.send(("second", second.map(|r| r.to_vec()).map_err(|e| e.to_string())));
+                });
+                let _ = tx.send(("chained send", sent.map(|()| Vec::new()).map_err(|e| e.to_string())));
+                let _ = tx.send(("first", first.map(|r| r.to_vec()).map_err(|e| e.to_string())));
+            })
+            .unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..3 {
+            let (what, result) = rx.recv_timeout(Duration::from_secs(10)).expect("every callback ran");
+            seen.insert(what, result);
+        }
+        assert_eq!(seen["first"], Ok(b"first".to_vec()));
+        assert_eq!(seen["chained send"], Ok(Vec::new()));
+        assert_eq!(seen["second"], Ok(b"second".to_vec()));
+        assert_eq!(client.inner.state_reentries.load(Ordering::Relaxed), 0, "no callback ran inside a borrow of its node's state");
+        client.close();
+        server.close();
     }
 }

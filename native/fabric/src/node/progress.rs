@@ -100,11 +100,12 @@ impl Runtime {
             None
         };
         let mut events = 0usize;
-        if blocked_by.is_none() {
+        // No worker: renewing it failed (`wedge.rs`); nothing to progress.
+        if blocked_by.is_none() && !self.worker().is_null() {
             // SAFETY: under the lock, with no borrow of the shared state or of a node's state live:
             // the callbacks this runs (of any node of the runtime) borrow the endpoint map and the
             // state of the node they name themselves.
-            events += unsafe { u::ucp_worker_progress(self.worker) } as usize;
+            events += unsafe { u::ucp_worker_progress(self.worker()) } as usize;
         }
         // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map),
         // and an Inline handler may call any node of the runtime.
@@ -123,6 +124,8 @@ impl Runtime {
             // this node's state is alive; this one ends with the call.
             let (node_events, node_busy) = node.round(unsafe { node.state() });
             events += node_events;
+            // Completion callbacks of responses received above, with no borrow live.
+            events += node.run_ready_callbacks();
             busy |= node_busy;
         }
         // SAFETY: under the lock; no reference from the loop above is alive.
@@ -135,6 +138,13 @@ impl Runtime {
                 // SAFETY: as for `round` above.
                 node.run_timers(unsafe { node.state() }, now);
             }
+            // Callbacks of requests that expired in the timers, with no borrow live.
+            for i in 0..node_count {
+                node_at(i).run_ready_callbacks();
+            }
+            // (A renewal's failed callbacks run in the next round: its deferred work.)
+            self.watch_for_wedge();
+            // Last: it may shorten the list of nodes that `node_at` indexes.
             self.retire_finished();
         }
         let events = if busy { events.max(1) } else { events };
@@ -227,16 +237,21 @@ impl Runtime {
     /// Arms the worker and sleeps on its event fd until traffic arrives, `wake` is called, or the
     /// timer period passes.
     fn sleep_on_event_fd(&self) {
+        if self.worker().is_null() {
+            // Renewing the worker failed (`wedge.rs`): nothing to wait for but the timers.
+            std::thread::sleep(Duration::from_millis(SLEEP_MAX_MS as u64));
+            return;
+        }
         self.sleeping.store(true, Ordering::SeqCst);
         let armed = {
             let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: under the lock (`_guard`); each node's state likewise.
             let pending_work = unsafe { self.shared() }.nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
             // SAFETY: under the lock.
-            !pending_work && unsafe { u::ucp_worker_arm(self.worker) } == u::UCS_OK
+            !pending_work && !self.worker().is_null() && unsafe { u::ucp_worker_arm(self.worker()) } == u::UCS_OK
         };
         if armed && !self.stopped.load(Ordering::SeqCst) {
-            let mut pollfd = libc::pollfd { fd: self.efd, events: libc::POLLIN, revents: 0 };
+            let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd; the event fd lives as long as the worker, which `stop`
             // destroys only after joining this thread.
             unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
@@ -298,6 +313,7 @@ impl NodeInner {
         !state.outbox.is_empty()
             || state.same_host.has_outgoing()
             || !state.inline_ready.is_empty()
+            || self.callbacks_queued.load(Ordering::Acquire) > 0
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()
             || self.respond.len() > 0

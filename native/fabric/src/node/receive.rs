@@ -121,7 +121,7 @@ impl NodeInner {
         rparam.cb.recv_am = Some(recv_data_callback);
         rparam.user_data = ctx as *mut c_void;
         rparam.memh = memh;
-        let status_ptr = u::ucp_am_recv_data_nbx(self.runtime.worker, data, destination as *mut c_void, length, &rparam);
+        let status_ptr = u::ucp_am_recv_data_nbx(self.runtime.worker(), data, destination as *mut c_void, length, &rparam);
         if status_ptr.is_null() {
             drop(Box::from_raw(ctx));
             self.on_chunk_done(state, key, length, true, Ok(()));
@@ -208,6 +208,8 @@ pub(super) unsafe extern "C" fn am_recv_callback(
     // The handler's argument is the runtime (registered once per worker); the endpoint the
     // message came on names the node and connection.
     let runtime = &*(arg as *const Runtime);
+    // Evidence that the receive path is alive (`wedge.rs`).
+    runtime.messages_received.fetch_add(1, Ordering::Relaxed);
     let param = &*param;
     let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
     let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(reply_ep as usize)) else {

@@ -17,18 +17,19 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 use ucx_sys as u;
 
 use crate::config::{Config, Transport};
-use crate::error::{check, ucx_error, Result};
+use crate::error::{check, Result};
 use crate::ucx::Context;
 use crate::wire;
 
 use super::id_map::IdMap;
+use super::wedge::WedgeWatch;
 use super::NodeInner;
 
 thread_local! {
@@ -51,11 +52,18 @@ impl Drop for InProgressMark {
     }
 }
 
+/// Whether this thread holds the lock of any runtime (it drives progress: an Inline handler or a
+/// completion callback runs on it).
+pub(super) fn any_in_progress_here() -> bool {
+    IN_PROGRESS.with(|p| !p.get().is_null())
+}
+
 /// The settings that shape a UCX context: nodes that differ in them cannot share one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct ContextKey {
+pub(super) struct ContextKey {
     transport: Transport,
-    shm_with_peer_errors: bool,
+    /// Shared memory with peer error handling: the one setting under which UCX 1.13's FIFO hazard applies.
+    pub(super) shm_with_peer_errors: bool,
     net_devices: String,
 }
 
@@ -79,14 +87,30 @@ pub(super) struct Shared {
     pub(super) by_ep: IdMap<usize, (*const NodeInner, u64)>,
     /// Idle progress rounds read the clock for timers only every 64th time.
     pub(super) progress_calls: u64,
+    /// Watches for a receive path wedged after a peer died (`wedge.rs`).
+    pub(super) wedge: WedgeWatch,
 }
 
 pub(super) struct Runtime {
-    key: ContextKey,
+    pub(super) key: ContextKey,
     pub(super) context: Arc<Context>,
-    pub(super) worker: u::ucp_worker_h,
-    pub(super) efd: i32,
+    /// The worker; replaced under `lock` (and `signal_lock` written) when it is renewed after a
+    /// wedge (`wedge.rs`), null once `stop` destroyed it.
+    worker: AtomicPtr<u::ucp_worker>,
+    /// The worker's event fd (changes with the worker).
+    efd: AtomicI32,
     pub(super) lock: Mutex<()>,
+    /// `ucp_worker_signal` is the one worker call made without `lock` (`wake`, from any thread):
+    /// it holds this for reading, and whoever destroys the worker holds it for writing, so no
+    /// signal reaches a destroyed worker (a thread answering a request of a node that just
+    /// closed, while the last node stops the runtime).
+    signal_lock: RwLock<()>,
+    /// Active messages received by the worker since it started (all nodes, every worker).
+    pub(super) messages_received: AtomicU64,
+    /// Times the worker was renewed after a wedge.
+    pub(super) renewals: AtomicU64,
+    /// The largest `wedge_timeout` of the nodes on the runtime, in ms (0: no wedge check).
+    pub(super) wedge_timeout_ms: AtomicU64,
     shared: UnsafeCell<Shared>,
     /// Nodes using the runtime; changed only under `RUNTIMES`' lock.
     users: AtomicUsize,
@@ -152,31 +176,22 @@ impl Runtime {
 
     fn start(config: &Config, key: ContextKey) -> Result<Arc<Runtime>> {
         let context = Arc::new(Context::new(config)?);
-        // SAFETY: plain FFI with a zeroed parameter struct whose used fields are set; the worker
-        // handle is checked before use.
-        let worker = unsafe {
-            let mut params: u::ucp_worker_params_t = std::mem::zeroed();
-            params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
-            params.thread_mode = u::UCS_THREAD_MODE_MULTI;
-            let mut worker: u::ucp_worker_h = ptr::null_mut();
-            check("ucp_worker_create", u::ucp_worker_create(context.handle, &params, &mut worker))?;
-            worker
-        };
-        let mut efd = -1;
-        // SAFETY: `worker` is the live worker created above.
-        let status = unsafe { u::ucp_worker_get_efd(worker, &mut efd) };
-        if status != u::UCS_OK {
-            // SAFETY: nothing else knows the worker yet.
-            unsafe { u::ucp_worker_destroy(worker) };
-            return Err(ucx_error("ucp_worker_get_efd", status));
-        }
         let runtime = Arc::new(Runtime {
             key,
             context,
-            worker,
-            efd,
+            worker: AtomicPtr::new(ptr::null_mut()),
+            efd: AtomicI32::new(-1),
             lock: Mutex::new(()),
-            shared: UnsafeCell::new(Shared { nodes: Vec::new(), by_ep: IdMap::default(), progress_calls: 0 }),
+            signal_lock: RwLock::new(()),
+            messages_received: AtomicU64::new(0),
+            renewals: AtomicU64::new(0),
+            wedge_timeout_ms: AtomicU64::new(config.wedge_timeout.as_millis() as u64),
+            shared: UnsafeCell::new(Shared {
+                nodes: Vec::new(),
+                by_ep: IdMap::default(),
+                progress_calls: 0,
+                wedge: WedgeWatch::default(),
+            }),
             users: AtomicUsize::new(0),
             spin_us: AtomicU64::new(config.spin_us),
             stopped: AtomicBool::new(false),
@@ -189,21 +204,7 @@ impl Runtime {
             progress_waiting_for_helpers: AtomicBool::new(false),
             helper_sessions: AtomicU64::new(0),
         });
-        // SAFETY: the handler's argument is the runtime, which outlives the worker (the worker
-        // is destroyed in `stop`, while the runtime is still referenced).
-        let registered = unsafe {
-            let mut params: u::ucp_am_handler_param_t = std::mem::zeroed();
-            params.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID
-                | u::UCP_AM_HANDLER_PARAM_FIELD_CB
-                | u::UCP_AM_HANDLER_PARAM_FIELD_ARG
-                | u::UCP_AM_HANDLER_PARAM_FIELD_FLAGS) as u64;
-            params.id = wire::AM_ID;
-            params.cb = Some(super::receive::am_recv_callback);
-            params.arg = Arc::as_ptr(&runtime) as *mut c_void;
-            params.flags = u::UCP_AM_FLAG_WHOLE_MSG;
-            check("ucp_worker_set_am_recv_handler", u::ucp_worker_set_am_recv_handler(worker, &params))
-        };
-        if let Err(e) = registered {
+        if let Err(e) = runtime.create_worker() {
             runtime.stop();
             return Err(e);
         }
@@ -226,8 +227,7 @@ impl Runtime {
     /// dropped after the worker, which completes or discards those operations.
     fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
-        // SAFETY: ucp_worker_signal is the one worker call that is safe from any thread.
-        unsafe { u::ucp_worker_signal(self.worker) };
+        self.signal();
         self.wake_progress_from_helpers();
         let thread = self.progress_thread.lock().unwrap().take();
         if let Some(thread) = thread {
@@ -236,8 +236,7 @@ impl Runtime {
             }
         }
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: under the lock, and no node uses the worker any more.
-        unsafe { u::ucp_worker_destroy(self.worker) };
+        self.destroy_worker();
         // SAFETY: under the lock; the worker is gone, so no callback can borrow the list meanwhile.
         // The nodes are dropped after the worker: UCX operations it completed or discarded held
         // pointers into them.
@@ -268,17 +267,92 @@ impl Runtime {
         guard
     }
 
-    /// Wakes the progress thread if it sleeps on the event fd.
+    /// The worker. Use it under `lock` only: it changes when the worker is renewed.
+    pub(super) fn worker(&self) -> u::ucp_worker_h {
+        self.worker.load(Ordering::Acquire)
+    }
+
+    /// The worker's event fd.
+    pub(super) fn efd(&self) -> i32 {
+        self.efd.load(Ordering::Acquire)
+    }
+
+    /// Creates the worker (thread mode MULTI, the one active-message handler, its event fd).
+    /// Caller holds `lock` or is `start`, before anyone knows the runtime; no worker exists.
+    pub(super) fn create_worker(&self) -> Result<()> {
+        // SAFETY: plain FFI with a zeroed parameter struct whose used fields are set; the worker
+        // handle is checked before use.
+        let worker = unsafe {
+            let mut params: u::ucp_worker_params_t = std::mem::zeroed();
+            params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
+            params.thread_mode = u::UCS_THREAD_MODE_MULTI;
+            let mut worker: u::ucp_worker_h = ptr::null_mut();
+            check("ucp_worker_create", u::ucp_worker_create(self.context.handle, &params, &mut worker))?;
+            worker
+        };
+        let mut efd = -1;
+        // SAFETY: `worker` is the live worker created above.
+        let status = unsafe { u::ucp_worker_get_efd(worker, &mut efd) };
+        // SAFETY: the handler's argument is the runtime, which outlives the worker (the worker is
+        // destroyed in `stop` or `renew_worker`, while the runtime is still referenced).
+        let registered = check("ucp_worker_get_efd", status).and_then(|()| unsafe {
+            let mut params: u::ucp_am_handler_param_t = std::mem::zeroed();
+            params.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID
+                | u::UCP_AM_HANDLER_PARAM_FIELD_CB
+                | u::UCP_AM_HANDLER_PARAM_FIELD_ARG
+                | u::UCP_AM_HANDLER_PARAM_FIELD_FLAGS) as u64;
+            params.id = wire::AM_ID;
+            params.cb = Some(super::receive::am_recv_callback);
+            params.arg = self as *const Runtime as *mut c_void;
+            params.flags = u::UCP_AM_FLAG_WHOLE_MSG;
+            check("ucp_worker_set_am_recv_handler", u::ucp_worker_set_am_recv_handler(worker, &params))
+        });
+        if let Err(e) = registered {
+            // SAFETY: nothing else knows the worker yet.
+            unsafe { u::ucp_worker_destroy(worker) };
+            return Err(e);
+        }
+        self.efd.store(efd, Ordering::Release);
+        self.worker.store(worker, Ordering::Release);
+        Ok(())
+    }
+
+    /// Destroys the worker, if any. Caller holds `lock`. Waits for `wake`s in progress
+    /// (`signal_lock`), so that none signals the destroyed worker.
+    pub(super) fn destroy_worker(&self) {
+        let _signals = self.signal_lock.write().unwrap_or_else(|e| e.into_inner());
+        let worker = self.worker.swap(ptr::null_mut(), Ordering::AcqRel);
+        self.efd.store(-1, Ordering::Release);
+        if !worker.is_null() {
+            // SAFETY: under the lock (the caller's) and `signal_lock`: no other thread uses the
+            // worker; it was taken out of `self.worker` above, so it is destroyed once.
+            unsafe { u::ucp_worker_destroy(worker) };
+        }
+    }
+
+    /// Signals the worker (wakes a thread sleeping on its event fd), if it exists.
+    fn signal(&self) {
+        let _signals = self.signal_lock.read().unwrap_or_else(|e| e.into_inner());
+        let worker = self.worker();
+        if !worker.is_null() {
+            // SAFETY: ucp_worker_signal is the one worker call that is safe from any thread, and
+            // the worker is live: it is destroyed only under `signal_lock` held for writing.
+            unsafe { u::ucp_worker_signal(worker) };
+        }
+    }
+
+    /// Wakes the progress thread if it sleeps on the event fd. Safe at any time, also after the
+    /// runtime stopped (then it does nothing).
     pub(super) fn wake(&self) {
         if self.sleeping.load(Ordering::SeqCst) {
-            // SAFETY: ucp_worker_signal is the one worker call that is safe from any thread.
-            unsafe { u::ucp_worker_signal(self.worker) };
+            self.signal();
         }
     }
 
     /// Adds a node. Caller holds the lock.
     pub(super) fn register(&self, shared: &mut Shared, node: Arc<NodeInner>) {
         self.spin_us.fetch_max(node.config.spin_us, Ordering::Relaxed);
+        self.wedge_timeout_ms.fetch_max(node.config.wedge_timeout.as_millis() as u64, Ordering::Relaxed);
         shared.nodes.push(node);
     }
 }

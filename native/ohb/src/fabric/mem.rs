@@ -1,7 +1,8 @@
 //! `ohb fabric mem`: resident memory of a fabric server and client under a sustained load of
 //! many concurrent requests of mixed sizes, against the pool cap plus a fixed overhead.
 //!
-//! Three processes: `ohb` samples `VmRSS` of the other two once a second; the server
+//! Three processes: `ohb` samples `VmRSS` and the kernel's peak `VmHWM` of the other two once a
+//! second (the verdict is on the peak, which also holds a spike between two samples); the server
 //! (`ohb __serve fabric --handler staged`) echoes or acks; the load client (`ohb __load`) runs
 //! `threads` threads, each keeping `window` requests in flight. Both nodes share one pool cap and
 //! print their pool statistics once a second. Every loop ends by the deadline; waits are bounded
@@ -258,6 +259,9 @@ pub struct Sample {
     pub t_s: f64,
     pub server_rss_bytes: Option<u64>,
     pub client_rss_bytes: Option<u64>,
+    /// `VmHWM`: the process's peak resident set so far.
+    pub server_peak_bytes: Option<u64>,
+    pub client_peak_bytes: Option<u64>,
     pub server_pool_mapped_bytes: Option<u64>,
     pub client_pool_mapped_bytes: Option<u64>,
     pub requests_ok: Option<u64>,
@@ -270,6 +274,8 @@ impl Sample {
             "t_s": self.t_s,
             "server_rss_bytes": self.server_rss_bytes,
             "client_rss_bytes": self.client_rss_bytes,
+            "server_peak_bytes": self.server_peak_bytes,
+            "client_peak_bytes": self.client_peak_bytes,
             "server_pool_mapped_bytes": self.server_pool_mapped_bytes,
             "client_pool_mapped_bytes": self.client_pool_mapped_bytes,
             "requests_ok": self.requests_ok,
@@ -297,12 +303,28 @@ impl MemReport {
         (self.run.pool_cap_bytes + self.run.overhead_bytes) as u64
     }
 
+    /// The peak resident set: the kernel's `VmHWM` at the last sample, or the largest sampled
+    /// `VmRSS` where the peak could not be read.
+    pub fn server_peak(&self) -> Option<u64> {
+        self.max_of(|s| s.server_peak_bytes).max(self.max_of(|s| s.server_rss_bytes))
+    }
+
+    pub fn client_peak(&self) -> Option<u64> {
+        self.max_of(|s| s.client_peak_bytes).max(self.max_of(|s| s.client_rss_bytes))
+    }
+
+    /// What a process used beyond the registered memory its pool mapped at most: the measured
+    /// overhead (code, UCX, threads, queues, heap), against the allowance `overhead_bytes`.
+    fn measured_overhead(peak: Option<u64>, pool_mapped_max: Option<u64>) -> Option<i64> {
+        Some(peak? as i64 - pool_mapped_max? as i64)
+    }
+
     pub fn server_pass(&self) -> Option<bool> {
-        self.max_of(|s| s.server_rss_bytes).map(|m| m <= self.allowed_bytes())
+        self.server_peak().map(|m| m <= self.allowed_bytes())
     }
 
     pub fn client_pass(&self) -> Option<bool> {
-        self.max_of(|s| s.client_rss_bytes).map(|m| m <= self.allowed_bytes())
+        self.client_peak().map(|m| m <= self.allowed_bytes())
     }
 
     /// What went wrong in the run itself (not the targets): a process never sampled, requests that
@@ -331,6 +353,8 @@ impl MemReport {
         let over = |m: Option<u64>| m.map(|m| m as i64 - cap);
         let server_max = self.max_of(|s| s.server_rss_bytes);
         let client_max = self.max_of(|s| s.client_rss_bytes);
+        let (server_pool_max, client_pool_max) =
+            (self.max_of(|s| s.server_pool_mapped_bytes), self.max_of(|s| s.client_pool_mapped_bytes));
         json!({
             "bench": "fabric mem",
             "layer": "rust",
@@ -351,8 +375,14 @@ impl MemReport {
                 "client_rss_max_bytes": client_max,
                 "server_rss_max_minus_pool_cap_bytes": over(server_max),
                 "client_rss_max_minus_pool_cap_bytes": over(client_max),
-                "server_pool_mapped_max_bytes": self.max_of(|s| s.server_pool_mapped_bytes),
-                "client_pool_mapped_max_bytes": self.max_of(|s| s.client_pool_mapped_bytes),
+                "server_peak_bytes": self.server_peak(),
+                "client_peak_bytes": self.client_peak(),
+                "server_peak_minus_pool_cap_bytes": over(self.server_peak()),
+                "client_peak_minus_pool_cap_bytes": over(self.client_peak()),
+                "server_measured_overhead_bytes": Self::measured_overhead(self.server_peak(), server_pool_max),
+                "client_measured_overhead_bytes": Self::measured_overhead(self.client_peak(), client_pool_max),
+                "server_pool_mapped_max_bytes": server_pool_max,
+                "client_pool_mapped_max_bytes": client_pool_max,
                 "allowed_bytes": self.allowed_bytes(),
                 "server_pass": self.server_pass(),
                 "client_pass": self.client_pass(),
@@ -375,15 +405,20 @@ impl MemReport {
         };
         let server_max = self.max_of(|s| s.server_rss_bytes);
         let client_max = self.max_of(|s| s.client_rss_bytes);
+        let (server_pool_max, client_pool_max) =
+            (self.max_of(|s| s.server_pool_mapped_bytes), self.max_of(|s| s.client_pool_mapped_bytes));
+        let over = |b: Option<i64>| b.map(|b| format!("{:+.1} MiB", b as f64 / MIB)).unwrap_or_else(|| "n/a".into());
         let rows: Vec<(&str, String, String)> = vec![
             ("pool cap", mib(Some(self.run.pool_cap_bytes as u64)), mib(Some(self.run.pool_cap_bytes as u64))),
             ("RSS idle (before load)", mib(Some(self.server_rss_idle_bytes)), "-".into()),
-            ("RSS max", mib(server_max), mib(client_max)),
-            ("RSS max - pool cap", signed_mib(server_max), signed_mib(client_max)),
+            ("RSS max (sampled)", mib(server_max), mib(client_max)),
+            ("peak RSS (VmHWM)", mib(self.server_peak()), mib(self.client_peak())),
+            ("peak - pool cap", signed_mib(self.server_peak()), signed_mib(self.client_peak())),
+            ("pool mapped max", mib(server_pool_max), mib(client_pool_max)),
             (
-                "pool mapped max",
-                mib(self.max_of(|s| s.server_pool_mapped_bytes)),
-                mib(self.max_of(|s| s.client_pool_mapped_bytes)),
+                "overhead: peak - pool max",
+                over(Self::measured_overhead(self.server_peak(), server_pool_max)),
+                over(Self::measured_overhead(self.client_peak(), client_pool_max)),
             ),
             ("allowed: cap + overhead", mib(Some(self.allowed_bytes())), mib(Some(self.allowed_bytes()))),
             ("verdict", verdict(self.server_pass()).into(), verdict(self.client_pass()).into()),
@@ -414,7 +449,7 @@ impl MemReport {
             self.final_load.get("error_kinds").map(|k| k.to_string()).unwrap_or_default()
         );
         out += &format!(
-            "overhead allowance {:.0} MiB (--overhead-mib): the fabric's documented fixed overhead (docs/fabric.md) plus its small-buffer reserve; RSS from /proc/PID/status VmRSS, sampled each second\n",
+            "overhead allowance {:.0} MiB (--overhead-mib): the fabric's documented fixed overhead (docs/fabric.md) plus its small-buffer reserve; verdict on the peak (VmHWM, /proc/PID/status, read each second with VmRSS); measured overhead = peak - most pool memory mapped\n",
             self.run.overhead_bytes as f64 / MIB
         );
         out
@@ -478,6 +513,8 @@ pub fn run_mem(run: &MemRun, launcher: &Launcher) -> Result<MemReport, String> {
             t_s: start.elapsed().as_secs_f64(),
             server_rss_bytes: rss_bytes(server.pid()),
             client_rss_bytes: rss_bytes(client.pid()),
+            server_peak_bytes: crate::proc_mem::peak_rss_kib(server.pid()).map(|k| k * 1024),
+            client_peak_bytes: crate::proc_mem::peak_rss_kib(client.pid()).map(|k| k * 1024),
             server_pool_mapped_bytes: field(&server_stats, "pool_bytes_mapped"),
             client_pool_mapped_bytes: field(&load_stats, "pool_bytes_mapped"),
             requests_ok: field(&load_stats, "requests_ok"),
@@ -587,6 +624,41 @@ mod tests {
         report.samples.clear();
         report.final_load = json!({});
         assert_eq!(report.failures(), ["server: no RSS sample", "client: no RSS sample", "load: no request answered"]);
+    }
+
+    #[test]
+    fn the_verdict_is_on_the_peak_which_holds_a_spike_between_samples() {
+        let run = MemRun {
+            seconds: 1,
+            threads: 1,
+            window: 1,
+            size_max_bytes: 4096,
+            pool_cap_bytes: 64 << 20,
+            overhead_bytes: 17 << 20,
+            transport: Transport::Auto,
+            progress: false,
+        };
+        let sample = Sample {
+            server_rss_bytes: Some(70 << 20),
+            client_rss_bytes: Some(70 << 20),
+            server_peak_bytes: Some(90 << 20),
+            client_peak_bytes: Some(80 << 20),
+            server_pool_mapped_bytes: Some(60 << 20),
+            ..Sample::default()
+        };
+        let report = MemReport {
+            run,
+            machine: Machine::default(),
+            server_rss_idle_bytes: 0,
+            samples: vec![sample],
+            final_load: json!({"requests_ok": 10, "errors": 0}),
+        };
+        assert_eq!(report.server_peak(), Some(90 << 20));
+        assert_eq!(report.server_pass(), Some(false), "a 90 MiB peak exceeds 64 + 17 MiB although no sample saw it");
+        assert_eq!(report.client_pass(), Some(true));
+        let summary = &report.to_json()["summary"];
+        assert_eq!(summary["server_measured_overhead_bytes"], json!(30i64 << 20), "peak - pool mapped max");
+        assert_eq!(summary["client_measured_overhead_bytes"], Value::Null, "no pool figure, no overhead");
     }
 
     #[test]

@@ -3,13 +3,14 @@
 //! in separate namespaces ("hosts", tests/netns.rs).
 //!
 //! ```text
-//! fabric-peer [--listen ADDR] [--transport auto|tcp] [--devices DEVS] [--threads N | --inline]
+//! fabric-peer [--listen ADDR] [--transport auto|tcp] [--devices DEVS] [--threads N | --inline] [--same-host-eager]
 //! fabric-peer --client ADDR [--transport auto|tcp] [--devices DEVS] [--request-timeout-ms N]
 //! ```
 //! Server: prints `LISTENING <addr>` on stdout once ready; exits when stdin closes.
 //! Operations: 1 = echo; 2 = respond with N bytes (N = little-endian u64 payload), filled with a
 //! pattern the caller can check (byte i = i * 31 mod 256); 3 = sleep N ms (u64 payload), then answer "ok".
-//! `--devices` sets `Config::net_devices` (the network devices UCX may use; default `lo`).
+//! `--devices` sets `Config::net_devices` (the network devices UCX may use; default `lo`);
+//! `--same-host-eager` sets `Config::same_host_eager` (large responses through the shared-memory FIFO).
 //!
 //! Client: prints `READY`, then answers each command line with one line (see `client_command`).
 use std::io::{BufRead, Write};
@@ -70,6 +71,7 @@ fn main() {
             }
             "--spin-us" => config.spin_us = value().parse().expect("--spin-us N"),
             "--inline" => config.handler_mode = HandlerMode::Inline,
+            "--same-host-eager" => config.same_host_eager = true,
             "--threads" => config.handler_mode = HandlerMode::Staged { threads: value().parse().expect("--threads N") },
             other => panic!("unknown argument {other}"),
         }

@@ -32,6 +32,7 @@ public final class FabricConfig {
     private final String netDevices;
     private final boolean sameHostEager;
     private final int completionQueueDepth;
+    private final Duration wedgeTimeout;
     private final boolean sameHostPull;
     private final int sameHostPullMinBytes;
     private final Duration incomingIdleTimeout;
@@ -56,6 +57,7 @@ public final class FabricConfig {
         this.netDevices = b.netDevices;
         this.sameHostEager = b.sameHostEager;
         this.completionQueueDepth = b.completionQueueDepth;
+        this.wedgeTimeout = b.wedgeTimeout;
         this.sameHostPull = b.sameHostPull;
         this.sameHostPullMinBytes = b.sameHostPullMinBytes;
         this.incomingIdleTimeout = b.incomingIdleTimeout;
@@ -125,6 +127,13 @@ public final class FabricConfig {
     public int sameHostPullMinBytes() { return sameHostPullMinBytes; }
 
     /**
+     * After a peer failed, a worker that then receives nothing while a later request waits this long
+     * is renewed (UCX 1.13's shared-memory FIFO hazard; see docs/fabric.md); zero turns the check off.
+     * Default 5 s.
+     */
+    public Duration wedgeTimeout() { return wedgeTimeout; }
+
+    /**
      * Every setting but the listen address as {@code fabric::Config} names and text values
      * ({@code [name, value, ...]}), the form the native side parses ({@code Config::set}).
      */
@@ -150,6 +159,7 @@ public final class FabricConfig {
             "same_host_eager", Boolean.toString(sameHostEager),
             "same_host_pull", Boolean.toString(sameHostPull),
             "same_host_pull_min_bytes", Integer.toString(sameHostPullMinBytes),
+            "wedge_timeout", durationText(wedgeTimeout),
         };
     }
 
@@ -177,7 +187,7 @@ public final class FabricConfig {
                 + ", incomingIdleTimeout=" + incomingIdleTimeout + ", maxReassemblyMessagesPerConnection=" + maxReassemblyMessagesPerConnection
                 + ", maxReassemblyMessages=" + maxReassemblyMessages + ", maxReassemblyBytesPerConnection=" + maxReassemblyBytesPerConnection
                 + ", reassemblyTimeout=" + reassemblyTimeout + ", sameHostPull=" + sameHostPull
-                + ", sameHostPullMinBytes=" + sameHostPullMinBytes + "}";
+                + ", sameHostPullMinBytes=" + sameHostPullMinBytes + ", wedgeTimeout=" + wedgeTimeout + "}";
     }
 
     /** Builder; every setter checks its own range, the native side checks the combination. */
@@ -197,6 +207,7 @@ public final class FabricConfig {
         private String netDevices = "lo";
         private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
+        private Duration wedgeTimeout = Duration.ofSeconds(5);
         private boolean sameHostPull = true;
         private int sameHostPullMinBytes = 16 << 10;
         private Duration incomingIdleTimeout = Duration.ofSeconds(120);
@@ -341,6 +352,16 @@ public final class FabricConfig {
 
         public Builder sameHostPullMinBytes(int bytes) {
             this.sameHostPullMinBytes = positive("sameHostPullMinBytes", bytes);
+            return this;
+        }
+
+        /** Zero turns the wedge check off. */
+        public Builder wedgeTimeout(Duration timeout) {
+            Objects.requireNonNull(timeout, "wedgeTimeout");
+            if (timeout.isNegative()) {
+                throw new IllegalArgumentException("wedgeTimeout must not be negative: " + timeout);
+            }
+            this.wedgeTimeout = timeout;
             return this;
         }
 
