@@ -63,7 +63,7 @@ pub const TESTS: &[TestInfo] = &[
     TestInfo {
         name: "spark groupby",
         description: "OHB's GroupByTest: groupByKey over a cached random data set, job / stage / fetch wait times, checksum",
-        variants: "vanilla (Netty, readHostLocalDisk=false), plugin (SlipstreamShuffleManager), plugin-tcp",
+        variants: "vanilla (Netty, readHostLocalDisk=false), vanilla-local (Spark's default readHostLocalDisk=true), plugin (SlipstreamShuffleManager, fallback never, fabric bytes checked), plugin-tcp",
     },
     TestInfo {
         name: "spark sortby",
@@ -85,6 +85,11 @@ pub const TESTS: &[TestInfo] = &[
         description: "OHB's MR-SKEW: as avg, half the pairs to reducer 0",
         variants: "as mapreduce avg",
     },
+    TestInfo {
+        name: "mapreduce sort",
+        description: "Hadoop's Sort example on RandomWriter's output (written once); outputs read back, order and CRC checked",
+        variants: "as mapreduce avg",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -93,7 +98,7 @@ pub fn usage() -> String {
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|all [options]\n\
-         \x20      ohb mapreduce avg|rand|skew|all [options]\n\
+         \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -180,7 +185,7 @@ Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 exe
   --reducers N         reduce tasks (default 8; = --mappers when only that is given)
   --executor-memory M  per executor and worker, e.g. 4g (default 4g, quick 1g)
   --repeats N          runs per configuration, interleaved, medians reported (default 3, quick 1)
-  --configs LIST       subset of vanilla,plugin,plugin-tcp (default all three)
+  --configs LIST       subset of vanilla,vanilla-local,plugin,plugin-tcp (default all four)
   --conf KEY=VALUE     extra Spark setting for every configuration (repeatable; wins over ours)
   --seed N             seed of the generated data (default 42)
   --spark-home DIR     a directory with jars/ (default build/spark/3.5.8)
@@ -192,7 +197,7 @@ Options for spark groupby / sortby / all (Spark on local-cluster[2,1,MEM]: 2 exe
                        removed (default build/ohb-spark)
   --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
 
-Options for mapreduce avg / rand / skew / all (Hadoop 3.4 mini YARN cluster of 2 NodeManagers, reducers in
+Options for mapreduce avg / rand / skew / sort / all (Hadoop 3.4 mini YARN cluster of 2 NodeManagers, reducers in
 their own JVMs, reducers start after the last map):
   --quick              2 maps x 2 reducers x 20000 records x 100 B (4 MB)
   --maps N             map tasks (default 4)
