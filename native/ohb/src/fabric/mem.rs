@@ -598,9 +598,9 @@ mod tests {
         assert_eq!(run.node_args()[3], "64");
     }
 
-    #[test]
-    fn failed_requests_and_missing_samples_are_failures() {
-        let run = MemRun {
+    /// A one-second run of one thread, 64 MiB cap, 17 MiB overhead: the verdict tests' run.
+    fn small_run() -> MemRun {
+        MemRun {
             seconds: 1,
             threads: 1,
             window: 1,
@@ -609,7 +609,12 @@ mod tests {
             overhead_bytes: 17 << 20,
             transport: Transport::Auto,
             progress: false,
-        };
+        }
+    }
+
+    #[test]
+    fn failed_requests_and_missing_samples_are_failures() {
+        let run = small_run();
         let sample = Sample { server_rss_bytes: Some(1 << 20), client_rss_bytes: Some(1 << 20), ..Sample::default() };
         let mut report = MemReport {
             run,
@@ -628,16 +633,7 @@ mod tests {
 
     #[test]
     fn the_verdict_is_on_the_peak_which_holds_a_spike_between_samples() {
-        let run = MemRun {
-            seconds: 1,
-            threads: 1,
-            window: 1,
-            size_max_bytes: 4096,
-            pool_cap_bytes: 64 << 20,
-            overhead_bytes: 17 << 20,
-            transport: Transport::Auto,
-            progress: false,
-        };
+        let run = small_run();
         let sample = Sample {
             server_rss_bytes: Some(70 << 20),
             client_rss_bytes: Some(70 << 20),

@@ -264,27 +264,21 @@ fn spark_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
 fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     let bench = test.get("bench").and_then(Value::as_str).unwrap_or("mapreduce");
     let runs = test.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
-    let bar_of = |key: &str, scale: f64| -> Vec<(String, f64)> {
-        crate::mapreduce::CONFIGS
-            .iter()
-            .filter_map(|config| {
-                let values: Vec<f64> = runs
-                    .iter()
-                    .filter(|r| r["config"] == *config)
-                    .filter_map(|r| r.get(key)?.as_f64())
-                    .filter(|v| *v >= 0.0)
-                    .collect();
-                Some((config.to_string(), crate::stats::median(&values)? * scale))
-            })
-            .collect()
+    // The medians the suite's own table shows (`mapreduce/render.rs`), one bar per configuration.
+    let medians: Vec<(&str, crate::mapreduce::render::Medians)> = crate::mapreduce::CONFIGS
+        .iter()
+        .filter_map(|config| Some((*config, crate::mapreduce::render::medians(&runs, config)?)))
+        .collect();
+    let bar_of = |figure: fn(&crate::mapreduce::render::Medians) -> Option<f64>, scale: f64| -> Vec<(String, f64)> {
+        medians.iter().filter_map(|(config, m)| Some((config.to_string(), figure(m)? * scale))).collect()
     };
-    let job = bar_of("job_ms", 1e-3);
+    let job = bar_of(|m| Some(m.job_ms), 1e-3);
     if !job.is_empty() {
         run.charts.push(bars(id(&format!("{bench} job")), format!("{bench}: job time (median)"), "configuration", "seconds", job));
         let title = format!("{bench}: longest reducer's shuffle phase (median)");
-        run.charts.push(bars(id(&format!("{bench} shuffle")), title, "configuration", "seconds", bar_of("shuffle_ms", 1e-3)));
+        run.charts.push(bars(id(&format!("{bench} shuffle")), title, "configuration", "seconds", bar_of(|m| Some(m.shuffle_ms), 1e-3)));
     }
-    let reducer = bar_of("reducer_peak_rss_mib", 1.0);
+    let reducer = bar_of(|m| m.reducer_peak_rss_mib, 1.0);
     if !reducer.is_empty() {
         let title = format!("{bench}: largest reduce task's peak RSS (median)");
         run.charts.push(bars(id(&format!("{bench} reducer rss")), title, "configuration", "MiB", reducer));
@@ -323,10 +317,10 @@ mod tests {
     fn mapreduce_all_gives_job_and_shuffle_bars_per_test() {
         let test = |name: &str| {
             json!({"bench": format!("mapreduce {name}"), "runs": [
-                {"config": "vanilla", "job_ms": 30000, "shuffle_ms": 9000},
-                {"config": "plugin", "job_ms": 20000, "shuffle_ms": 4000},
-                {"config": "plugin", "job_ms": 24000, "shuffle_ms": 5000},
-                {"config": "plugin-tcp", "job_ms": 28000, "shuffle_ms": 8000}]})
+                {"config": "vanilla", "job_ms": 30000, "shuffle_ms": 9000, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 0},
+                {"config": "plugin", "job_ms": 20000, "shuffle_ms": 4000, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 10},
+                {"config": "plugin", "job_ms": 24000, "shuffle_ms": 5000, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 10},
+                {"config": "plugin-tcp", "job_ms": 28000, "shuffle_ms": 8000, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 10}]})
         };
         let v = json!({"bench": "mapreduce all", "tests": [test("avg"), test("skew")]});
         let run = run_of("ohb-mapreduce-all.json", &v).unwrap();
@@ -340,8 +334,8 @@ mod tests {
         let sort = run_of("s.json", &test("sort")).unwrap();
         assert_eq!(sort.charts.len(), 2, "no memory figures, no memory chart");
         let with_memory = json!({"bench": "mapreduce avg", "runs": [
-            {"config": "vanilla", "job_ms": 3000, "shuffle_ms": 900, "reducer_peak_rss_mib": 400.0},
-            {"config": "plugin", "job_ms": 2000, "shuffle_ms": 400, "reducer_peak_rss_mib": -1.0}]});
+            {"config": "vanilla", "job_ms": 3000, "shuffle_ms": 900, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 0, "reducer_peak_rss_mib": 400.0},
+            {"config": "plugin", "job_ms": 2000, "shuffle_ms": 400, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 10, "reducer_peak_rss_mib": -1.0}]});
         let run = run_of("m.json", &with_memory).unwrap();
         assert_eq!(run.charts[2].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 400.0)] }, "-1: not sampled");
     }

@@ -97,6 +97,16 @@ public final class MapReduceBench {
             reduceMb = Integer.parseInt(options.get("reduce-mb"));
         }
 
+        /** A directory under {@code --work}, as Hadoop names it. */
+        org.apache.hadoop.fs.Path workPath(String name) {
+            return new org.apache.hadoop.fs.Path(Path.of(options.get("work"), name).toAbsolutePath().toString());
+        }
+
+        /** Where {@code sort} writes a configuration's output (read back by {@link SortJob#summarize}). */
+        org.apache.hadoop.fs.Path sortOutput(String config) {
+            return workPath("sort-out-" + config);
+        }
+
         BenchCluster startCluster(String transport) throws Exception {
             // Where MiniYARNCluster puts its directories (read when it is constructed).
             System.setProperty("test.build.data", Path.of(options.get("work")).toAbsolutePath().toString());
@@ -122,15 +132,14 @@ public final class MapReduceBench {
             Job job;
             if (sort && sortInput == null) {
                 // One input for every configuration, written once per invocation (not timed).
-                sortInput = new org.apache.hadoop.fs.Path(Path.of(options.get("work"), "sort-in").toAbsolutePath().toString());
+                sortInput = workPath("sort-in");
                 SortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")), Integer.parseInt(options.get("value-bytes")));
             }
             MemorySampler memory = new MemorySampler();
             long start = System.nanoTime();
             try {
                 if (sort) {
-                    job = SortJob.sort(conf, sortInput, new org.apache.hadoop.fs.Path(
-                            Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()), reduces);
+                    job = SortJob.sort(conf, sortInput, sortOutput(config), reduces);
                 } else {
                     job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
                     if (!job.waitForCompletion(false)) {
@@ -152,8 +161,7 @@ public final class MapReduceBench {
             long sum;
             long records;
             if (sort) {
-                SortJob.Summary summary = SortJob.summarize(conf, new org.apache.hadoop.fs.Path(
-                        Path.of(options.get("work"), "sort-out-" + config).toAbsolutePath().toString()));
+                SortJob.Summary summary = SortJob.summarize(conf, sortOutput(config));
                 sum = summary.checksum();
                 records = summary.records();
                 long expected = (long) maps * Long.parseLong(options.get("records"));
