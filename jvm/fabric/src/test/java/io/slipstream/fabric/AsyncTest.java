@@ -56,14 +56,30 @@ class AsyncTest {
 
     @Test
     void completionsRunOnTheCompleterThread() throws Exception {
-        FabricEndpoint endpoint = client.endpoint(server.localAddress());
-        String thread = endpoint.requestAsync(OP_ECHO, new byte[1])
-                .thenApply(response -> {
-                    response.close();
-                    return Thread.currentThread().getName();
-                })
-                .get(10, TimeUnit.SECONDS);
-        assertEquals(client.threadName("completer"), thread);
+        // The answer is held until the stage is attached: a stage attached to an already completed
+        // future runs on the caller's thread, which would make this test depend on timing.
+        java.util.concurrent.CountDownLatch attached = new java.util.concurrent.CountDownLatch(1);
+        try (FabricNode gated = Fixtures.serverConfig().start()) {
+            gated.serve(request -> {
+                try {
+                    if (!attached.await(10, TimeUnit.SECONDS)) {
+                        request.fail("the test never attached its stage");
+                        return;
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                request.respond(request.payload());
+            }, 1);
+            FabricEndpoint endpoint = client.endpoint(gated.localAddress());
+            CompletableFuture<String> thread = endpoint.requestAsync(OP_ECHO, new byte[1])
+                    .thenApply(response -> {
+                        response.close();
+                        return Thread.currentThread().getName();
+                    });
+            attached.countDown();
+            assertEquals(client.threadName("completer"), thread.get(10, TimeUnit.SECONDS));
+        }
     }
 
     @Test
