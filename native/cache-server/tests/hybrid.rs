@@ -66,23 +66,47 @@ fn fill(text: &mut Text, range: std::ops::Range<usize>) {
     assert_eq!(text.command("mn"), "MN");
 }
 
+/// As [`fill`], in batches of 64 values, each after the SSD writer has emptied its queue: the
+/// server evicts a cold item instead of waiting when all its write buffers are queued (the writer
+/// is behind; `ssd_write_stalls` counts it), which a loaded machine can cause at full speed.
+fn fill_paced(server: &Server, text: &mut Text, range: std::ops::Range<usize>) {
+    let indexes: Vec<usize> = range.collect();
+    for batch in indexes.chunks(64) {
+        assert!(
+            eventually(Duration::from_secs(20), || stat(server, "ssd_buffers_queued") == 0),
+            "the SSD writer did not empty its queue within 20 s"
+        );
+        fill(text, batch[0]..batch[batch.len() - 1] + 1);
+    }
+}
+
 #[test]
 fn data_larger_than_memory_spills_and_reads_back_intact_with_promotion() {
     let dir = Dir::new("spill");
     let server = start(&dir, 64);
     let mut text = server.connect();
-    fill(&mut text, 0..6000); // 24 MiB
+    fill_paced(&server, &mut text, 0..6000); // 24 MiB
     assert!(stat(&server, "ssd_spills") > 3000);
-    assert_eq!(stat(&server, "evictions"), 0, "nothing lost while the log has room");
-    assert_eq!(stat(&server, "curr_items"), 6000);
+    // Nothing is lost while the log has room, except an item the server had to evict because its
+    // writer was behind even so (a write stall, counted: CI once saw one under a load of 15).
+    let evictions = stat(&server, "evictions");
+    let stalls = stat(&server, "ssd_write_stalls");
+    assert!(evictions <= stalls && evictions <= 64, "{evictions} items lost with {stalls} write stalls");
+    assert_eq!(stat(&server, "curr_items"), 6000 - evictions);
     // Every value, from memory or the SSD, exactly as set; a multi-get spanning both.
+    let mut missing = Vec::new();
     for index in 0..6000 {
-        assert_eq!(text.get(&key(index)), Some(pattern(4096, index as u8)), "{}", key(index));
+        match text.get(&key(index)) {
+            Some(value) => assert_eq!(value, pattern(4096, index as u8), "{}", key(index)),
+            None => missing.push(index),
+        }
     }
+    assert_eq!(missing.len() as u64, evictions, "only the evicted items are missing: {missing:?}");
     assert!(stat(&server, "ssd_reads") > 1000);
     assert!(stat(&server, "ssd_promotions") > 1000);
-    text.send(b"get key-5999 key-1 key-5998\r\n");
-    for index in [5999, 1, 5998] {
+    let old = (0..3000).find(|index| !missing.contains(index)).unwrap();
+    text.send(format!("get key-5999 {} key-5998\r\n", key(old)).as_bytes());
+    for index in [5999, old, 5998] {
         assert_eq!(text.line(), format!("VALUE {} 0 4096", key(index)));
         assert_eq!(text.bytes(4096), pattern(4096, index as u8));
         assert_eq!(text.bytes(2), b"\r\n");
