@@ -42,9 +42,9 @@ mod node;
 use failure::*;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-pub(crate) const ABI_VERSION: jint = 6;
+pub(crate) const ABI_VERSION: jint = 7;
 /// `FabricNative.STATS_FIELDS`.
-pub(crate) const STATS_FIELDS: usize = 11;
+pub(crate) const STATS_FIELDS: usize = 15;
 
 // ---------------------------------------------------------------------------------------------
 // Library and probes.

@@ -324,6 +324,10 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStats(
             s.pool_cap_bytes,
             s.protocol_errors,
             s.peers_failed,
+            s.same_host_bytes_pulled,
+            s.same_host_pulls_failed,
+            s.same_host_pull_refused,
+            s.pool_bytes_mapped_peak,
         ];
         let fields = fields.map(|v| v as jlong);
         let array = env.new_long_array(STATS_FIELDS as i32)?;

@@ -67,6 +67,8 @@ pub(crate) struct PoolInner {
     classes: Vec<Mutex<Vec<Raw>>>,
     cap_bytes: usize,
     mapped_bytes: AtomicUsize,
+    /// The most `mapped_bytes` has been: what the pool added to the process's memory at its worst.
+    mapped_bytes_peak: AtomicUsize,
     in_use_bytes: AtomicUsize,
     allocations: AtomicU64,
     maps: AtomicU64,
@@ -148,6 +150,7 @@ impl Pool {
                 classes: (0..classes).map(|_| Mutex::new(Vec::new())).collect(),
                 cap_bytes,
                 mapped_bytes: AtomicUsize::new(0),
+                mapped_bytes_peak: AtomicUsize::new(0),
                 in_use_bytes: AtomicUsize::new(0),
                 allocations: AtomicU64::new(0),
                 maps: AtomicU64::new(0),
@@ -216,7 +219,11 @@ impl Pool {
                 return false;
             }
             match inner.mapped_bytes.compare_exchange(mapped, mapped + capacity, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    // Reservations are rare (buffers are reused), so this costs nothing on the hot path.
+                    inner.mapped_bytes_peak.fetch_max(mapped + capacity, Ordering::Relaxed);
+                    return true;
+                }
                 Err(now) => mapped = now,
             }
         }
@@ -279,6 +286,10 @@ impl Pool {
 
     pub(crate) fn mapped_bytes(&self) -> usize {
         self.inner.mapped_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn mapped_bytes_peak(&self) -> usize {
+        self.inner.mapped_bytes_peak.load(Ordering::Relaxed)
     }
 
     pub(crate) fn in_use_bytes(&self) -> usize {
@@ -489,6 +500,23 @@ mod tests {
         let big = pool.alloc(1 << 20, None).unwrap();
         assert_eq!(big.capacity(), 1 << 20);
         assert_eq!(pool.mapped_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn the_peak_of_mapped_memory_outlives_the_memory() {
+        let pool = pool(1 << 20);
+        assert_eq!(pool.mapped_bytes_peak(), 0);
+        let small: Vec<Buffer> = (0..3).map(|_| pool.alloc(128 << 10, None).unwrap()).collect();
+        assert_eq!(pool.mapped_bytes_peak(), 384 << 10);
+        drop(small);
+        // Reclaiming the free small buffers for a big one lowers what is mapped, and the peak
+        // becomes the big buffer's: the cap, never above it.
+        let big = pool.alloc(1 << 20, None).unwrap();
+        assert_eq!(pool.mapped_bytes(), 1 << 20);
+        assert_eq!(pool.mapped_bytes_peak(), 1 << 20);
+        drop(big);
+        let _again = pool.alloc(128 << 10, None).unwrap();
+        assert_eq!(pool.mapped_bytes_peak(), 1 << 20, "the peak stays when memory is given back");
     }
 
     #[test]

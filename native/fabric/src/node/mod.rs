@@ -112,6 +112,9 @@ pub struct Stats {
     pub same_host_pulls_failed: u64,
     /// Same-host connections on which pulling was refused, by this node or by its peer.
     pub same_host_pull_refused: u64,
+    /// The most registered memory the pool has had mapped at once (never above the cap plus the
+    /// small-buffer reserve): the node's off-heap memory at its worst.
+    pub pool_bytes_mapped_peak: u64,
 }
 
 #[derive(Default)]
@@ -385,6 +388,7 @@ impl Node {
             requests_timed_out: c.requests_timed_out.load(Ordering::Relaxed),
             connections_open: c.connections_open.load(Ordering::Relaxed),
             pool_bytes_mapped: self.inner.pool.mapped_bytes() as u64,
+            pool_bytes_mapped_peak: self.inner.pool.mapped_bytes_peak() as u64,
             pool_bytes_in_use: self.inner.pool.in_use_bytes() as u64,
             pool_cap_bytes: self.inner.pool.cap_bytes() as u64,
             protocol_errors: c.protocol_errors.load(Ordering::Relaxed),

@@ -14,6 +14,7 @@ use crate::spark::{
     DRIVER_LOG_LINES_MAX, EXECUTOR_LOG_LINES_MAX, EXECUTOR_SAMPLE_INTERVAL, JAVA_VERSION_TIMEOUT, RESULT_PREFIX,
 };
 use crate::spark::executors::{ExecutorPeaks, ExecutorThreads};
+use crate::spark::heap::{largest_executor_heap, HeapPeaks};
 use crate::spark::run::{SparkConfig, SparkRun, SparkTest, Workload};
 use crate::table::first_line;
 
@@ -31,6 +32,9 @@ pub struct AppResult {
     /// Bytes the plugin's executors counted as received over the fabric during the job (`None`:
     /// no executor has the plugin's counters, as with vanilla Spark).
     pub fabric_remote_bytes: Option<u64>,
+    /// The largest executor's fabric memory peak (registered, off-heap), from the plugin's
+    /// counters; `None` without them.
+    pub fabric_pool_peak_bytes: Option<u64>,
     /// Executors that answered the counter probe with the plugin's counters, of those probed.
     pub fabric_counting_executors: u64,
     pub executors_probed: u64,
@@ -51,6 +55,9 @@ pub struct AppResult {
     pub executor_peaks: ExecutorPeaks,
     /// The CPU time of the executors' threads, as sampled from here (empty in `from_json`).
     pub executor_threads: ExecutorThreads,
+    /// The heap of the executor that kept the most, from the executors' GC logs (`None` in
+    /// `from_json`, or when no executor logged a collection).
+    pub executor_heap: Option<HeapPeaks>,
     /// The whole JSON line, kept in the results file.
     pub raw: Value,
 }
@@ -84,6 +91,7 @@ impl AppResult {
             fetch_wait_ms: ms("fetch_wait_ms")?,
             remote_bytes_read: int("remote_bytes_read")?,
             fabric_remote_bytes: v.get("fabric_remote_bytes").and_then(Value::as_u64),
+            fabric_pool_peak_bytes: v.get("fabric_pool_peak_bytes").and_then(Value::as_u64),
             fabric_counting_executors: v.get("fabric_counting_executors").and_then(Value::as_u64).unwrap_or(0),
             executors_probed: v.get("executors_probed").and_then(Value::as_u64).unwrap_or(0),
             local_bytes_read: int("local_bytes_read")?,
@@ -100,6 +108,7 @@ impl AppResult {
             app_s,
             executor_peaks: ExecutorPeaks::default(),
             executor_threads: ExecutorThreads::default(),
+            executor_heap: None,
             raw: v.clone(),
         })
     }
@@ -259,6 +268,7 @@ pub(super) fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repe
         let mut result = AppResult::from_json(&parse_result_line(&stdout)?, app_s)?;
         result.executor_peaks = peaks;
         result.executor_threads = threads;
+        result.executor_heap = largest_executor_heap(&home.join("work"));
         Ok(result)
     });
     outcome.map_err(|e| format!("{e}\n{}", failure_logs(&dir)))

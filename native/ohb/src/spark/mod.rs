@@ -36,6 +36,7 @@ use crate::table::first_line;
 pub mod app;
 pub mod cli;
 pub mod executors;
+pub mod heap;
 pub mod render;
 pub mod results;
 pub mod run;

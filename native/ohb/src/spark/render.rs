@@ -158,11 +158,15 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
     let plugins: Vec<SparkConfig> =
         result.configs.iter().filter(|c| c.config.uses_plugin() && !c.results.is_empty()).map(|c| c.config).collect();
     if !plugins.is_empty() {
-        let _ = writeln!(out, "\nexecutor memory, target: no more than vanilla + {BUFFER_CAP_KEY} (off-heap, counted in RSS):");
+        let _ = writeln!(
+            out,
+            "\nexecutor memory, target: no more than vanilla + {BUFFER_CAP_KEY}, as heap kept (largest after-GC heap, GC logs) \
+             and fabric memory (registered, off-heap; the plugin's counters) separately:"
+        );
         for config in plugins {
             let line = match memory_target(result, run, config) {
                 Ok(target) => target.describe(),
-                Err(e) => format!("executor peak RSS: not judged: {e}"),
+                Err(e) => format!("executor memory not judged: {e}"),
             };
             let _ = writeln!(out, "  {:<10} {line}", config.name());
         }
@@ -246,6 +250,8 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                    "fetch_wait_ms": m.fetch_wait_ms, "remote_bytes_read": m.remote_bytes_read,
                    "local_bytes_read": m.local_bytes_read, "shuffle_write_bytes": m.shuffle_write_bytes, "app_s": m.app_s,
                    "executor_peak_rss_mib": m.executor_peak_rss_mib,
+                   "executor_heap_after_gc_mib": m.executor_heap_after_gc_mib,
+                   "fabric_pool_peak_mib": m.fabric_pool_peak_mib,
                    "executor_cpu_s": cpu_columns_json(m.executor_cpu_s)})
         })
     };
@@ -273,13 +279,16 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                 "conf": conf,
                 "median": medians_json(m),
                 "vanilla_over_this": ratios,
-                "executor_rss_delta_mib": target_ok.map(|t| t.delta_mib),
+                "executor_rss_delta_mib": target_ok.and_then(|t| t.rss_delta_mib),
+                "executor_heap_delta_mib": target_ok.map(|t| t.heap_delta_mib),
                 "buffer_cap_mib": buffer_cap_mib,
                 "within_memory_target": target_ok.map(MemoryTarget::within),
                 "memory_target_note": target.and_then(Result::err),
                 "runs": c.results.iter().map(|r| {
                     let mut v = r.raw.clone();
                     v["app_s"] = json!(r.app_s);
+                    v["executor_heap_after_gc_mib"] = json!(r.executor_heap.map(|h| h.after_gc_mib_max));
+                    v["executor_heap_before_gc_mib"] = json!(r.executor_heap.map(|h| h.before_gc_mib_max));
                     for sampled in [r.executor_peaks.to_json(), r.executor_threads.to_json()] {
                         if let (Some(run_json), Value::Object(sampled)) = (v.as_object_mut(), sampled) {
                             run_json.extend(sampled);
@@ -306,7 +315,11 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
                   "executor_peak_rss_mib": format!("the largest executor's VmHWM in MiB, sampled every {} ms",
                                                    EXECUTOR_SAMPLE_INTERVAL.as_millis()),
                   "executor_cpu_s": "CPU seconds of the executors' threads over their whole lives, by role (ThreadRole)",
-                  "executor_rss_delta_mib": "this config's median minus vanilla's; within_memory_target: delta <= buffer_cap_mib"},
+                  "executor_heap_after_gc_mib": "the most heap an executor kept: the largest heap after a collection in its GC log",
+                  "fabric_pool_peak_mib": "the largest executor's fabric memory peak (registered, off-heap), from the plugin's counters",
+                  "executor_rss_delta_mib": "this config's median peak RSS minus vanilla's (not judged)",
+                  "executor_heap_delta_mib": "this config's median heap kept minus vanilla's; \
+                                              within_memory_target: heap delta + fabric_pool_peak_mib <= buffer_cap_mib"},
         "configs": configs,
         "checksums_equal": result.checksums().len() <= 1,
         "failures": result.failures(w),

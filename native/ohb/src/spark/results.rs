@@ -21,6 +21,10 @@ pub struct Medians {
     pub app_s: f64,
     /// Over the runs whose executors were seen: the largest executor's peak RSS.
     pub executor_peak_rss_mib: Option<f64>,
+    /// Over the runs whose executors logged collections: the most heap an executor kept (after a GC).
+    pub executor_heap_after_gc_mib: Option<f64>,
+    /// Over the runs with the plugin's counters: the largest executor's fabric memory peak.
+    pub fabric_pool_peak_mib: Option<f64>,
     /// Over the runs whose executors' threads were seen: their CPU seconds, one per [`CPU_COLUMNS`].
     pub executor_cpu_s: [Option<f64>; CPU_COLUMNS.len()],
 }
@@ -39,6 +43,12 @@ impl Medians {
             shuffle_write_bytes: m(|r| r.shuffle_write_bytes as f64)?,
             app_s: m(|r| r.app_s)?,
             executor_peak_rss_mib: median(&results.iter().filter_map(|r| r.executor_peaks.max_mib()).collect::<Vec<_>>()),
+            executor_heap_after_gc_mib: median(
+                &results.iter().filter_map(|r| r.executor_heap.map(|h| h.after_gc_mib_max)).collect::<Vec<_>>(),
+            ),
+            fabric_pool_peak_mib: median(
+                &results.iter().filter_map(|r| r.fabric_pool_peak_bytes.map(bytes_mib)).collect::<Vec<_>>(),
+            ),
             executor_cpu_s: CPU_COLUMNS
                 .map(|(_, role)| median(&results.iter().filter_map(|r| r.executor_threads.cpu_s(role)).collect::<Vec<_>>())),
         })
@@ -51,25 +61,41 @@ pub fn time_ratio(reference: f64, variant: f64) -> Option<f64> {
 }
 
 /// A plugin configuration's executor memory against the target "no more than vanilla plus the
-/// buffer cap": the medians of the largest executor's peak RSS.
+/// buffer cap", measured as heap and off-heap separately: the heap an executor kept (the largest
+/// after-GC heap, from the GC logs) against vanilla's, plus the fabric's registered memory at its
+/// peak (the plugin's counters); medians over the runs. The resident set is reported beside it but
+/// not judged: it is mostly heap pages the collector chose to touch (`spark::heap`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryTarget {
-    /// This configuration's minus vanilla's.
-    pub delta_mib: f64,
+    /// This configuration's kept heap minus vanilla's.
+    pub heap_delta_mib: f64,
+    /// This configuration's fabric memory peak (vanilla has none).
+    pub fabric_peak_mib: f64,
+    /// This configuration's peak RSS minus vanilla's, when both were sampled (not judged).
+    pub rss_delta_mib: Option<f64>,
     pub buffer_cap_mib: f64,
 }
 
 impl MemoryTarget {
+    /// What the plugin adds to an executor: its extra heap and its off-heap memory.
+    pub fn added_mib(&self) -> f64 {
+        self.heap_delta_mib + self.fabric_peak_mib
+    }
+
     pub fn within(&self) -> bool {
-        self.delta_mib <= self.buffer_cap_mib
+        self.added_mib() <= self.buffer_cap_mib
     }
 
     pub fn describe(&self) -> String {
         format!(
-            "executor peak RSS: {:+.1} MiB vs vanilla (cap {} MiB): {} vanilla + cap",
-            self.delta_mib,
+            "heap kept {:+.1} MiB vs vanilla + fabric memory peak {:.1} MiB = {:+.1} MiB (cap {} MiB): {} vanilla + cap; \
+             peak RSS {} vs vanilla (not judged)",
+            self.heap_delta_mib,
+            self.fabric_peak_mib,
+            self.added_mib(),
             self.buffer_cap_mib,
-            if self.within() { "within" } else { "above" }
+            if self.within() { "within" } else { "above" },
+            self.rss_delta_mib.map_or_else(|| "not sampled".into(), |d| format!("{d:+.1} MiB"))
         )
     }
 }
@@ -78,10 +104,15 @@ impl MemoryTarget {
 pub fn memory_target(result: &TestResult, run: &SparkRun, config: SparkConfig) -> Result<MemoryTarget, String> {
     debug_assert!(config.uses_plugin(), "vanilla is the reference");
     let buffer_cap_mib = bytes_mib(run.buffer_cap_bytes(config)?);
-    let rss = |c: SparkConfig| result.config(c).and_then(ConfigRuns::medians).and_then(|m| m.executor_peak_rss_mib);
-    let vanilla_mib = rss(SparkConfig::Vanilla).ok_or("no executor peak RSS of vanilla to compare")?;
-    let config_mib = rss(config).ok_or("no executor peak RSS measured")?;
-    Ok(MemoryTarget { delta_mib: config_mib - vanilla_mib, buffer_cap_mib })
+    let medians = |c: SparkConfig| result.config(c).and_then(ConfigRuns::medians);
+    let (vanilla, this) = (medians(SparkConfig::Vanilla), medians(config));
+    let heap = |m: Option<Medians>| m.and_then(|m| m.executor_heap_after_gc_mib);
+    let vanilla_heap = heap(vanilla).ok_or("no GC log of vanilla's executors to compare")?;
+    let heap_mib = heap(this).ok_or("no GC log of the executors")?;
+    let fabric_peak_mib = this.and_then(|m| m.fabric_pool_peak_mib).ok_or("no fabric memory peak from the plugin's counters")?;
+    let rss = |m: Option<Medians>| m.and_then(|m| m.executor_peak_rss_mib);
+    let rss_delta_mib = rss(this).zip(rss(vanilla)).map(|(c, v)| c - v);
+    Ok(MemoryTarget { heap_delta_mib: heap_mib - vanilla_heap, fabric_peak_mib, rss_delta_mib, buffer_cap_mib })
 }
 
 /// The runs of one configuration in one test.
@@ -155,6 +186,7 @@ mod tests {
 
     use crate::machine::Machine;
     use crate::spark::BUFFER_CAP_KEY;
+    use crate::spark::heap::HeapPeaks;
     use crate::spark::render::{render_test, test_json};
     use crate::spark::test_support::{app, plugin_app, sample_run, TINY};
     use super::*;
@@ -235,65 +267,91 @@ mod tests {
 
     #[test]
     fn executor_memory_against_vanilla_plus_the_cap() {
-        let with_rss = |peaks_mib: &[u64]| {
+        // A run: executors' peak RSS (MiB), the heap kept by the largest (MiB), the fabric's peak (MiB).
+        let run_of = |peaks_mib: &[u64], heap_mib: f64, fabric_mib: Option<u64>| {
             let mut r = app("aa", 10_000, 100);
             for (i, mib) in peaks_mib.iter().enumerate() {
                 r.executor_peaks.record(i as u32 + 1, mib * 1024);
             }
+            r.executor_heap = Some(HeapPeaks { after_gc_mib_max: heap_mib, before_gc_mib_max: heap_mib * 2.0, collections: 3 });
+            r.fabric_pool_peak_bytes = fabric_mib.map(|m| m << 20);
             r
         };
         let result = TestResult {
             test: SparkTest::GroupBy,
             configs: vec![
-                ConfigRuns { config: SparkConfig::Vanilla, results: vec![with_rss(&[400, 380]), with_rss(&[420, 390])], error: None },
-                ConfigRuns { config: SparkConfig::Plugin, results: vec![with_rss(&[500, 480]), with_rss(&[520, 300])], error: None },
-                ConfigRuns { config: SparkConfig::PluginTcp, results: vec![with_rss(&[700, 300])], error: None },
+                ConfigRuns {
+                    config: SparkConfig::Vanilla,
+                    results: vec![run_of(&[400, 380], 1000.0, None), run_of(&[420, 390], 1020.0, None)],
+                    error: None,
+                },
+                ConfigRuns {
+                    config: SparkConfig::Plugin,
+                    results: vec![run_of(&[900, 480], 1030.0, Some(60)), run_of(&[520, 300], 1050.0, Some(80))],
+                    error: None,
+                },
+                ConfigRuns { config: SparkConfig::PluginTcp, results: vec![run_of(&[300, 300], 1200.0, Some(100))], error: None },
             ],
         };
         let small_cap = SparkRun { extra_conf: vec![(BUFFER_CAP_KEY.into(), "128m".into())], ..sample_run() };
         let plugin = memory_target(&result, &small_cap, SparkConfig::Plugin).unwrap();
-        assert_eq!(plugin, MemoryTarget { delta_mib: 100.0, buffer_cap_mib: 128.0 }, "medians of the per-run maxima");
-        assert!(plugin.within());
+        assert_eq!(
+            plugin,
+            MemoryTarget { heap_delta_mib: 30.0, fabric_peak_mib: 60.0, rss_delta_mib: Some(120.0), buffer_cap_mib: 128.0 },
+            "medians of the per-run values (the lower of two)"
+        );
+        assert!(plugin.within(), "an RSS far above the cap is not judged");
         let tcp = memory_target(&result, &small_cap, SparkConfig::PluginTcp).unwrap();
-        assert!(!tcp.within());
-        assert_eq!(tcp.describe(), "executor peak RSS: +300.0 MiB vs vanilla (cap 128 MiB): above vanilla + cap");
-        let at_limit = MemoryTarget { delta_mib: 128.0, buffer_cap_mib: 128.0 };
+        assert!(!tcp.within(), "heap +200 and fabric 100 exceed 128");
+        assert_eq!(
+            tcp.describe(),
+            "heap kept +200.0 MiB vs vanilla + fabric memory peak 100.0 MiB = +300.0 MiB (cap 128 MiB): above vanilla + cap; \
+             peak RSS -100.0 MiB vs vanilla (not judged)"
+        );
+        let at_limit = MemoryTarget { heap_delta_mib: 28.0, fabric_peak_mib: 100.0, rss_delta_mib: None, buffer_cap_mib: 128.0 };
         assert!(at_limit.within());
-        let smaller = MemoryTarget { delta_mib: -2.5, buffer_cap_mib: 256.0 };
-        assert_eq!(smaller.describe(), "executor peak RSS: -2.5 MiB vs vanilla (cap 256 MiB): within vanilla + cap");
+        assert!(at_limit.describe().ends_with("peak RSS not sampled vs vanilla (not judged)"), "{}", at_limit.describe());
 
         let text = render_test(&result, &sample_run(), &Machine::default(), "java 17");
         assert!(text.contains("| exec RSS MiB |"), "{text}");
         let vanilla_row = text.lines().find(|l| l.starts_with("vanilla    |")).unwrap();
         assert!(vanilla_row.contains("|        400.0 |"), "{vanilla_row}");
-        assert!(text.contains("  plugin     executor peak RSS: +100.0 MiB vs vanilla (cap 256 MiB): within vanilla + cap"), "{text}");
-        assert!(text.contains("  plugin-tcp executor peak RSS: +300.0 MiB vs vanilla (cap 256 MiB): above vanilla + cap"), "{text}");
+        assert!(text.contains("  plugin     heap kept +30.0 MiB vs vanilla + fabric memory peak 60.0 MiB = +90.0 MiB (cap 256 MiB): within"), "{text}");
+        assert!(text.contains("  plugin-tcp heap kept +200.0 MiB vs vanilla + fabric memory peak 100.0 MiB = +300.0 MiB (cap 256 MiB): above"), "{text}");
         let v = test_json(&result, &sample_run(), &Machine::default(), "java 17");
         assert_eq!(v["configs"][0]["median"]["executor_peak_rss_mib"], json!(400.0));
+        assert_eq!(v["configs"][0]["median"]["executor_heap_after_gc_mib"], json!(1000.0));
         assert_eq!(v["configs"][0]["within_memory_target"], Value::Null, "vanilla is the reference");
-        assert_eq!(v["configs"][1]["executor_rss_delta_mib"], json!(100.0));
+        assert_eq!(v["configs"][1]["executor_rss_delta_mib"], json!(120.0));
+        assert_eq!(v["configs"][1]["executor_heap_delta_mib"], json!(30.0));
+        assert_eq!(v["configs"][1]["median"]["fabric_pool_peak_mib"], json!(60.0));
         assert_eq!(v["configs"][1]["buffer_cap_mib"], json!(256.0));
         assert_eq!(v["configs"][1]["within_memory_target"], json!(true));
-        assert_eq!(v["configs"][2]["within_memory_target"], json!(false));
+        assert_eq!(v["configs"][2]["within_memory_target"], json!(false), "300 > 256");
         assert_eq!(v["configs"][1]["runs"][1]["executor_peak_rss_mib"], json!(520.0));
         assert_eq!(v["configs"][1]["runs"][1]["executor_peak_rss_sum_mib"], json!(820.0));
+        assert_eq!(v["configs"][1]["runs"][1]["executor_heap_after_gc_mib"], json!(1050.0));
         assert_eq!(v["configs"][1]["runs"][1]["checksum"], json!("aa"), "the application's own fields stay");
 
-        // Without executors seen (or without vanilla), the target is not judged.
+        // Without GC logs of vanilla, or without the plugin's fabric peak, the target is not judged.
         let unmeasured = TestResult {
             test: SparkTest::GroupBy,
             configs: vec![
                 ConfigRuns { config: SparkConfig::Vanilla, results: vec![app("aa", 10_000, 100)], error: None },
-                ConfigRuns { config: SparkConfig::Plugin, results: vec![with_rss(&[500])], error: None },
+                ConfigRuns { config: SparkConfig::Plugin, results: vec![run_of(&[500], 900.0, Some(10))], error: None },
+                ConfigRuns { config: SparkConfig::PluginTcp, results: vec![run_of(&[500], 900.0, None)], error: None },
             ],
         };
         assert!(memory_target(&unmeasured, &sample_run(), SparkConfig::Plugin).unwrap_err().contains("vanilla"));
         let text = render_test(&unmeasured, &sample_run(), &Machine::default(), "java 17");
-        assert!(text.contains("  plugin     executor peak RSS: not judged: no executor peak RSS of vanilla"), "{text}");
+        assert!(text.contains("  plugin     executor memory not judged: no GC log of vanilla"), "{text}");
         let vanilla_row = text.lines().find(|l| l.starts_with("vanilla    |")).unwrap();
         assert!(vanilla_row.contains("|            - |"), "{vanilla_row}");
         let v = test_json(&unmeasured, &sample_run(), &Machine::default(), "java 17");
         assert_eq!(v["configs"][1]["within_memory_target"], Value::Null);
         assert_eq!(v["configs"][1]["buffer_cap_mib"], json!(256.0));
+        let no_fabric = TestResult { configs: vec![ConfigRuns { results: vec![run_of(&[400], 800.0, None)], ..unmeasured.configs[0].clone() },
+                                                   unmeasured.configs[2].clone()], ..unmeasured };
+        assert!(memory_target(&no_fabric, &sample_run(), SparkConfig::PluginTcp).unwrap_err().contains("fabric memory peak"));
     }
 }

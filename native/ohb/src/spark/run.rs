@@ -195,6 +195,9 @@ impl SparkRun {
             // Every configuration: a plugin that hands some reads to Spark's own reader must not read the
             // other executor's files from disk either.
             ("spark.shuffle.readHostLocalDisk", "false".to_string()),
+            // Each executor logs its collections (heap before and after), from which the memory
+            // target takes the heap it kept; Spark prepends this to spark.executor.extraJavaOptions.
+            ("spark.executor.defaultJavaOptions", crate::spark::heap::gc_log_option()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -273,6 +276,9 @@ mod tests {
             assert_eq!(get(c, "spark.executor.memory").as_deref(), Some("4096m"));
         }
         assert_eq!(get(SparkConfig::Vanilla, "spark.shuffle.manager"), None);
+        for c in SparkConfig::ALL {
+            assert_eq!(get(c, "spark.executor.defaultJavaOptions").as_deref(), Some("-Xlog:gc:file=gc.log"), "{c:?}");
+        }
         assert_eq!(get(SparkConfig::Plugin, "spark.shuffle.manager").as_deref(), Some(PLUGIN_SHUFFLE_MANAGER));
         assert_eq!(get(SparkConfig::Plugin, "spark.executor.extraClassPath").as_deref(), Some("/repo/jvm/spark/target/slipstream-spark.jar"));
         assert_eq!(get(SparkConfig::Plugin, "spark.slipstream.transport"), None);

@@ -14,10 +14,16 @@ package io.slipstream.fabric;
  * @param poolCapBytes the cap on mapped memory
  * @param protocolErrors frames that broke the wire format
  * @param peersFailed connections that failed
+ * @param sameHostBytesPulled bytes pulled from same-host senders' memory (CMA) instead of sent through UCX
+ * @param sameHostPullsFailed such pulls that failed (their messages failed)
+ * @param sameHostPullRefused same-host connections on which pulling was refused, by either side
+ * @param poolBytesMappedPeak the most registered memory mapped at once since the node started: its off-heap
+ *     memory at its worst (at most the cap plus a small reserve for acknowledgements)
  */
 public record FabricStats(long requestsSent, long responsesReceived, long requestsServed, long requestsShed,
         long requestsTimedOut, long connectionsOpen, long poolBytesMapped, long poolBytesInUse, long poolCapBytes,
-        long protocolErrors, long peersFailed) {
+        long protocolErrors, long peersFailed, long sameHostBytesPulled, long sameHostPullsFailed,
+        long sameHostPullRefused, long poolBytesMappedPeak) {
 
     static FabricStats of(long[] fields) {
         if (fields == null || fields.length != FabricNative.STATS_FIELDS) {
@@ -25,6 +31,6 @@ public record FabricStats(long requestsSent, long responsesReceived, long reques
                     + (fields == null ? "no" : fields.length) + " fields, expected " + FabricNative.STATS_FIELDS);
         }
         return new FabricStats(fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[7],
-                fields[8], fields[9], fields[10]);
+                fields[8], fields[9], fields[10], fields[11], fields[12], fields[13], fields[14]);
     }
 }

@@ -66,6 +66,10 @@ class LargePayloadTest {
                 assertEquals(-1, Fixtures.mismatch(100 + i, size, response.byteBuffer()));
             }
         }
-        assertTrue(client.stats().poolBytesMapped() <= client.stats().poolCapBytes());
+        FabricStats stats = client.stats();
+        assertTrue(stats.poolBytesMapped() <= stats.poolCapBytes());
+        // The peak is what carried these messages: at least one of them, and it stays after they are released.
+        assertTrue(stats.poolBytesMappedPeak() >= size, "peak " + stats.poolBytesMappedPeak() + " < one message " + size);
+        assertTrue(stats.poolBytesMappedPeak() >= stats.poolBytesMapped());
     }
 }

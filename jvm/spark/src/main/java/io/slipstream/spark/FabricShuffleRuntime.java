@@ -44,7 +44,7 @@ final class FabricShuffleRuntime implements AutoCloseable {
             IndexShuffleBlockResolver resolver, String executorId) {
         this.resolver = resolver;
         this.executorId = executorId;
-        this.readCounters = executorId == null ? null : new FabricReadCounters();
+        this.readCounters = executorId == null ? null : new FabricReadCounters(node);
         if (readCounters != null) {
             readCounters.register();
         }

@@ -18,8 +18,9 @@ import org.apache.spark.api.java.JavaSparkContext;
 
 /**
  * Reads, in every executor, what the Slipstream plugin says its reduce tasks received over the fabric: the platform
- * MBean {@value #OBJECT_NAME} (attributes RemoteBytes and RemoteBlocks, cumulative per executor). Executors without
- * it (vanilla Spark, or a plugin that fell back) count as absent, not as zero.
+ * MBean {@value #OBJECT_NAME} (attributes RemoteBytes and RemoteBlocks, cumulative per executor; PoolBytesMappedPeak,
+ * the fabric node's off-heap memory at its worst). Executors without it (vanilla Spark, or a plugin that fell back)
+ * count as absent, not as zero.
  *
  * <p>Spark cannot address a task to an executor, so a probe job of a few short tasks per executor runs until every
  * registered executor has answered (bounded rounds). The executors need this class on their class path (the
@@ -32,13 +33,16 @@ public final class FabricReadProbe {
     /** Each probe task takes this long, so that one executor cannot run them all before another starts any. */
     static final long TASK_MS = 25;
 
-    /** Totals over the executors: {bytes, blocks}, or null when no executor has the counters. */
-    public record Totals(long bytes, long blocks, int executorsWithCounters, int executors) {}
+    /**
+     * Totals over the executors with counters: bytes and blocks summed, the largest executor's fabric memory peak
+     * ({@code poolPeakBytesMax}, -1 when none has counters).
+     */
+    public record Totals(long bytes, long blocks, long poolPeakBytesMax, int executorsWithCounters, int executors) {}
 
     private FabricReadProbe() {
     }
 
-    /** One executor's answer: {id, bytes, blocks}, bytes and blocks -1 when it has no counters. */
+    /** One executor's answer: {id, bytes, blocks, pool peak bytes}, all -1 when it has no counters. */
     static Object[] readHere() {
         String executorId = SparkEnv.get().executorId();
         try {
@@ -51,9 +55,10 @@ public final class FabricReadProbe {
             ObjectName name = new ObjectName(OBJECT_NAME);
             long bytes = (Long) server.getAttribute(name, "RemoteBytes");
             long blocks = (Long) server.getAttribute(name, "RemoteBlocks");
-            return new Object[] {executorId, bytes, blocks};
+            long poolPeak = (Long) server.getAttribute(name, "PoolBytesMappedPeak");
+            return new Object[] {executorId, bytes, blocks, poolPeak};
         } catch (InstanceNotFoundException e) {
-            return new Object[] {executorId, -1L, -1L};
+            return new Object[] {executorId, -1L, -1L, -1L};
         } catch (JMException e) {
             throw new IllegalStateException("reading " + OBJECT_NAME + ": " + e, e);
         }
@@ -68,7 +73,7 @@ public final class FabricReadProbe {
             List<Object[]> answers = sc.parallelize(IntStream.range(0, tasks).boxed().toList(), tasks)
                     .map(i -> readHere()).collect();
             for (Object[] answer : answers) {
-                seen.put((String) answer[0], new long[] {(Long) answer[1], (Long) answer[2]});
+                seen.put((String) answer[0], new long[] {(Long) answer[1], (Long) answer[2], (Long) answer[3]});
             }
             if (seen.keySet().containsAll(expected)) {
                 return totals(seen, expected.isEmpty() ? seen.size() : expected.size());
@@ -82,14 +87,16 @@ public final class FabricReadProbe {
     static Totals totals(Map<String, long[]> byExecutor, int executors) {
         long bytes = 0;
         long blocks = 0;
+        long poolPeakMax = -1;
         int withCounters = 0;
         for (long[] counters : byExecutor.values()) {
             if (counters[0] >= 0) {
                 bytes += counters[0];
                 blocks += counters[1];
+                poolPeakMax = Math.max(poolPeakMax, counters[2]);
                 withCounters++;
             }
         }
-        return new Totals(bytes, blocks, withCounters, executors);
+        return new Totals(bytes, blocks, poolPeakMax, withCounters, executors);
     }
 }

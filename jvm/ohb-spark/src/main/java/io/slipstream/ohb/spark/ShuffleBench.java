@@ -221,13 +221,16 @@ public final class ShuffleBench {
     /**
      * What the plugin's executors say they received over the fabric during the measured job (beside Spark's
      * {@code remote_bytes_read}: equal when nothing fell back): {@code fabric_remote_bytes},
-     * {@code fabric_remote_blocks}, null when no executor has the plugin's counters; and
+     * {@code fabric_remote_blocks}, {@code fabric_pool_peak_bytes} (the largest executor's fabric memory peak), null
+     * when no executor has the plugin's counters; and
      * {@code fabric_counting_executors} of {@code executors_probed}.
      */
     static void addFabricFields(Json json, FabricReadProbe.Totals before, FabricReadProbe.Totals after) {
         boolean counted = after.executorsWithCounters() > 0;
         json.raw("fabric_remote_bytes", counted ? Long.toString(after.bytes() - before.bytes()) : "null")
                 .raw("fabric_remote_blocks", counted ? Long.toString(after.blocks() - before.blocks()) : "null")
+                // The node's peak since the executor started (generation and maps included): its off-heap worst.
+                .raw("fabric_pool_peak_bytes", counted ? Long.toString(after.poolPeakBytesMax()) : "null")
                 .field("fabric_counting_executors", after.executorsWithCounters())
                 .field("executors_probed", after.executors());
     }

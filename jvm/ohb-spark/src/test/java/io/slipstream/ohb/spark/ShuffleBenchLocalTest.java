@@ -47,6 +47,7 @@ class ShuffleBenchLocalTest {
             assertEquals("true", text(json, "stages_completed"));
             assertEquals("sort", text(json, "shuffle_manager"));
             assertEquals("null", text(json, "fabric_remote_bytes"), "vanilla Spark has no fabric counters: " + json);
+            assertEquals("null", text(json, "fabric_pool_peak_bytes"), json);
             assertEquals(0, number(json, "fabric_counting_executors"));
             assertEquals(1, number(json, "executors_probed"), "local mode: the driver is the executor");
         }

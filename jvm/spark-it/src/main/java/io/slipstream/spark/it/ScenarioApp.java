@@ -28,8 +28,9 @@ import io.slipstream.ohb.spark.FabricReadProbe;
  * SCENARIO_METRIC largeRecord remoteBytesRead 146800640
  * SCENARIO_METRIC executorLoss fetchFailuresFromExecutor 2
  * SCENARIO_METRIC none failedTasks 0                                     ("none": jobs outside the scenarios)
- * FABRIC_COUNTERS 123456 64 2 2      (the plugin's executors: bytes, blocks received over the fabric; executors
- *                                     with counters, executors probed; after the scenarios)
+ * FABRIC_COUNTERS 123456 64 2 2 8388608 (the plugin's executors: bytes, blocks received over the fabric; executors
+ *                                     with counters, executors probed; the largest fabric memory peak; after the
+ *                                     scenarios)
  * </pre>
  *
  * Arguments: {@code --conf key=value} (any number; over the defaults below) and {@code --scenarios a,b,c}
@@ -128,7 +129,7 @@ public final class ScenarioApp {
             // What the plugin's executors say the fabric carried (absent with Spark's own shuffle), before they stop.
             FabricReadProbe.Totals fabric = FabricReadProbe.read(JavaSparkContext.fromSparkContext(context), 2);
             System.out.println("FABRIC_COUNTERS " + fabric.bytes() + " " + fabric.blocks() + " " + fabric.executorsWithCounters()
-                    + " " + fabric.executors());
+                    + " " + fabric.executors() + " " + fabric.poolPeakBytesMax());
         } finally {
             spark.stop(); // drains the listener bus: the metrics are complete after this
         }

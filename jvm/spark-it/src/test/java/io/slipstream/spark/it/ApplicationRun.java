@@ -66,6 +66,7 @@ final class ApplicationRun {
                     metrics.put("fabricRemoteBlocks", Long.parseLong(words[2]));
                     metrics.put("fabricCountingExecutors", Long.parseLong(words[3]));
                     metrics.put("fabricProbedExecutors", Long.parseLong(words[4]));
+                    metrics.put("fabricPoolPeakBytes", Long.parseLong(words[5]));
                 }
                 default -> {
                 }

@@ -78,6 +78,10 @@ class PluginPoliciesTest {
         assertEquals(run.metric("remoteBytesRead"), run.metric("fabricRemoteBytes"),
                 "the executors' fabric counters differ from Spark's remote-bytes metric\n" + run.logs());
         assertEquals(run.metric("remoteBlocksFetched"), run.metric("fabricRemoteBlocks"), run.logs());
+        // The blocks went through registered memory, which stayed under the default cap (256 MiB) plus the
+        // fabric's small-buffer reserve (1 MiB).
+        long peak = run.metric("fabricPoolPeakBytes");
+        assertTrue(peak > 0 && peak <= (256L << 20) + (1L << 20), "fabric memory peak " + peak + "\n" + run.logs());
     }
 
     /**
