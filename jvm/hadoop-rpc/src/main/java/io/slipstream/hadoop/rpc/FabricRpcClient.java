@@ -23,7 +23,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.io.retry.RetryPolicies;
 import org.apache.hadoop.ipc.AlignmentContext;
 import org.apache.hadoop.ipc.Client;
 import org.apache.hadoop.ipc.FabricCallBridge;
@@ -164,9 +163,12 @@ final class FabricRpcClient {
         Configuration discoveryConf = new Configuration(conf);
         discoveryConf.setClass("rpc.engine." + FabricDiscovery.class.getName(), WritableRpcEngine.class,
                 org.apache.hadoop.ipc.RpcEngine.class);
+        // One connection attempt (WritableRpcEngine takes no retry policy): an unreachable server fails
+        // the discovery as it would the call.
+        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
+        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
         FabricDiscovery discovery = RPC.getProtocolProxy(FabricDiscovery.class, FabricDiscovery.versionID, key.server,
-                key.user, discoveryConf, NetUtils.getDefaultSocketFactory(discoveryConf), rpcTimeoutMs,
-                RetryPolicies.TRY_ONCE_THEN_FAIL).getProxy();
+                key.user, discoveryConf, NetUtils.getDefaultSocketFactory(discoveryConf), rpcTimeoutMs, null).getProxy();
         String answer;
         try {
             answer = discovery.openSession();

@@ -282,7 +282,8 @@ public final class FabricCallBridge {
 
         @Override
         public String toString() {
-            return "FabricCall#" + callId + " Retry#" + retryCount;
+            return "FabricCall#" + callId + " Retry#" + retryCount + " " + request + " from "
+                    + (remoteAddress == null ? "?" : remoteAddress.getHostAddress()) + " over the fabric";
         }
     }
 }
