@@ -110,7 +110,7 @@ pub fn rpc_main(argv: &[String]) -> Result<(), String> {
         "bench": format!("rpc {}", run.test),
         "run": run_stamp(),
         "results": results,
-        "checks": checks.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
+        "targets": checks.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
     });
     let path = run.json.clone().unwrap_or_else(|| root.join("results").join(format!("ohb-rpc-{}.json", run.test)));
     write_json(&path, &value)?;
