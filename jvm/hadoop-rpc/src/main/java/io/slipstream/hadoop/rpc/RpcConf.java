@@ -94,6 +94,10 @@ final class RpcConf {
             return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION + "=" + auth
                     + " (the fabric has no authentication beyond simple yet)";
         }
+        if (conf.getBoolean(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION, false)) {
+            return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION
+                    + "=true (service-level authorization of fabric calls is not implemented yet)";
+        }
         for (String protection : conf.getTrimmedStrings(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION)) {
             if (!"authentication".equalsIgnoreCase(protection)) {
                 return CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION + "=" + protection
