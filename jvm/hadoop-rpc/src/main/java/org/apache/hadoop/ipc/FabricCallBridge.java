@@ -212,7 +212,7 @@ public final class FabricCallBridge {
         void answerError(RpcStatusProto status, Throwable t) {
             try {
                 send(errorResponse(server, alignmentContext, callId, retryCount, clientId, status, t), 0);
-            } catch (IOException e) {
+            } catch (IOException | RuntimeException e) {
                 Server.LOG.warn("Cannot answer " + this, e);
             }
         }
@@ -264,8 +264,9 @@ public final class FabricCallBridge {
                 Server.LOG.warn("Error serializing the fabric response of " + this, e);
                 try {
                     send(errorResponse(server, alignmentContext, callId, retryCount, clientId, RpcStatusProto.ERROR, e), 0);
-                } catch (IOException again) {
-                    Server.LOG.warn("Cannot answer " + this, again);
+                } catch (IOException | RuntimeException again) {
+                    // The request is gone (its node closed with the server): nobody waits for this answer.
+                    Server.LOG.warn("Cannot answer " + this + ": " + again);
                 }
             }
         }
