@@ -101,11 +101,21 @@ final class FabricRpcClient {
         // as Client.Call does: a retry after a new session keeps them.
         int callId = Client.getCallId();
         int retryCount = Client.getRetryCount();
+        Object externalHandler = Client.getExternalHandler();
         Client.setCallIdAndRetryCountUnprotected(null, 0, null);
         for (int attempt = 0; ; attempt++) {
-            Session session = session(rpcConf, conf, key, rpcTimeoutMs);
+            Session session;
+            try {
+                session = session(rpcConf, conf, key, rpcTimeoutMs);
+            } catch (IOException | RuntimeException e) {
+                Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
+                throw e;
+            }
             if (session.endpoint == null) {
-                return socketPath(rpcConf, "none " + server, "RPC server " + server + " offers no fabric session");
+                Message none = socketPath(rpcConf, "none " + server, "RPC server " + server + " offers no fabric session");
+                // The socket path sends this very call: it keeps the ids the retry cache knows it by.
+                Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
+                return none;
             }
             byte[] frame = frame(session.id, callId, retryCount, methodHeader, request, alignmentContext);
             try {

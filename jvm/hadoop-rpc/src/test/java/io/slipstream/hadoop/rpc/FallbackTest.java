@@ -80,6 +80,17 @@ class FallbackTest {
             long socketBefore = FabricRpcEngine.socketCalls();
             assertEquals("plain", echoAs("dave", EchoProtocols.conf(), server, "plain"));
             assertEquals(1, FabricRpcEngine.socketCalls() - socketBefore);
+            // The call that falls back keeps the call id and retry count a retry handler gave it.
+            FabricEcho proxy = EchoProtocols.client(FabricEcho.class, server.getListenerAddress(), EchoProtocols.conf());
+            try {
+                org.apache.hadoop.ipc.Client.setCallIdAndRetryCount(777, 2, null);
+                String[] seen = proxy.getCurrentUser(null, EchoProtocols.EMPTY).getUser().split(" ");
+                assertEquals("777", seen[0]);
+                assertEquals("2", seen[1]);
+                assertEquals("rpc", seen[3], "over the socket path");
+            } finally {
+                RPC.stopProxy(proxy);
+            }
         } finally {
             server.stop();
         }
