@@ -128,6 +128,7 @@ smoke: build spark-homes
 	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
 	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >build/smoke-spark.txt
 	$(OHB) mapreduce avg --quick --no-progress --json build/smoke-mapreduce.json >build/smoke-mapreduce.txt
+	$(OHB) rpc lat --quick --no-progress --json build/smoke-rpc-lat.json >build/smoke-rpc-lat.txt
 	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark and MapReduce: vanilla, plugin, plugin over TCP); tables in build/smoke-*.txt"
 
 # Every suite once, side by side, then the report. MapReduce at a quarter of its benchmark size
@@ -139,6 +140,8 @@ demo: build spark-homes
 	$(OHB) mem all
 	$(OHB) spark all
 	$(OHB) mapreduce all --records 65536
+	$(OHB) rpc lat
+	$(OHB) rpc thr
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -150,6 +153,8 @@ bench: build spark-homes
 	$(OHB) spark all
 	$(OHB) mapreduce all
 	$(OHB) mapreduce sort
+	$(OHB) rpc lat
+	$(OHB) rpc thr
 	$(OHB) report
 
 clean:

@@ -32,6 +32,7 @@ pub mod output;
 pub mod proc_mem;
 pub mod progress;
 pub mod report;
+pub mod rpc;
 pub mod spark;
 pub mod stats;
 pub mod table;

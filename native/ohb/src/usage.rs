@@ -90,6 +90,16 @@ pub const TESTS: &[TestInfo] = &[
         description: "Hadoop's Sort example on RandomWriter's output (written once); outputs read back, order and CRC checked",
         variants: "as mapreduce avg",
     },
+    TestInfo {
+        name: "rpc lat",
+        description: "Hadoop RPC echo (TestProtobufRpcProto), one client: min / p50 / p99 / avg per payload 1 B-64 KiB",
+        variants: "vanilla (ProtobufRpcEngine2), fabric (FabricRpcEngine, fallback never, counter checked), fabric-tcp",
+    },
+    TestInfo {
+        name: "rpc thr",
+        description: "Hadoop RPC echo calls/s with 1 to 16 client threads (16 server handlers)",
+        variants: "as rpc lat",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -99,6 +109,7 @@ pub fn usage() -> String {
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
+         \x20      ohb rpc lat|thr [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -207,6 +218,17 @@ their own JVMs, reducers start after the last map):
   --runs N             jobs per configuration, medians reported (default 1)
   --json PATH          default results/ohb-mapreduce-<test>.json
 
+Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; clients in the bench's JVM):
+  --quick              sizes 1,4096,65536, 500 calls each; 1 and 8 clients for 0.5 s
+  --sizes LIST         lat: payload bytes (default 1,64,1024,4096,16384,65536)
+  --iterations N       lat: measured calls per point (default 5000)
+  --warmup N           lat: calls before measuring (default 1000)
+  --clients LIST       thr: client threads (default 1,2,4,8,16)
+  --thr-bytes N        thr: payload bytes (default 1024)
+  --duration-ms N      thr: measuring time per point (default 2000)
+  --configs LIST       subset of vanilla,fabric,fabric-tcp
+  --json PATH          default results/ohb-rpc-<test>.json
+
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
   --out DIR            where index.html, summary.md and charts/ go (default report/)
@@ -228,6 +250,7 @@ Examples:
   ohb spark all --quick
   ohb spark groupby --configs vanilla --repeats 1
   ohb mapreduce avg --quick
+  ohb rpc lat --quick
   ohb report --input results --out report
 "#;
     text

@@ -60,6 +60,8 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
                 mapreduce_charts(&mut run, test, &id);
             }
         }
+        "rpc lat" => rpc_chart(&mut run, v, &id, "bytes", "p50_us", "payload", "p50 latency, us", true),
+        "rpc thr" => rpc_chart(&mut run, v, &id, "clients", "calls_per_s", "client threads", "calls/s", false),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -259,6 +261,30 @@ fn spark_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// `ohb rpc lat|thr` (`rpc/cli.rs`): one line per configuration, failed points left out.
+#[allow(clippy::too_many_arguments)]
+fn rpc_chart(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String, x: &str, y: &str, x_label: &str, y_label: &str, y_log: bool) {
+    let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
+    let series = crate::rpc::CONFIGS
+        .iter()
+        .map(|config| Series {
+            name: config.to_string(),
+            points: results
+                .iter()
+                .filter(|r| r["config"] == *config && r["error"].is_null())
+                .filter_map(|r| Some((r.get(x)?.as_f64()?, r.get(y)?.as_f64()?)))
+                .collect(),
+        })
+        .collect();
+    let mut chart = lines(id(y), format!("{}: {y_label}", run.bench), x_label, y_label, y_log, series);
+    if x == "clients" {
+        if let ChartKind::Lines { x_format, .. } = &mut chart.kind {
+            *x_format = XFormat::Number;
+        }
+    }
+    run.charts.push(chart);
+}
+
 /// Job time, the longest reducer's shuffle phase and the largest reducer's peak memory per shuffle
 /// configuration (medians over the runs, as `mapreduce/render.rs` shows them), per test.
 fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
@@ -338,6 +364,22 @@ mod tests {
             {"config": "plugin", "job_ms": 2000, "shuffle_ms": 400, "merge_ms": 1, "shuffle_bytes": 10, "fabric_bytes": 10, "reducer_peak_rss_mib": -1.0}]});
         let run = run_of("m.json", &with_memory).unwrap();
         assert_eq!(run.charts[2].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 400.0)] }, "-1: not sampled");
+    }
+
+    #[test]
+    fn rpc_results_draw_one_line_per_configuration_without_failed_points() {
+        let point = |config: &str, clients: u64, error: Option<&str>| {
+            json!({"test": "thr", "config": config, "clients": clients, "calls_per_s": 1000.0 * clients as f64, "error": error})
+        };
+        let v = json!({"bench": "rpc thr", "results": [point("vanilla", 1, None), point("vanilla", 8, None),
+            point("fabric", 1, None), point("fabric", 8, Some("only 3 of 9 calls went over the fabric"))],
+            "targets": [{"name": "throughput with 8 clients >= 2x vanilla", "pass": false, "detail": ""}]});
+        let run = run_of("ohb-rpc-thr.json", &v).unwrap();
+        assert_eq!(run.targets[0].verdict, "FAIL");
+        let ChartKind::Lines { series, x_format, .. } = &run.charts[0].kind else { panic!("lines") };
+        assert_eq!(*x_format, XFormat::Number);
+        assert_eq!(series[0].points, vec![(1.0, 1000.0), (8.0, 8000.0)]);
+        assert_eq!(series[1].points, vec![(1.0, 1000.0)], "the failed point is left out");
     }
 
     #[test]

@@ -1,0 +1,360 @@
+package io.slipstream.hadoop.rpc;
+
+import io.slipstream.fabric.FabricBuffer;
+import io.slipstream.fabric.FabricEndpoint;
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTransport;
+import io.slipstream.fabric.FabricUnavailableException;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.SocketTimeoutException;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.ipc.AlignmentContext;
+import org.apache.hadoop.ipc.Client;
+import org.apache.hadoop.ipc.FabricCallBridge;
+import org.apache.hadoop.ipc.ClientId;
+import org.apache.hadoop.ipc.RPC;
+import org.apache.hadoop.ipc.RemoteException;
+import org.apache.hadoop.ipc.RpcException;
+import org.apache.hadoop.ipc.WritableRpcEngine;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcRequestHeaderProto;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto.RpcStatusProto;
+import org.apache.hadoop.net.NetUtils;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.thirdparty.protobuf.CodedInputStream;
+import org.apache.hadoop.thirdparty.protobuf.CodedOutputStream;
+import org.apache.hadoop.thirdparty.protobuf.Message;
+import org.apache.hadoop.util.ProtoUtil;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The client side, one per JVM: a fabric node per transport (no listener), the sessions opened on
+ * servers (per server address and user; bounded), and the engine's counters. A call goes over the
+ * fabric when its server offered a session; {@link #call} returns null when it must take the socket
+ * path instead (fallback auto).
+ */
+final class FabricRpcClient {
+    private static final Logger LOG = LoggerFactory.getLogger(FabricRpcClient.class);
+    static final FabricRpcClient INSTANCE = new FabricRpcClient();
+    /** Sessions (and "no fabric here" answers) remembered at most, least recently used dropped first. */
+    private static final int SESSIONS_MAX = 1024;
+    /** How long a server that offered no fabric is asked again only after. */
+    private static final long NONE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(30);
+
+    private final Map<FabricTransport, FabricNode> nodes = new EnumMap<>(FabricTransport.class);
+    private final Map<SessionKey, Session> sessions = new LinkedHashMap<>(16, 0.75f, true) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<SessionKey, Session> eldest) {
+            return size() > SESSIONS_MAX;
+        }
+    };
+    private final Set<String> warned = ConcurrentHashMap.newKeySet();
+    /** The client id of this JVM's fabric calls (the server's retry cache keys on it with the call id). */
+    private final byte[] clientId = ClientId.getClientId();
+    final AtomicLong fabricCalls = new AtomicLong();
+    final AtomicLong socketCalls = new AtomicLong();
+
+    private record SessionKey(InetSocketAddress server, UserGroupInformation user) {
+    }
+
+    /** A session on one server; {@code endpoint == null}: the server offers no fabric (until {@code expiresNanos}). */
+    private record Session(FabricEndpoint endpoint, long id, long expiresNanos) {
+    }
+
+    private FabricRpcClient() {
+    }
+
+    /**
+     * Sends one call over the fabric and returns its response, or null when it must go over the socket
+     * path (the fabric is not offered or not allowed, and fallback is auto). Errors are Hadoop's: a
+     * {@link RemoteException} for the server's, an {@link IOException} for the transport's.
+     */
+    Message call(RpcConf rpcConf, Configuration conf, InetSocketAddress server, UserGroupInformation ticket,
+            int rpcTimeoutMs, byte[] methodHeader, Message request, Message responsePrototype,
+            AlignmentContext alignmentContext) throws IOException {
+        if (rpcConf.securityRefusal != null) {
+            return socketPath(rpcConf, "security", "the fabric does not carry calls with " + rpcConf.securityRefusal);
+        }
+        if (Client.isAsynchronousMode()) {
+            return socketPath(rpcConf, "async", "asynchronous calls (Client.setAsynchronousMode) are not carried yet");
+        }
+        SessionKey key = new SessionKey(server, ticket);
+        // The call id and retry count RetryInvocationHandler set for this call, read (and cleared) once,
+        // as Client.Call does: a retry after a new session keeps them.
+        int callId = Client.getCallId();
+        int retryCount = Client.getRetryCount();
+        Object externalHandler = Client.getExternalHandler();
+        Client.setCallIdAndRetryCountUnprotected(null, 0, null);
+        for (int attempt = 0; ; attempt++) {
+            Session session;
+            try {
+                session = session(rpcConf, conf, key, rpcTimeoutMs);
+            } catch (IOException | RuntimeException e) {
+                Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
+                throw e;
+            }
+            if (session.endpoint == null) {
+                Message none = socketPath(rpcConf, "none " + server, "RPC server " + server + " offers no fabric session");
+                // The socket path sends this very call: it keeps the ids the retry cache knows it by.
+                Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
+                return none;
+            }
+            byte[] frame = frame(session.id, callId, retryCount, methodHeader, request, alignmentContext);
+            try {
+                Message response = exchange(rpcConf, session, server, rpcTimeoutMs, frame, callId, responsePrototype,
+                        alignmentContext);
+                fabricCalls.incrementAndGet();
+                return response;
+            } catch (StaleSessionException e) {
+                forget(key, session);
+                if (attempt > 0) {
+                    throw new IOException("slipstream: RPC server " + server + " refused two fresh fabric sessions", e);
+                }
+            } catch (IOException | RuntimeException e) {
+                if (!(e instanceof RemoteException)) {
+                    forget(key, session);
+                }
+                throw e;
+            }
+        }
+    }
+
+    private Message socketPath(RpcConf rpcConf, String reason, String why) throws IOException {
+        if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
+            throw new IOException("slipstream: " + why + ", and " + RpcConf.FALLBACK + "=never");
+        }
+        if (warned.add(reason)) {
+            LOG.warn("slipstream: {}: calls take Hadoop's socket path", why);
+        }
+        socketCalls.incrementAndGet();
+        return null;
+    }
+
+    private Session session(RpcConf rpcConf, Configuration conf, SessionKey key, int rpcTimeoutMs) throws IOException {
+        synchronized (sessions) {
+            Session s = sessions.get(key);
+            if (s != null && (s.endpoint != null || System.nanoTime() - s.expiresNanos < 0)) {
+                return s;
+            }
+        }
+        Session opened = open(rpcConf, conf, key, rpcTimeoutMs);
+        synchronized (sessions) {
+            sessions.put(key, opened);
+        }
+        return opened;
+    }
+
+    private void forget(SessionKey key, Session session) {
+        synchronized (sessions) {
+            sessions.remove(key, session);
+        }
+    }
+
+    /** Messages 1-2 of docs/hadoop-rpc.md: {@link FabricDiscovery#openSession} over the socket path, as {@code ticket}. */
+    private Session open(RpcConf rpcConf, Configuration conf, SessionKey key, int rpcTimeoutMs) throws IOException {
+        Configuration discoveryConf = new Configuration(conf);
+        discoveryConf.setClass("rpc.engine." + FabricDiscovery.class.getName(), WritableRpcEngine.class,
+                org.apache.hadoop.ipc.RpcEngine.class);
+        // One connection attempt (WritableRpcEngine takes no retry policy): an unreachable server fails
+        // the discovery as it would the call.
+        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
+        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
+        FabricDiscovery discovery = RPC.getProtocolProxy(FabricDiscovery.class, FabricDiscovery.versionID, key.server,
+                key.user, discoveryConf, NetUtils.getDefaultSocketFactory(discoveryConf), rpcTimeoutMs, null).getProxy();
+        String answer;
+        try {
+            answer = discovery.openSession();
+        } catch (RemoteException e) {
+            // A server without this engine ("Unknown protocol"), or one at its session limit.
+            LOG.debug("slipstream: no fabric session at {}", key.server, e);
+            answer = "";
+            if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
+                throw new IOException("slipstream: RPC server " + key.server + " opened no fabric session ("
+                        + e.getClassName() + ": " + firstLine(e.getMessage()) + "), and " + RpcConf.FALLBACK + "=never", e);
+            }
+        } finally {
+            RPC.stopProxy(discovery);
+        }
+        if (answer.isEmpty()) {
+            return new Session(null, 0, System.nanoTime() + NONE_RETRY_NANOS);
+        }
+        String[] parts = answer.split(" ");
+        if (parts.length != 4 || !parts[0].equals(Byte.toString(Frames.FRAME_VERSION))) {
+            throw new IOException("slipstream: RPC server " + key.server + " answered an unknown session format: " + answer);
+        }
+        FabricNode node = node(rpcConf);
+        if (node == null) {
+            return new Session(null, 0, Long.MAX_VALUE);
+        }
+        FabricEndpoint endpoint = node.endpoint(parts[1], Integer.parseInt(parts[2]));
+        return new Session(endpoint, Long.parseLong(parts[3]), 0);
+    }
+
+    private FabricNode node(RpcConf rpcConf) throws IOException {
+        synchronized (nodes) {
+            FabricNode node = nodes.get(rpcConf.transport);
+            if (node == null || node.isClosed()) {
+                try {
+                    node = rpcConf.nodeBuilder(null).requestTimeout(Duration.ofMillis(rpcConf.requestTimeoutMs)).start();
+                } catch (FabricUnavailableException e) {
+                    if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
+                        throw new IOException("slipstream: the fabric cannot start in this JVM (" + e.getMessage() + "), and "
+                                + RpcConf.FALLBACK + "=never", e);
+                    }
+                    if (warned.add("unavailable")) {
+                        LOG.warn("slipstream: the fabric cannot start in this JVM ({}): calls take Hadoop's socket path",
+                                e.getMessage());
+                    }
+                    return null;
+                }
+                nodes.put(rpcConf.transport, node);
+            }
+            return node;
+        }
+    }
+
+    /** Message 3: the session prefix, then Hadoop's own call framing. */
+    private byte[] frame(long sessionId, int callId, int retryCount, byte[] methodHeader, Message request,
+            AlignmentContext alignmentContext) throws IOException {
+        RpcRequestHeaderProto header = ProtoUtil.makeRpcRequestHeader(RPC.RpcKind.RPC_PROTOCOL_BUFFER,
+                RpcRequestHeaderProto.OperationProto.RPC_FINAL_PACKET, callId, retryCount, clientId, alignmentContext);
+        int headerSize = header.getSerializedSize();
+        int requestSize = request.getSerializedSize();
+        long total = (long) Frames.PREFIX_BYTES + CodedOutputStream.computeUInt32SizeNoTag(headerSize) + headerSize
+                + methodHeader.length + CodedOutputStream.computeUInt32SizeNoTag(requestSize) + requestSize;
+        if (total > Integer.MAX_VALUE - 8) {
+            throw FabricCallBridge.rpcException("slipstream: a call of " + total + " bytes");
+        }
+        byte[] frame = new byte[(int) total];
+        CodedOutputStream out = CodedOutputStream.newInstance(frame);
+        out.writeRawByte(Frames.FRAME_VERSION);
+        out.writeFixed64NoTag(Long.reverseBytes(sessionId)); // big-endian, as the server's ByteBuffer reads it
+        out.writeUInt32NoTag(headerSize);
+        header.writeTo(out);
+        out.writeRawBytes(methodHeader);
+        out.writeUInt32NoTag(requestSize);
+        request.writeTo(out);
+        out.checkNoSpaceLeft();
+        return frame;
+    }
+
+    private Message exchange(RpcConf rpcConf, Session session, InetSocketAddress server, int rpcTimeoutMs, byte[] frame,
+            int callId, Message responsePrototype, AlignmentContext alignmentContext) throws IOException {
+        CompletableFuture<FabricBuffer> future;
+        try {
+            future = session.endpoint.requestAsync(Frames.OP_CALL, frame);
+        } catch (FabricException e) {
+            throw transportError(server, e);
+        }
+        FabricBuffer response;
+        try {
+            response = rpcTimeoutMs > 0 ? future.get(rpcTimeoutMs, TimeUnit.MILLISECONDS) : future.get();
+        } catch (TimeoutException e) {
+            future.thenAccept(FabricBuffer::close);
+            throw NetUtils.wrapException(server.getHostString(), server.getPort(), null, 0,
+                    new SocketTimeoutException(rpcTimeoutMs + " millis timeout while waiting for the fabric call " + callId));
+        } catch (InterruptedException e) {
+            future.thenAccept(FabricBuffer::close);
+            Thread.currentThread().interrupt();
+            throw (IOException) new java.io.InterruptedIOException("interrupted waiting for the fabric call " + callId)
+                    .initCause(e);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof FabricException fe) {
+                throw transportError(server, fe);
+            }
+            throw new IOException("slipstream: fabric call " + callId + " failed", cause);
+        }
+        try (response) {
+            return read(rpcConf, response, callId, responsePrototype, alignmentContext);
+        }
+    }
+
+    /** Hadoop's response framing: the header, then on success the response, both length-delimited. */
+    private static Message read(RpcConf rpcConf, FabricBuffer response, int callId, Message responsePrototype,
+            AlignmentContext alignmentContext) throws IOException {
+        java.nio.ByteBuffer view = response.byteBuffer();
+        int length = view.remaining();
+        if (rpcConf.maxResponseLength > 0 && length > rpcConf.maxResponseLength) {
+            throw FabricCallBridge.rpcException(String.format("RPC response has a length of %d exceeds maximum data length", length));
+        }
+        CodedInputStream in = CodedInputStream.newInstance(view);
+        int limit = in.pushLimit(in.readRawVarint32());
+        RpcResponseHeaderProto header = RpcResponseHeaderProto.parseFrom(in);
+        in.popLimit(limit);
+        if (header.getCallId() != callId) {
+            throw FabricCallBridge.rpcException("slipstream: the response of fabric call " + callId + " names call " + header.getCallId());
+        }
+        if (header.getStatus() != RpcStatusProto.SUCCESS) {
+            throw new RemoteException(header.getExceptionClassName(), header.getErrorMsg(),
+                    header.hasErrorDetail() ? header.getErrorDetail() : null);
+        }
+        if (alignmentContext != null) {
+            alignmentContext.receiveResponseState(header);
+        }
+        limit = in.pushLimit(in.readRawVarint32());
+        Message message = responsePrototype.getParserForType().parseFrom(in);
+        in.popLimit(limit);
+        return message;
+    }
+
+    /** The server could not take the call as sent: open a new session and send it again. */
+    private static final class StaleSessionException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        StaleSessionException(String message) {
+            super(message);
+        }
+    }
+
+    private static IOException transportError(InetSocketAddress server, FabricException e) {
+        String message = Objects.toString(e.getMessage(), "");
+        switch (e.kind()) {
+            case REMOTE:
+                if (message.contains(Frames.UNKNOWN_SESSION)) {
+                    return new StaleSessionException(message);
+                }
+                int at = message.indexOf(Frames.TOO_LONG);
+                if (at >= 0 && !message.contains(Frames.MALFORMED)) {
+                    // The server's length check, in Hadoop's words.
+                    return new RemoteException(IOException.class.getName(), message.substring(at + Frames.TOO_LONG.length()));
+                }
+                return FabricCallBridge.rpcException("slipstream: RPC server " + server + " refused the fabric call: " + message);
+            case TIMEOUT:
+                return NetUtils.wrapException(server.getHostString(), server.getPort(), null, 0,
+                        new SocketTimeoutException("fabric: " + message));
+            case TOO_LARGE:
+                return FabricCallBridge.rpcException("slipstream: fabric call refused: " + message);
+            default:
+                // The server went away (killed, closed, unreachable): what a socket client sees as EOF.
+                return NetUtils.wrapException(server.getHostString(), server.getPort(), null, 0,
+                        new EOFException("fabric " + e.kind() + ": " + message));
+        }
+    }
+
+    private static String firstLine(String s) {
+        if (s == null) {
+            return "";
+        }
+        int nl = s.indexOf('\n');
+        return nl < 0 ? s : s.substring(0, nl);
+    }
+}

@@ -1,0 +1,137 @@
+package io.slipstream.hadoop.rpc;
+
+import io.slipstream.fabric.FabricConfig;
+import io.slipstream.fabric.FabricTransport;
+import io.slipstream.fabric.NetDevices;
+import java.time.Duration;
+import java.util.Locale;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeys;
+import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
+
+/**
+ * The engine's settings, all under {@code slipstream.rpc.*}, read from the server's configuration on its
+ * side and from the client's on the other. The README lists them with their defaults.
+ */
+final class RpcConf {
+    static final String PREFIX = "slipstream.rpc.";
+    /** {@code auto}: socket path (one warning) when the fabric cannot carry calls; {@code never}: fail the call. */
+    static final String FALLBACK = PREFIX + "fallback";
+    /** {@code auto} (UCX picks: shared memory in a host, verbs on clusters, TCP otherwise) or {@code tcp}. */
+    static final String TRANSPORT = PREFIX + "transport";
+    /** The server's fabric port; 0 (default) picks a free one, which clients learn by discovery. */
+    static final String PORT = PREFIX + "port";
+    /** Network devices for UCX ({@code UCX_NET_DEVICES} syntax); empty: the device of the bind address. */
+    static final String NET_DEVICES = PREFIX + "netDevices";
+    /** Fabric sessions a server holds at once; beyond, a new session first evicts one idle past the timeout. */
+    static final String SESSIONS_MAX = PREFIX + "sessions.max";
+    /** A session unused this long may be evicted to make room for a new one. */
+    static final String SESSION_IDLE_MS = PREFIX + "session.idle.ms";
+    /** Registered memory per process for the fabric (a hard cap). */
+    static final String BUFFER_CAP = PREFIX + "buffer.cap";
+    /** Threads taking fabric calls off the wire into the server's call queue (the handlers run them). */
+    static final String RECEIVER_THREADS = PREFIX + "receiver.threads";
+    /** The client's backstop for a fabric call without an RPC timeout ({@code ipc.client.rpc-timeout.ms} 0). */
+    static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
+
+    enum Fallback {
+        AUTO,
+        NEVER
+    }
+
+    final Fallback fallback;
+    final FabricTransport transport;
+    final int port;
+    final String netDevices;
+    final int sessionsMax;
+    final Duration sessionIdle;
+    final long bufferCapBytes;
+    final int receiverThreads;
+    final long requestTimeoutMs;
+    /** {@code ipc.maximum.data.length} (requests on the server) and {@code ipc.maximum.response.length}. */
+    final int maxDataLength;
+    final int maxResponseLength;
+    /** Why the fabric must not carry calls under this configuration (security), or null. */
+    final String securityRefusal;
+
+    RpcConf(Configuration conf) {
+        fallback = parseEnum(Fallback.class, conf.getTrimmed(FALLBACK, "auto"), FALLBACK);
+        transport = parseEnum(FabricTransport.class, conf.getTrimmed(TRANSPORT, "auto"), TRANSPORT);
+        port = conf.getInt(PORT, 0);
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("slipstream: " + PORT + "=" + port + " is not a port");
+        }
+        netDevices = conf.getTrimmed(NET_DEVICES, "");
+        sessionsMax = conf.getInt(SESSIONS_MAX, 4096);
+        if (sessionsMax < 1 || sessionsMax > 1_000_000) {
+            throw new IllegalArgumentException("slipstream: " + SESSIONS_MAX + "=" + sessionsMax + " must be 1 to 1000000");
+        }
+        sessionIdle = Duration.ofMillis(conf.getLong(SESSION_IDLE_MS, 600_000));
+        bufferCapBytes = conf.getLongBytes(BUFFER_CAP, 256L << 20);
+        receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
+        if (receiverThreads < 1 || receiverThreads > 64) {
+            throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
+        }
+        requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
+        if (requestTimeoutMs < 1) {
+            throw new IllegalArgumentException("slipstream: " + REQUEST_TIMEOUT_MS + "=" + requestTimeoutMs + " must be positive");
+        }
+        maxDataLength = conf.getInt(CommonConfigurationKeys.IPC_MAXIMUM_DATA_LENGTH,
+                CommonConfigurationKeys.IPC_MAXIMUM_DATA_LENGTH_DEFAULT);
+        maxResponseLength = conf.getInt(CommonConfigurationKeys.IPC_MAXIMUM_RESPONSE_LENGTH,
+                CommonConfigurationKeys.IPC_MAXIMUM_RESPONSE_LENGTH_DEFAULT);
+        securityRefusal = securityRefusal(conf);
+    }
+
+    /**
+     * The fabric carries calls in clear and binds a session to the user its client names, as Hadoop's
+     * SIMPLE authentication does: anything stronger keeps the calls on the socket path (binding a
+     * session to a Kerberos or token identity is a later step, docs/hadoop-rpc.md).
+     */
+    private static String securityRefusal(Configuration conf) {
+        String auth = conf.getTrimmed(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION, "simple");
+        if (!"simple".equalsIgnoreCase(auth)) {
+            return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION + "=" + auth
+                    + " (the fabric has no authentication beyond simple yet)";
+        }
+        if (conf.getBoolean(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION, false)) {
+            return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION
+                    + "=true (service-level authorization of fabric calls is not implemented yet)";
+        }
+        for (String protection : conf.getTrimmedStrings(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION)) {
+            if (!"authentication".equalsIgnoreCase(protection)) {
+                return CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION + "=" + protection
+                        + " (the fabric carries calls without integrity checks or encryption)";
+            }
+        }
+        return null;
+    }
+
+    /** The fabric node for a server listening on {@code bindHost}, or a client (null). */
+    FabricConfig.Builder nodeBuilder(String bindHost) {
+        FabricConfig.Builder b = FabricConfig.builder()
+                .transport(transport)
+                .poolCapBytes(bufferCapBytes)
+                // Room for the largest request or response Hadoop allows, plus our 9-byte session prefix.
+                .maxMessageBytes((int) Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT,
+                        (long) Math.max(maxDataLength, maxResponseLength) + 64));
+        if (bindHost != null) {
+            b.listen(bindHost, port).netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindHost, NET_DEVICES) : netDevices);
+        } else if (!netDevices.isEmpty()) {
+            b.netDevices(netDevices);
+        }
+        return b;
+    }
+
+    static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
+        try {
+            return Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            StringBuilder allowed = new StringBuilder();
+            for (E constant : type.getEnumConstants()) {
+                allowed.append(allowed.length() == 0 ? "" : "|").append(constant.name().toLowerCase(Locale.ROOT));
+            }
+            throw new IllegalArgumentException("slipstream: " + key + "=" + value + ": expected " + allowed, e);
+        }
+    }
+}

@@ -1,0 +1,290 @@
+package org.apache.hadoop.ipc;
+
+import java.io.IOException;
+import java.lang.reflect.UndeclaredThrowableException;
+import java.net.InetAddress;
+import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.io.Writable;
+import org.apache.hadoop.ipc.ProcessingDetails.Timing;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcRequestHeaderProto;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto.RpcErrorCodeProto;
+import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto.RpcStatusProto;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.thirdparty.protobuf.ByteString;
+import org.apache.hadoop.util.StringUtils;
+import org.apache.hadoop.util.Time;
+
+/**
+ * The one file of Slipstream in Hadoop's {@code org.apache.hadoop.ipc} package: a call that arrived over
+ * the fabric, put on the server's own call queue ({@link Server#queueCall}) and run by its own handler
+ * threads, as the socket path's package-private {@code RpcCall} is. It needs the package for
+ * {@code Server.Call}'s constructor with call id, retry count and client id (the NameNode's retry cache
+ * keys on them), for {@code ProtobufRpcEngine2.RpcProtobufRequest} (what the server's invoker expects),
+ * and for {@code Call.doResponse}, {@code getMaxIdleTime} and {@code logException}. Everything else
+ * lives in {@code io.slipstream.hadoop.rpc}.
+ */
+public final class FabricCallBridge {
+    private FabricCallBridge() {
+    }
+
+    /** Where a call's answer goes: the fabric request it came in (bytes as Hadoop frames them, unframed). */
+    public interface Responder {
+        void send(byte[] bytes, int offset, int length);
+    }
+
+    /** The server address of a client connection id (package-private in Hadoop). */
+    public static java.net.InetSocketAddress address(Client.ConnectionId id) {
+        return id.getAddress();
+    }
+
+    /** The user a client connection id calls as. */
+    public static UserGroupInformation ticket(Client.ConnectionId id) {
+        return id.getTicket();
+    }
+
+    /** The RPC timeout of a client connection id, in ms (0: none). */
+    public static int rpcTimeoutMs(Client.ConnectionId id) {
+        return id.getRpcTimeout();
+    }
+
+    /** Hadoop's {@link RpcException} (its constructor is package-private), for the errors its client raises. */
+    public static RpcException rpcException(String message) {
+        return new RpcException(message);
+    }
+
+    /** The frame cannot be read: nothing was queued, and the caller closes the session. */
+    public static final class MalformedCallException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        MalformedCallException(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
+    /**
+     * Reads the call in {@code body} (an {@code RpcRequestHeaderProto}, then the request as Hadoop's
+     * socket path frames it, both length-delimited) and queues it on {@code server} as {@code user}.
+     * Returns once queued; the answer goes to {@code responder} from a handler thread. A full call queue
+     * (or the scheduler's back-off) is answered at once with Hadoop's error. Throws
+     * {@link MalformedCallException} when the frame cannot be read.
+     */
+    public static void queue(Server server, AlignmentContext alignmentContext, Configuration conf, UserGroupInformation user,
+            InetAddress remoteAddress, byte[] body, int offset, int length, Responder responder)
+            throws MalformedCallException, InterruptedException {
+        RpcRequestHeaderProto header;
+        ProtobufRpcEngine2.RpcProtobufRequest request;
+        String method;
+        String protocol;
+        try {
+            RpcWritable.Buffer buffer = RpcWritable.Buffer.wrap(ByteBuffer.wrap(body, offset, length));
+            header = buffer.getValue(RpcRequestHeaderProto.getDefaultInstance());
+            if (header.getRpcKind() != org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcKindProto.RPC_PROTOCOL_BUFFER) {
+                throw new IOException("call of kind " + header.getRpcKind() + ": only RPC_PROTOCOL_BUFFER is carried");
+            }
+            if (header.getClientId().size() != ClientId.BYTE_LENGTH) {
+                throw new IOException("client id of " + header.getClientId().size() + " bytes");
+            }
+            request = buffer.newInstance(ProtobufRpcEngine2.RpcProtobufRequest.class, conf);
+            // Decoded here, not on the handler, so a malformed request header fails the session at once.
+            method = request.getRequestHeader().getMethodName();
+            protocol = request.getRequestHeader().getDeclaringClassProtocolName();
+        } catch (IOException | RuntimeException e) {
+            throw new MalformedCallException("malformed fabric call frame: " + e, e);
+        }
+        FabricCall call = new FabricCall(server, alignmentContext, header, request, user, remoteAddress, protocol, responder);
+        server.getRpcMetrics().incrReceivedBytes(length);
+        try {
+            call.setPriorityLevel(server.getPriorityLevel(call));
+            call.markCallCoordinated(false);
+            if (alignmentContext != null && alignmentContext.isCoordinatedCall(protocol, method)) {
+                call.markCallCoordinated(true);
+                call.setClientStateId(alignmentContext.receiveRequestState(header, server.getMaxIdleTime()));
+                if (header.hasRouterFederatedState()) {
+                    call.setFederatedNamespaceState(header.getRouterFederatedState());
+                }
+            }
+            server.queueCall(call);
+        } catch (IOException e) {
+            // A full queue or the scheduler's back-off (RetriableException): the caller sees it, as on sockets.
+            call.answerError(RpcStatusProto.ERROR, e);
+        }
+    }
+
+    /**
+     * An error answer for a call that never reached the queue (full queue, over the length limit), in
+     * Hadoop's response framing; {@code header} may be null when the request could not be read.
+     */
+    public static byte[] errorResponse(Server server, AlignmentContext alignmentContext, int callId, int retryCount,
+            byte[] clientId, RpcStatusProto status, Throwable error) throws IOException {
+        RpcResponseHeaderProto.Builder b = RpcResponseHeaderProto.newBuilder()
+                .setCallId(callId).setRetryCount(retryCount).setStatus(status)
+                .setServerIpcVersionNum(RpcConstants.CURRENT_VERSION)
+                .setClientId(ByteString.copyFrom(clientId))
+                .setErrorDetail(error instanceof RpcServerException ? ((RpcServerException) error).getRpcErrorCodeProto()
+                        : RpcErrorCodeProto.ERROR_RPC_SERVER)
+                .setExceptionClassName(error.getClass().getName())
+                .setErrorMsg(StringUtils.stringifyException(error));
+        if (alignmentContext != null) {
+            alignmentContext.updateResponseState(b);
+        }
+        ResponseBuffer out = new ResponseBuffer();
+        b.build().writeDelimitedTo(out);
+        byte[] framed = out.toByteArray();
+        return java.util.Arrays.copyOfRange(framed, 4, framed.length);
+    }
+
+    /** A call that came over the fabric: run by a handler like the socket path's {@code RpcCall}. */
+    static final class FabricCall extends Server.Call {
+        private final Server server;
+        private final AlignmentContext alignmentContext;
+        private final Writable request;
+        private final UserGroupInformation user;
+        private final InetAddress remoteAddress;
+        private final String protocol;
+        private final Responder responder;
+
+        FabricCall(Server server, AlignmentContext alignmentContext, RpcRequestHeaderProto header, Writable request,
+                UserGroupInformation user, InetAddress remoteAddress, String protocol, Responder responder) {
+            super(header.getCallId(), header.getRetryCount(), RPC.RpcKind.RPC_PROTOCOL_BUFFER, header.getClientId().toByteArray(),
+                    null, header.hasCallerContext() ? new CallerContext.Builder(header.getCallerContext().getContext())
+                            .setSignature(header.getCallerContext().hasSignature()
+                                    ? header.getCallerContext().getSignature().toByteArray() : null).build() : null);
+            this.server = server;
+            this.alignmentContext = alignmentContext;
+            this.request = request;
+            this.user = user;
+            this.remoteAddress = remoteAddress;
+            this.protocol = protocol;
+            this.responder = responder;
+        }
+
+        @Override
+        public String getProtocol() {
+            return "fabric";
+        }
+
+        @Override
+        public UserGroupInformation getRemoteUser() {
+            return user;
+        }
+
+        @Override
+        public InetAddress getHostInetAddress() {
+            return remoteAddress;
+        }
+
+        @Override
+        public Void run() throws Exception {
+            long startNanos = Time.monotonicNowNanos();
+            Writable value = null;
+            Throwable error = null;
+            try {
+                value = server.call(RPC.RpcKind.RPC_PROTOCOL_BUFFER, protocol, request, getTimestampNanos());
+            } catch (Throwable t) {
+                error = t instanceof UndeclaredThrowableException ? t.getCause() : t;
+                server.logException(Server.LOG, error, this);
+            }
+            if (isResponseDeferred()) {
+                return null;
+            }
+            ProcessingDetails details = getProcessingDetails();
+            long deltaNanos = Time.monotonicNowNanos() - startNanos;
+            details.set(Timing.PROCESSING, deltaNanos, TimeUnit.NANOSECONDS);
+            deltaNanos -= details.get(Timing.LOCKWAIT, TimeUnit.NANOSECONDS);
+            deltaNanos -= details.get(Timing.LOCKSHARED, TimeUnit.NANOSECONDS);
+            deltaNanos -= details.get(Timing.LOCKEXCLUSIVE, TimeUnit.NANOSECONDS);
+            details.set(Timing.LOCKFREE, deltaNanos, TimeUnit.NANOSECONDS);
+            long responseStartNanos = Time.monotonicNowNanos();
+            respond(value, error);
+            details.set(Timing.RESPONSE, Time.monotonicNowNanos() - responseStartNanos, TimeUnit.NANOSECONDS);
+            return null;
+        }
+
+        @Override
+        void doResponse(Throwable t, RpcStatusProto status) throws IOException {
+            // Reached through abortResponse (e.g. a requeue that overflowed): answer with the error.
+            answerError(status == null ? RpcStatusProto.FATAL : status, t);
+        }
+
+        void answerError(RpcStatusProto status, Throwable t) {
+            try {
+                send(errorResponse(server, alignmentContext, callId, retryCount, clientId, status, t), 0);
+            } catch (IOException | RuntimeException e) {
+                Server.LOG.warn("Cannot answer " + this, e);
+            }
+        }
+
+        @Override
+        public void setDeferredResponse(Writable response) {
+            respond(response, null);
+        }
+
+        @Override
+        public void setDeferredError(Throwable t) {
+            respond(null, t == null ? new IOException("User code indicated an error without an exception") : t);
+        }
+
+        /** Hadoop's framing: the response header, then (on success) the value, both length-delimited. */
+        private void respond(Writable value, Throwable error) {
+            RpcResponseHeaderProto.Builder b = RpcResponseHeaderProto.newBuilder()
+                    .setCallId(callId).setRetryCount(retryCount)
+                    .setServerIpcVersionNum(RpcConstants.CURRENT_VERSION)
+                    .setClientId(ByteString.copyFrom(clientId));
+            if (error == null) {
+                b.setStatus(RpcStatusProto.SUCCESS);
+            } else if (error instanceof RpcServerException) {
+                RpcServerException rse = (RpcServerException) error;
+                b.setStatus(rse.getRpcStatusProto()).setErrorDetail(rse.getRpcErrorCodeProto());
+            } else {
+                b.setStatus(RpcStatusProto.ERROR).setErrorDetail(RpcErrorCodeProto.ERROR_APPLICATION);
+            }
+            if (error != null) {
+                String className = error.getClass().getName();
+                String text = StringUtils.stringifyException(error);
+                // As the socket path: no redundant class name at the start of the trace.
+                if (text.startsWith(className + ": ")) {
+                    text = text.substring(className.length() + 2);
+                }
+                b.setExceptionClassName(className).setErrorMsg(text);
+            }
+            if (alignmentContext != null) {
+                alignmentContext.updateResponseState(b);
+            }
+            try {
+                ResponseBuffer out = new ResponseBuffer();
+                b.build().writeDelimitedTo(out);
+                if (error == null && value != null) {
+                    RpcWritable.wrap(value).writeTo(out);
+                }
+                send(out.toByteArray());
+            } catch (IOException | RuntimeException e) {
+                Server.LOG.warn("Error serializing the fabric response of " + this, e);
+                try {
+                    send(errorResponse(server, alignmentContext, callId, retryCount, clientId, RpcStatusProto.ERROR, e), 0);
+                } catch (IOException | RuntimeException again) {
+                    // The request is gone (its node closed with the server): nobody waits for this answer.
+                    Server.LOG.warn("Cannot answer " + this + ": " + again);
+                }
+            }
+        }
+
+        /** {@code framed}: from a {@link ResponseBuffer}, whose first 4 bytes are the socket path's frame length. */
+        private void send(byte[] framed) {
+            send(framed, 4);
+        }
+
+        private void send(byte[] bytes, int offset) {
+            server.getRpcMetrics().incrSentBytes(bytes.length - offset);
+            responder.send(bytes, offset, bytes.length - offset);
+        }
+
+        @Override
+        public String toString() {
+            return "FabricCall#" + callId + " Retry#" + retryCount + " " + request + " from "
+                    + (remoteAddress == null ? "?" : remoteAddress.getHostAddress()) + " over the fabric";
+        }
+    }
+}

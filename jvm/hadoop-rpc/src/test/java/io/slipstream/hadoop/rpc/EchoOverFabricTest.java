@@ -1,0 +1,185 @@
+package io.slipstream.hadoop.rpc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.slipstream.fabric.FabricEndpoint;
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
+import io.slipstream.hadoop.rpc.EchoProtocols.SocketEcho;
+import java.nio.ByteBuffer;
+import java.security.PrivilegedExceptionAction;
+import java.util.Arrays;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeys;
+import org.apache.hadoop.ipc.Client;
+import org.apache.hadoop.ipc.RPC;
+import org.apache.hadoop.ipc.RemoteException;
+import org.apache.hadoop.ipc.RpcEngine;
+import org.apache.hadoop.ipc.RpcServerException;
+import org.apache.hadoop.ipc.WritableRpcEngine;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.thirdparty.protobuf.ServiceException;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Hadoop's echo protocol against one real Hadoop RPC server, with fabric and socket clients at once. */
+class EchoOverFabricTest {
+    /** ipc.maximum.data.length of the server here, small so the test reaches it. */
+    private static final int MAX_DATA_LENGTH = 256 << 10;
+
+    private static Configuration conf;
+    private static RPC.Server server;
+    private static FabricEcho fabric;
+    private static SocketEcho socket;
+
+    @BeforeAll
+    static void start() throws Exception {
+        conf = EchoProtocols.conf();
+        conf.set(RpcConf.FALLBACK, "never");
+        conf.setInt(CommonConfigurationKeys.IPC_MAXIMUM_DATA_LENGTH, MAX_DATA_LENGTH);
+        server = EchoProtocols.server(conf, 4);
+        assertInstanceOf(FabricRpcServer.class, server);
+        fabric = EchoProtocols.client(FabricEcho.class, server.getListenerAddress(), conf);
+        socket = EchoProtocols.client(SocketEcho.class, server.getListenerAddress(), conf);
+    }
+
+    @AfterAll
+    static void stop() {
+        RPC.stopProxy(fabric);
+        RPC.stopProxy(socket);
+        server.stop();
+    }
+
+    private static FabricRpcServer fabricServer() {
+        return (FabricRpcServer) server;
+    }
+
+    @Test
+    void echoesOverTheFabricAndOverSocketsOnOneServer() throws Exception {
+        long sentBefore = FabricRpcEngine.fabricCalls();
+        long receivedBefore = fabricServer().fabricCallsReceived();
+        int[] sizes = {1, 100, 4096, 65536};
+        for (int size : sizes) {
+            String message = "m".repeat(size);
+            assertEquals(message, fabric.echo(null, EchoProtocols.echo(message)).getMessage());
+            assertEquals(message, socket.echo(null, EchoProtocols.echo(message)).getMessage());
+        }
+        assertEquals(sizes.length, FabricRpcEngine.fabricCalls() - sentBefore);
+        assertEquals(sizes.length, fabricServer().fabricCallsReceived() - receivedBefore);
+    }
+
+    @Test
+    void serverErrorsAreTheRemoteExceptionsSocketClientsGet() {
+        for (boolean application : new boolean[] {false, true}) {
+            RemoteException overFabric = remote(assertThrows(ServiceException.class,
+                    () -> call(fabric, application)));
+            RemoteException overSocket = remote(assertThrows(ServiceException.class,
+                    () -> call(socket, application)));
+            assertEquals(overSocket.getClassName(), overFabric.getClassName());
+            assertEquals(overSocket.getErrorCode(), overFabric.getErrorCode());
+            assertEquals(application ? "java.io.IOException" : RpcServerException.class.getName(), overFabric.getClassName());
+            assertTrue(overFabric.getMessage().contains("error from the echo server"), overFabric.getMessage());
+        }
+    }
+
+    private static void call(org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto.BlockingInterface proxy,
+            boolean application) throws ServiceException {
+        if (application) {
+            proxy.error2(null, EchoProtocols.EMPTY);
+        } else {
+            proxy.error(null, EchoProtocols.EMPTY);
+        }
+    }
+
+    private static RemoteException remote(ServiceException e) {
+        return assertInstanceOf(RemoteException.class, e.getCause());
+    }
+
+    @Test
+    void callsRunAsTheCallingUser() throws Exception {
+        UserGroupInformation alice = UserGroupInformation.createRemoteUser("alice");
+        String seen = alice.doAs((PrivilegedExceptionAction<String>) () -> {
+            FabricEcho proxy = EchoProtocols.client(FabricEcho.class, server.getListenerAddress(), conf);
+            try {
+                return proxy.getServerRemoteUser(null, EchoProtocols.EMPTY).getUser();
+            } finally {
+                RPC.stopProxy(proxy);
+            }
+        });
+        assertEquals("alice", seen);
+        assertEquals(UserGroupInformation.getCurrentUser().getUserName(),
+                fabric.getServerRemoteUser(null, EchoProtocols.EMPTY).getUser());
+    }
+
+    @Test
+    void callIdRetryCountAndClientIdReachTheServer() throws Exception {
+        Client.setCallIdAndRetryCount(424242, 3, null);
+        String[] seen = fabric.getCurrentUser(null, EchoProtocols.EMPTY).getUser().split(" ");
+        assertEquals("424242", seen[0]);
+        assertEquals("3", seen[1]);
+        assertEquals(32, seen[2].length(), "a 16-byte client id");
+        assertNotEquals("0".repeat(32), seen[2]);
+        assertEquals("fabric", seen[3]);
+        // The next call has a fresh id and no retries, from the same client id.
+        String[] next = fabric.getCurrentUser(null, EchoProtocols.EMPTY).getUser().split(" ");
+        assertNotEquals("424242", next[0]);
+        assertEquals("0", next[1]);
+        assertEquals(seen[2], next[2]);
+    }
+
+    @Test
+    void callsOverTheMaximumDataLengthGetHadoopsErrorAndTheSessionGoesOn() throws Exception {
+        String fits = "f".repeat(MAX_DATA_LENGTH - 200);
+        assertEquals(fits, fabric.echo(null, EchoProtocols.echo(fits)).getMessage());
+        long refusedBefore = fabricServer().fabricFramesRefused();
+        RemoteException e = remote(assertThrows(ServiceException.class,
+                () -> fabric.echo(null, EchoProtocols.echo("x".repeat(MAX_DATA_LENGTH)))));
+        assertTrue(e.getMessage().contains("is longer than maximum configured RPC length " + MAX_DATA_LENGTH), e.getMessage());
+        assertEquals(1, fabricServer().fabricFramesRefused() - refusedBefore);
+        assertEquals("after", fabric.echo(null, EchoProtocols.echo("after")).getMessage());
+    }
+
+    @Test
+    void malformedFramesCloseTheirSessionAndTheServerKeepsServing() throws Exception {
+        Configuration discoveryConf = new Configuration(conf);
+        discoveryConf.setClass("rpc.engine." + FabricDiscovery.class.getName(), WritableRpcEngine.class, RpcEngine.class);
+        FabricDiscovery discovery = RPC.getProxy(FabricDiscovery.class, FabricDiscovery.versionID, server.getListenerAddress(),
+                discoveryConf);
+        String[] session;
+        try {
+            session = discovery.openSession().split(" ");
+        } finally {
+            RPC.stopProxy(discovery);
+        }
+        long sessionId = Long.parseLong(session[3]);
+        long refusedBefore = fabricServer().fabricFramesRefused();
+        try (FabricNode raw = FabricNode.builder().start()) {
+            FabricEndpoint endpoint = raw.endpoint(session[1], Integer.parseInt(session[2]));
+            byte[] garbage = new byte[64];
+            Arrays.fill(garbage, (byte) 0xff);
+            ByteBuffer frame = ByteBuffer.allocate(Frames.PREFIX_BYTES + garbage.length);
+            frame.put(Frames.FRAME_VERSION).putLong(sessionId).put(garbage).flip();
+            byte[] bytes = frame.array();
+            assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.MALFORMED);
+            assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.UNKNOWN_SESSION); // that session is gone
+            assertRefused(endpoint, 7, bytes, Frames.MALFORMED);
+            assertRefused(endpoint, Frames.OP_CALL, new byte[3], Frames.MALFORMED);
+        }
+        assertEquals(4, fabricServer().fabricFramesRefused() - refusedBefore);
+        long sent = FabricRpcEngine.fabricCalls();
+        assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
+        assertEquals(1, FabricRpcEngine.fabricCalls() - sent);
+    }
+
+    private static void assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {
+        FabricException e = assertThrows(FabricException.class, () -> endpoint.request(op, frame).close());
+        assertEquals(FabricException.Kind.REMOTE, e.kind());
+        assertTrue(e.getMessage().contains(why), e.getMessage());
+    }
+}

@@ -1,0 +1,38 @@
+package io.slipstream.hadoop.rpc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.apache.hadoop.conf.Configuration;
+import org.junit.jupiter.api.Test;
+
+class RpcConfTest {
+    private static Configuration conf(String... keyValues) {
+        Configuration conf = new Configuration(false);
+        for (int i = 0; i < keyValues.length; i += 2) {
+            conf.set(keyValues[i], keyValues[i + 1]);
+        }
+        return conf;
+    }
+
+    @Test
+    void onlySimpleAuthenticationWithoutProtectionOrAclsLetsTheFabricCarryCalls() {
+        assertNull(new RpcConf(conf()).securityRefusal);
+        assertNull(new RpcConf(conf("hadoop.rpc.protection", "authentication")).securityRefusal);
+        assertTrue(new RpcConf(conf("hadoop.security.authentication", "kerberos")).securityRefusal.contains("kerberos"));
+        assertTrue(new RpcConf(conf("hadoop.rpc.protection", "authentication,privacy")).securityRefusal.contains("privacy"));
+        assertTrue(new RpcConf(conf("hadoop.security.authorization", "true")).securityRefusal.contains("authorization"));
+    }
+
+    @Test
+    void badSettingsAreClearErrors() {
+        assertEquals(RpcConf.Fallback.NEVER, new RpcConf(conf(RpcConf.FALLBACK, "Never")).fallback);
+        for (String[] bad : new String[][] {{RpcConf.FALLBACK, "sometimes"}, {RpcConf.TRANSPORT, "rdma"}, {RpcConf.PORT, "70000"},
+                {RpcConf.SESSIONS_MAX, "0"}, {RpcConf.RECEIVER_THREADS, "65"}, {RpcConf.REQUEST_TIMEOUT_MS, "0"}}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new RpcConf(conf(bad)));
+            assertTrue(e.getMessage().contains(bad[0]), e.getMessage());
+        }
+    }
+}
