@@ -27,8 +27,7 @@ final class ClientFabric {
     private static FabricUnavailableException unavailable;
 
     final FabricNode node;
-    final HdfsConf conf;
-    /** DataNode ({@code ip:xferPort}) -> nanoTime until which it counts as offering no fabric; 0: it offers one. */
+        /** DataNode ({@code ip:xferPort@fabricPort}) -> nanoTime until which it counts as offering no fabric; 0: it offers one. */
     private final Map<String, Long> dataNodes = new LinkedHashMap<>(64, 0.75f, true) {
         private static final long serialVersionUID = 1L;
 
@@ -39,7 +38,6 @@ final class ClientFabric {
     };
 
     private ClientFabric(HdfsConf conf) throws FabricUnavailableException {
-        this.conf = conf;
         this.node = conf.nodeBuilder().start();
     }
 
@@ -64,13 +62,14 @@ final class ClientFabric {
         }
     }
 
-    FabricEndpoint endpoint(DatanodeInfo dataNode) {
-        return node.endpoint(dataNode.getIpAddr(), conf.port);
+    /** {@code dataNode}'s fabric node, at its IP address and the fabric port {@code port} of the reading client's settings. */
+    FabricEndpoint endpoint(DatanodeInfo dataNode, int port) {
+        return node.endpoint(dataNode.getIpAddr(), port);
     }
 
-    /** True when {@code dataNode} serves block reads over the fabric (asks it once, remembers). */
-    boolean offersFabric(DatanodeInfo dataNode) {
-        String key = dataNode.getIpAddr() + ":" + dataNode.getXferPort();
+    /** True when {@code dataNode} serves block reads over the fabric at {@code port} (asks it once, remembers). */
+    boolean offersFabric(DatanodeInfo dataNode, int port) {
+        String key = key(dataNode, port);
         synchronized (dataNodes) {
             Long until = dataNodes.get(key);
             if (until != null && (until == 0L || until - System.nanoTime() > 0)) {
@@ -78,7 +77,7 @@ final class ClientFabric {
             }
         }
         boolean offers;
-        try (FabricBuffer answer = endpoint(dataNode).request(BlockReadProtocol.OP_PROBE, BlockReadProtocol.encodeProbe(dataNode.getXferPort()))) {
+        try (FabricBuffer answer = endpoint(dataNode, port).request(BlockReadProtocol.OP_PROBE, BlockReadProtocol.encodeProbe(dataNode.getXferPort()))) {
             offers = answer.length() == 1 && answer.byteBuffer().get(0) == BlockReadProtocol.VERSION;
         } catch (FabricException e) {
             LOG.debug("slipstream: DataNode {} offers no fabric: {}", key, e.getMessage());
@@ -91,9 +90,13 @@ final class ClientFabric {
     }
 
     /** After a failed read: ask {@code dataNode} again before the next block. */
-    void forget(DatanodeInfo dataNode) {
+    void forget(DatanodeInfo dataNode, int port) {
         synchronized (dataNodes) {
-            dataNodes.remove(dataNode.getIpAddr() + ":" + dataNode.getXferPort());
+            dataNodes.remove(key(dataNode, port));
         }
+    }
+
+    private static String key(DatanodeInfo dataNode, int port) {
+        return dataNode.getIpAddr() + ":" + dataNode.getXferPort() + "@" + port;
     }
 }

@@ -108,9 +108,16 @@ final class DataNodeFabric {
             request.respond(response);
             readsServed.incrementAndGet();
             bytesServed.addAndGet(length);
+            reads.bytesServed.addAndGet(length);
         } finally {
             budgetKib.release(budget);
         }
+    }
+
+    /** Response bytes the DataNode of {@code xferPort} served so far (0 for one this node does not know). */
+    long bytesServedBy(int xferPort) {
+        DataNodeReads reads = dataNodes.get(xferPort);
+        return reads == null ? 0 : reads.bytesServed.get();
     }
 
     private DataNodeReads dataNode(int xferPort) {

@@ -34,6 +34,8 @@ final class DataNodeReads {
 
     private final DataNode dataNode;
     private final boolean blockTokens;
+    /** Response bytes this DataNode served (tests find the DataNode a read uses by it). */
+    final java.util.concurrent.atomic.AtomicLong bytesServed = new java.util.concurrent.atomic.AtomicLong();
 
     DataNodeReads(DataNode dataNode) {
         this.dataNode = dataNode;

@@ -30,6 +30,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private static final Logger LOG = LoggerFactory.getLogger(FabricReplicaAccessor.class);
 
     private final ClientFabric fabric;
+    private final HdfsConf settings;
     private final Configuration conf;
     private final String fileName;
     private final LocatedBlock block;
@@ -49,10 +50,11 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private long nextStart;
     private int nextReplica;
 
-    FabricReplicaAccessor(ClientFabric fabric, Configuration conf, String fileName, LocatedBlock block, long generationStamp,
+    FabricReplicaAccessor(ClientFabric fabric, HdfsConf settings, Configuration conf, String fileName, LocatedBlock block, long generationStamp,
             List<DatanodeInfo> replicas,
             byte[] token, long visibleLength, boolean verifyChecksum) {
         this.fabric = fabric;
+        this.settings = settings;
         this.conf = conf;
         this.fileName = fileName;
         this.block = block;
@@ -162,12 +164,12 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
 
     private CompletableFuture<FabricBuffer> request(int index, long pos) {
         DatanodeInfo dataNode = replicas.get(index);
-        int length = (int) Math.min(fabric.conf.requestBytes, visibleLength - pos);
+        int length = (int) Math.min(settings.requestBytes, visibleLength - pos);
         BlockReadProtocol.ReadRequest request = new BlockReadProtocol.ReadRequest(dataNode.getXferPort(), block.getBlock().getBlockPoolId(),
                 block.getBlock().getBlockId(), generationStamp, pos, length, token);
         SlipstreamHdfsCounters.REQUESTS.incrementAndGet();
         try {
-            return fabric.endpoint(dataNode).requestAsync(BlockReadProtocol.OP_READ, request.encode());
+            return fabric.endpoint(dataNode, settings.port).requestAsync(BlockReadProtocol.OP_READ, request.encode());
         } catch (FabricException e) {
             return CompletableFuture.failedFuture(e);
         }
@@ -216,7 +218,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         DatanodeInfo dataNode = replicas.get(index);
         LOG.info("slipstream: reading {} from {} over the fabric failed ({}); trying the next replica", block.getBlock(), dataNode,
                 cause.getMessage());
-        fabric.forget(dataNode);
+        fabric.forget(dataNode, settings.port);
     }
 
     private void dropWindow() {

@@ -110,7 +110,7 @@ public final class SlipstreamReplicaAccessorBuilder extends ReplicaAccessorBuild
         }
         List<DatanodeInfo> replicas = new ArrayList<>();
         for (DatanodeInfo dataNode : block.getLocations()) {
-            if (fabric.offersFabric(dataNode)) {
+            if (fabric.offersFabric(dataNode, settings.port)) {
                 replicas.add(dataNode);
             }
         }
@@ -118,7 +118,7 @@ public final class SlipstreamReplicaAccessorBuilder extends ReplicaAccessorBuild
             return decline(settings, "no DataNode holding " + block.getBlock() + " offers a fabric");
         }
         SlipstreamHdfsCounters.ACCESSORS.incrementAndGet();
-        return new FabricReplicaAccessor(fabric, conf, fileName, block, generationStamp, replicas, token, visibleLength, verifyChecksum);
+        return new FabricReplicaAccessor(fabric, settings, conf, fileName, block, generationStamp, replicas, token, visibleLength, verifyChecksum);
     }
 
     private ReplicaAccessor decline(HdfsConf settings, String why) {
