@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Some("spark") => ohb::spark::cli::spark_main(&argv[1..]),
         Some("report") => ohb::report::report_main(&argv[1..]),
         Some("mapreduce") => ohb::mapreduce::cli::mapreduce_main(&argv[1..]),
+        Some("hdfs") => ohb::hdfs::cli::hdfs_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {
