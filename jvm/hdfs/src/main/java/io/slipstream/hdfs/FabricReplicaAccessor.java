@@ -49,6 +49,15 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private CompletableFuture<FabricBuffer> next;
     private long nextStart;
     private int nextReplica;
+    /**
+     * Bytes the next request asks for. HDFS opens a stream's block reader for the rest of the block
+     * also when the reader then reads 4 KiB and seeks, so the window starts at what the caller wants
+     * (at least {@link #READ_AHEAD_MIN}) and grows fourfold, up to {@code request.bytes}, with every
+     * window read to its end; only then is the next one requested ahead.
+     */
+    private int readAhead;
+    private boolean sequential;
+    static final int READ_AHEAD_MIN = 64 << 10;
 
     FabricReplicaAccessor(ClientFabric fabric, HdfsConf settings, Configuration conf, String fileName, LocatedBlock block, long generationStamp,
             List<DatanodeInfo> replicas,
@@ -81,7 +90,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         int copied = 0;
         while (buf.hasRemaining() && pos < visibleLength) {
             if (window == null || pos < windowStart || pos >= windowStart + windowData.limit()) {
-                fill(pos);
+                fill(pos, buf.remaining());
             }
             int from = (int) (pos - windowStart);
             int n = (int) Math.min(Math.min(buf.remaining(), windowData.limit() - from), visibleLength - pos);
@@ -95,10 +104,17 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     }
 
     /** Makes the window cover {@code pos}: the prefetched one if it does, else a new request; then prefetches. */
-    private void fill(long pos) throws IOException {
+    private void fill(long pos, int wanted) throws IOException {
+        sequential = window != null && pos == windowStart + windowData.limit();
+        boolean prefetched = next != null && nextStart == pos;
+        if (!sequential) {
+            readAhead = Math.min(Math.max(wanted, READ_AHEAD_MIN), settings.requestBytes);
+        } else if (!prefetched) {
+            readAhead = (int) Math.min(4L * readAhead, settings.requestBytes);
+        }
         dropWindow();
         FabricBuffer response = null;
-        if (next != null && nextStart == pos) {
+        if (prefetched) {
             CompletableFuture<FabricBuffer> pending = next;
             next = null;
             try {
@@ -122,9 +138,10 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
             fetch(pos);
         }
         long after = windowStart + windowData.limit();
-        if (after < visibleLength && after > pos) {
+        if (sequential && after < visibleLength && after > pos) {
             nextStart = after;
             nextReplica = replica;
+            readAhead = (int) Math.min(4L * readAhead, settings.requestBytes);
             next = request(replica, after);
         }
     }
@@ -164,7 +181,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
 
     private CompletableFuture<FabricBuffer> request(int index, long pos) {
         DatanodeInfo dataNode = replicas.get(index);
-        int length = (int) Math.min(settings.requestBytes, visibleLength - pos);
+        int length = (int) Math.min(readAhead, visibleLength - pos);
         BlockReadProtocol.ReadRequest request = new BlockReadProtocol.ReadRequest(dataNode.getXferPort(), block.getBlock().getBlockPoolId(),
                 block.getBlock().getBlockId(), generationStamp, pos, length, token);
         SlipstreamHdfsCounters.REQUESTS.incrementAndGet();

@@ -25,7 +25,9 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DFSTestUtil;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.junit.jupiter.api.AfterAll;
@@ -184,10 +186,19 @@ class HdfsReadTest {
         Path path = new Path("/corrupt");
         byte[] written = TestClusters.write(fs, path, 2 * TestClusters.BLOCK_BYTES, 5);
         ExtendedBlock block = DFSTestUtil.getFirstBlock(fs, path);
-        // Two of the three replicas get one flipped byte each; which one a read tries first is the
-        // NameNode's (random) order, so read until the plugin met a corrupt one. Each corrupt one
-        // it meets is reported and no longer offered.
-        for (int dn = 0; dn < 2; dn++) {
+        // Two of the three replicas get one flipped byte each: the one the NameNode lists first for
+        // this client (the DataNode it takes for the client's host: the plugin tries it first) and
+        // one other, so the read meets a corrupt replica whatever the order of the rest.
+        DatanodeInfo first = ((DistributedFileSystem) fs).getClient().getLocatedBlocks(path.toString(), 0).get(0).getLocations()[0];
+        List<Integer> victims = new ArrayList<>();
+        for (int dn = 0; dn < cluster.getDataNodes().size(); dn++) {
+            if (cluster.getDataNodes().get(dn).getXferPort() == first.getXferPort()) {
+                victims.add(0, dn);
+            } else if (victims.size() < 2) {
+                victims.add(dn);
+            }
+        }
+        for (int dn : victims.subList(0, 2)) {
             try (RandomAccessFile file = new RandomAccessFile(cluster.getBlockFile(dn, block), "rw")) {
                 file.seek(1000);
                 int b = file.read();
