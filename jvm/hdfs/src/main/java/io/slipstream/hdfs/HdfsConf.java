@@ -21,7 +21,8 @@ final class HdfsConf {
     static final String PREFIX = "slipstream.hdfs.";
     static final Setting FALLBACK = new Setting(PREFIX + "fallback", "auto",
             "when a DataNode offers no fabric or the client's fabric cannot start: `auto` lets HDFS read with its "
-            + "own readers, `never` fails the read (the client) or the DataNode's start (the DataNode)");
+            + "own readers, `never` fails the read; on a DataNode, `never` fails the plugin's start (HDFS logs it and "
+            + "runs the DataNode without the plugin)");
     static final Setting TRANSPORT = new Setting(PREFIX + "transport", "auto",
             "`auto`: UCX picks (shared memory on one host, RDMA verbs on clusters, TCP otherwise); `tcp`: TCP only");
     static final Setting PORT = new Setting(PREFIX + "port", "9876",
@@ -39,7 +40,7 @@ final class HdfsConf {
             "response bytes a DataNode process prepares at once (at least `request.bytes`, at most half of `buffer.cap`); "
             + "a request finding no room within 5 s is refused as busy");
     static final Setting REQUEST_BYTES = new Setting(PREFIX + "request.bytes", "4m",
-            "block bytes per fabric request, also the client's read-ahead (64 KiB to 64 MiB); the DataNode refuses "
+            "block bytes per fabric request at most: the client's read-ahead window starts at what a read wants (at least 64 KiB) and grows 4x per sequential window up to it (64 KiB to 64 MiB); the DataNode refuses "
             + "larger requests than its own setting");
     static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "30000",
             "a block read request without an answer by then fails over to another replica");
