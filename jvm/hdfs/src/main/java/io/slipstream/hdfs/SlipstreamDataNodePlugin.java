@@ -1,6 +1,7 @@
 package io.slipstream.hdfs;
 
 import io.slipstream.fabric.FabricUnavailableException;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.util.ServicePlugin;
 import org.slf4j.Logger;
@@ -21,6 +22,11 @@ public final class SlipstreamDataNodePlugin implements ServicePlugin {
     public void start(Object service) {
         if (!(service instanceof DataNode dataNode)) {
             throw new IllegalArgumentException("SlipstreamDataNodePlugin is a DataNode plugin (dfs.datanode.plugins), not for " + service);
+        }
+        if (dataNode.getConf().getBoolean(DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_KEY, DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_DEFAULT)) {
+            // The fabric does not encrypt; clients find no fabric here and read through HDFS.
+            LOG.warn("slipstream: {} is on; block reads stay on HDFS's encrypted data transfer", DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_KEY);
+            return;
         }
         HdfsConf conf = new HdfsConf(dataNode.getConf());
         xferPort = dataNode.getXferPort();

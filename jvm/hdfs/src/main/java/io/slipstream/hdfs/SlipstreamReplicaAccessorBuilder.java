@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.ReplicaAccessor;
 import org.apache.hadoop.hdfs.ReplicaAccessorBuilder;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
@@ -89,6 +90,11 @@ public final class SlipstreamReplicaAccessorBuilder extends ReplicaAccessorBuild
 
     @Override
     public ReplicaAccessor build() {
+        if (conf.getBoolean(DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_KEY, DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_DEFAULT)) {
+            // The fabric does not encrypt: encrypted data transfer stays HDFS's, whatever the fallback.
+            SlipstreamHdfsCounters.DECLINED.incrementAndGet();
+            return null;
+        }
         HdfsConf settings = new HdfsConf(conf);
         ClientFabric fabric;
         try {
