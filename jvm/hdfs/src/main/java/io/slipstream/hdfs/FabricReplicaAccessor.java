@@ -125,6 +125,9 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
                 }
             } catch (CompletionException e) {
                 failed(nextReplica, e.getCause());
+            } catch (BlockReadProtocol.MalformedException e) {
+                response = null;
+                failed(replica, e);
             } catch (ChecksumException e) {
                 response = null;
                 corrupt(replica);
@@ -158,11 +161,12 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
                 }
                 allCorrupt = false;
                 failure = new IOException("replica on " + replicas.get(replica) + " does not cover position " + pos);
-            } catch (CompletionException e) {
+            } catch (CompletionException | BlockReadProtocol.MalformedException e) {
+                // A failed request, or a response that makes no sense: this DataNode is skipped.
+                Throwable cause = e instanceof CompletionException ? e.getCause() : e;
                 allCorrupt = false;
-                failure = new IOException("reading " + block.getBlock() + " from " + replicas.get(replica) + ": " + e.getCause().getMessage(),
-                        e.getCause());
-                failed(replica, e.getCause());
+                failure = new IOException("reading " + block.getBlock() + " from " + replicas.get(replica) + ": " + cause.getMessage(), cause);
+                failed(replica, cause);
             } catch (ChecksumException e) {
                 failure = e;
                 corrupt(replica);
@@ -220,9 +224,12 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
             windowData = data;
             windowStart = header.dataOffset();
             return true;
-        } catch (ChecksumException | RuntimeException e) {
+        } catch (ChecksumException e) {
             response.release();
             throw e;
+        } catch (RuntimeException e) {
+            response.release();
+            throw e instanceof BlockReadProtocol.MalformedException m ? m : new BlockReadProtocol.MalformedException("response: " + e);
         }
     }
 

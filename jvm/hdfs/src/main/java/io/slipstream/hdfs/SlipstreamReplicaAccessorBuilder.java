@@ -96,6 +96,10 @@ public final class SlipstreamReplicaAccessorBuilder extends ReplicaAccessorBuild
             return null;
         }
         HdfsConf settings = new HdfsConf(conf);
+        if (token.length > BlockReadProtocol.TOKEN_BYTES_MAX) {
+            return decline(settings, "a block token of " + token.length + " bytes (the fabric path carries up to "
+                    + BlockReadProtocol.TOKEN_BYTES_MAX + ")");
+        }
         ClientFabric fabric;
         try {
             fabric = ClientFabric.get(settings);

@@ -247,6 +247,29 @@ class HdfsReadTest {
     }
 
     @Test
+    @Order(7)
+    void aDataNodeAnsweringNonsenseFailsTheReadWithAnIOException() throws Exception {
+        Path path = new Path("/nonsense");
+        TestClusters.write(fs, path, 10_000, 13);
+        int port = TestClusters.freePort();
+        // A fabric node that claims to be every DataNode's and answers reads with bytes of no format.
+        try (FabricNode rogue = FabricNode.builder().listen("127.0.0.1", port).start()) {
+            rogue.serve(request -> request.respond(request.op() == BlockReadProtocol.OP_PROBE
+                    ? new byte[] {BlockReadProtocol.VERSION} : new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}), 1);
+            Configuration misled = new Configuration(conf);
+            misled.setInt(HdfsConf.PORT.key(), port);
+            try (FileSystem client = FileSystem.newInstance(fs.getUri(), misled); FSDataInputStream in = client.open(path)) {
+                assertThrows(IOException.class, () -> in.readFully(0, new byte[100]));
+            }
+        }
+        // The real DataNodes still serve.
+        try (FSDataInputStream in = fs.open(path)) {
+            in.readFully(0, new byte[100]);
+        }
+    }
+
+    @Test
     @Order(100)
     void aDataNodeStoppedMidReadLeavesTheReadToAnotherReplica() throws Exception {
         Path path = new Path("/failover");
