@@ -51,13 +51,15 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private int nextReplica;
     /**
      * Bytes the next request asks for. HDFS opens a stream's block reader for the rest of the block
-     * also when the reader then reads 4 KiB and seeks, so the window starts at what the caller wants
-     * (at least {@link #READ_AHEAD_MIN}) and grows fourfold, up to {@code request.bytes}, with every
-     * window read to its end; only then is the next one requested ahead.
+     * also when the reader then reads 4 KiB and seeks, so a small read's window starts at what it
+     * wants (at least {@link #READ_AHEAD_MIN}) and grows fourfold, up to {@code request.bytes}, with
+     * every window read to its end; a read of {@link #SEQUENTIAL_READ_BYTES} or more starts at
+     * {@code request.bytes}. The next window is requested ahead once reads are sequential.
      */
     private int readAhead;
     private boolean sequential;
-    static final int READ_AHEAD_MIN = 64 << 10;
+    static final int READ_AHEAD_MIN = 4 << 10;
+    static final int SEQUENTIAL_READ_BYTES = 64 << 10;
 
     FabricReplicaAccessor(ClientFabric fabric, HdfsConf settings, Configuration conf, String fileName, LocatedBlock block, long generationStamp,
             List<DatanodeInfo> replicas,
@@ -108,7 +110,10 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         sequential = window != null && pos == windowStart + windowData.limit();
         boolean prefetched = next != null && nextStart == pos;
         if (!sequential) {
-            readAhead = Math.min(Math.max(wanted, READ_AHEAD_MIN), settings.requestBytes);
+            // A read of 64 KiB or more (HDFS's stream reads fill its buffer) is taken as sequential
+            // from the start: one request for as much as allowed. A small read after a seek starts small.
+            readAhead = wanted >= SEQUENTIAL_READ_BYTES ? settings.requestBytes
+                    : Math.min(Math.max(wanted, READ_AHEAD_MIN), settings.requestBytes);
         } else if (!prefetched) {
             readAhead = (int) Math.min(4L * readAhead, settings.requestBytes);
         }

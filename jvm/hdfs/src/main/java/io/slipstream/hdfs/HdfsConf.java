@@ -40,7 +40,8 @@ final class HdfsConf {
             "response bytes a DataNode process prepares at once (at least `request.bytes`, at most half of `buffer.cap`); "
             + "a request finding no room within 5 s is refused as busy");
     static final Setting REQUEST_BYTES = new Setting(PREFIX + "request.bytes", "4m",
-            "block bytes per fabric request at most: the client's read-ahead window starts at what a read wants (at least 64 KiB) and grows 4x per sequential window up to it (64 KiB to 64 MiB); the DataNode refuses "
+            "block bytes per fabric request at most (64 KiB to 64 MiB): a client read of 64 KiB or more asks for this much; a "
+            + "smaller one starts at what it wants (at least 4 KiB) and grows 4x per sequential window; the DataNode refuses "
             + "larger requests than its own setting");
     static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "30000",
             "a block read request without an answer by then fails over to another replica");
