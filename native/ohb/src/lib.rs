@@ -26,6 +26,7 @@ pub mod args;
 pub mod cache;
 pub mod child;
 pub mod fabric;
+pub mod hdfs;
 pub mod machine;
 pub mod mapreduce;
 pub mod output;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Some("report") => ohb::report::report_main(&argv[1..]),
         Some("mapreduce") => ohb::mapreduce::cli::mapreduce_main(&argv[1..]),
         Some("rpc") => ohb::rpc::cli::rpc_main(&argv[1..]),
+        Some("hdfs") => ohb::hdfs::cli::hdfs_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {

@@ -100,6 +100,21 @@ pub const TESTS: &[TestInfo] = &[
         description: "Hadoop RPC echo calls/s with 1 to 16 client threads (16 server handlers)",
         variants: "as rpc lat",
     },
+    TestInfo {
+        name: "hdfs srl",
+        description: "OHB's HDFS SRL: open and read a file sequentially (1 MiB files, one per iteration); latency p50/p99",
+        variants: "vanilla (HDFS's TCP reader, short-circuit off), plugin (Slipstream replica accessor, fabric bytes checked), plugin-tcp, vanilla-sc (short-circuit reads: local reference)",
+    },
+    TestInfo {
+        name: "hdfs rrl",
+        description: "OHB's HDFS RRL: open a file and read 4 KiB at every 64 KiB offset in a random order; latency p50/p99",
+        variants: "as hdfs srl",
+    },
+    TestInfo {
+        name: "hdfs srt",
+        description: "OHB's HDFS SRT: readers read their own files sequentially at once; aggregate MB/s",
+        variants: "as hdfs srl",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -110,6 +125,7 @@ pub fn usage() -> String {
          \x20      ohb spark groupby|sortby|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb rpc lat|thr [options]\n\
+         \x20      ohb hdfs srl|rrl|srt|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -228,6 +244,18 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --duration-ms N      thr: measuring time per point (default 2000)
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
+
+Options for hdfs srl / rrl / srt / all (Hadoop 3.4 mini HDFS cluster, 3 DataNodes, replication 3, one JVM per
+configuration, the reader in it):
+  --quick              5 iterations; srt: 2 readers x 16 MiB, 2 runs
+  --file-bytes N       file size (default 1 MiB for srl/rrl, 256 MiB per reader for srt)
+  --block-bytes N      HDFS block size (default 128 MiB)
+  --readers N          srt's concurrent readers, each on its own file (default 2)
+  --seek-bytes N       rrl's interval between reads (default 64 KiB)
+  --read-bytes N       rrl's read size (default 4 KiB)
+  --iterations N       files read (srl/rrl, one per iteration) or srt runs; medians reported
+  --configs LIST       subset of vanilla,plugin,plugin-tcp,vanilla-sc (vanilla required)
+  --json PATH          default results/ohb-hdfs-<test>.json
 
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)

@@ -62,6 +62,12 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         }
         "rpc lat" => rpc_chart(&mut run, v, &id, "bytes", "p50_us", "payload", "p50 latency, us", true),
         "rpc thr" => rpc_chart(&mut run, v, &id, "clients", "calls_per_s", "client threads", "calls/s", false),
+        "hdfs srl" | "hdfs rrl" | "hdfs srt" => hdfs_charts(&mut run, v, &id),
+        "hdfs all" => {
+            for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
+                hdfs_charts(&mut run, test, &id);
+            }
+        }
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -311,6 +317,24 @@ fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// One bar per HDFS configuration: the figure `hdfs/render.rs` shows (p50 latency, or MB/s for srt).
+fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
+    let bench = test.get("bench").and_then(Value::as_str).unwrap_or("hdfs");
+    let name = bench.trim_start_matches("hdfs ");
+    let runs = test.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
+    let values: Vec<(String, f64)> = crate::hdfs::CONFIGS
+        .iter()
+        .filter_map(|config| {
+            let r = runs.iter().find(|r| r["config"] == *config)?;
+            Some((config.to_string(), crate::hdfs::render::figure(name, r)?))
+        })
+        .collect();
+    if !values.is_empty() {
+        let (title, unit) = if name == "srt" { ("read throughput (median)", "MB/s") } else { ("read latency (p50)", "ms") };
+        run.charts.push(bars(id(bench), format!("{bench}: {title}"), "configuration", unit, values));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -336,6 +360,19 @@ mod tests {
         assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 12.0), ("plugin".into(), 10.0)] });
         assert_eq!(run.tables.len(), 2);
         assert_eq!(run.tables[0].rows, [vec!["plugin-tcp: boom".to_string()]]);
+    }
+
+    /// The shape `hdfs/cli.rs` writes: one result line per configuration under "runs".
+    #[test]
+    fn hdfs_all_gives_one_bar_chart_per_test() {
+        let test = |name: &str| {
+            json!({"bench": format!("hdfs {name}"), "runs": [
+                {"config": "vanilla", "latency_ms_p50": 30.0, "throughput_mb_s": 100.0},
+                {"config": "plugin", "latency_ms_p50": 10.0, "throughput_mb_s": 300.0}]})
+        };
+        let v = json!({"bench": "hdfs all", "tests": [test("srl"), test("srt")]});
+        let run = run_of("ohb-hdfs-all.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 2);
     }
 
     /// The shape `mapreduce/cli.rs` writes: the JVM's result lines under "runs".

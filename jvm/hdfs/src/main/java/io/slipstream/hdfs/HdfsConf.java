@@ -1,0 +1,133 @@
+package io.slipstream.hdfs;
+
+import io.slipstream.fabric.FabricConfig;
+import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTransport;
+import io.slipstream.fabric.NetDevices;
+import io.slipstream.shuffle.Setting;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * The plugin's settings, all under {@code slipstream.hdfs.*}, each declared once below ({@link #SETTINGS}),
+ * read from the DataNode's configuration on its side and from the client's on the reader's. The
+ * fabric port must be the same in both (as {@code dfs.datanode.address}'s port is for HDFS's own
+ * reads): a client reaches a DataNode at the DataNode's IP address and this port (docs/hdfs.md).
+ */
+final class HdfsConf {
+    static final String PREFIX = "slipstream.hdfs.";
+    static final Setting FALLBACK = new Setting(PREFIX + "fallback", "auto",
+            "when a DataNode offers no fabric or the client's fabric cannot start: `auto` lets HDFS read with its "
+            + "own readers, `never` fails the read; on a DataNode, `never` fails the plugin's start (HDFS logs it and "
+            + "runs the DataNode without the plugin)");
+    static final Setting TRANSPORT = new Setting(PREFIX + "transport", "auto",
+            "`auto`: UCX picks (shared memory on one host, RDMA verbs on clusters, TCP otherwise); `tcp`: TCP only");
+    static final Setting PORT = new Setting(PREFIX + "port", "9876",
+            "the DataNodes' fabric port (fixed: clients connect to it); one per DataNode process");
+    static final Setting BIND_ADDRESS = new Setting(PREFIX + "bindAddress", "127.0.0.1",
+            "address the DataNode's fabric node listens on (loopback unless configured: set the DataNode's address "
+            + "or `0.0.0.0` on a cluster)");
+    static final Setting NET_DEVICES = new Setting(PREFIX + "netDevices", "",
+            "network devices UCX may use (`UCX_NET_DEVICES` syntax); empty: the device carrying `bindAddress`");
+    static final Setting BUFFER_CAP = new Setting(PREFIX + "buffer.cap", "128m",
+            "registered memory per process (DataNode, or client), a hard cap");
+    static final Setting SERVER_THREADS = new Setting(PREFIX + "server.threads", "4",
+            "threads serving block reads per DataNode process (1 to 64)");
+    static final Setting SERVER_MAX_BYTES_IN_FLIGHT = new Setting(PREFIX + "server.maxBytesInFlight", "64m",
+            "response bytes a DataNode process prepares at once (at least `request.bytes`, at most half of `buffer.cap`); "
+            + "a request finding no room within 5 s is refused as busy");
+    static final Setting REQUEST_BYTES = new Setting(PREFIX + "request.bytes", "4m",
+            "block bytes per fabric request at most (64 KiB to 64 MiB): a client read of 64 KiB or more asks for this much; a "
+            + "smaller one starts at what it wants (at least 4 KiB) and grows 4x per sequential window; the DataNode refuses "
+            + "larger requests than its own setting");
+    static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "30000",
+            "a block read request without an answer by then fails over to another replica");
+    /** Every user setting, in the order the documentation lists them. */
+    static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
+            SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, REQUEST_TIMEOUT_MS);
+
+    static final int REQUEST_BYTES_MIN = 64 << 10;
+    static final int REQUEST_BYTES_MAX = 64 << 20;
+
+    enum Fallback {
+        /** The fabric when a DataNode offers it; otherwise HDFS's own readers. */
+        AUTO,
+        /** Fail when the fabric cannot be used. */
+        NEVER
+    }
+
+    final Fallback fallback;
+    final FabricTransport transport;
+    final int port;
+    final String bindAddress;
+    final String netDevices;
+    final long bufferCapBytes;
+    final int serverThreads;
+    final long serverMaxBytesInFlight;
+    final int requestBytes;
+    final Duration requestTimeout;
+
+    HdfsConf(Configuration conf) {
+        fallback = parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
+        transport = parseEnum(FabricTransport.class, get(conf, TRANSPORT), TRANSPORT.key());
+        port = conf.getInt(PORT.key(), Integer.parseInt(PORT.defaultValue()));
+        bindAddress = get(conf, BIND_ADDRESS);
+        netDevices = get(conf, NET_DEVICES);
+        bufferCapBytes = conf.getLongBytes(BUFFER_CAP.key(), bytes(BUFFER_CAP));
+        serverThreads = conf.getInt(SERVER_THREADS.key(), Integer.parseInt(SERVER_THREADS.defaultValue()));
+        serverMaxBytesInFlight = conf.getLongBytes(SERVER_MAX_BYTES_IN_FLIGHT.key(), bytes(SERVER_MAX_BYTES_IN_FLIGHT));
+        long request = conf.getLongBytes(REQUEST_BYTES.key(), bytes(REQUEST_BYTES));
+        requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS.key(), Long.parseLong(REQUEST_TIMEOUT_MS.defaultValue())));
+        if (port <= 0 || port > 0xffff) {
+            throw new IllegalArgumentException(PORT.key() + "=" + port + ": a fixed TCP port (1 to 65535) is needed");
+        }
+        if (serverThreads < 1 || serverThreads > 64) {
+            throw new IllegalArgumentException(SERVER_THREADS.key() + "=" + serverThreads + ": must be 1 to 64");
+        }
+        if (request < REQUEST_BYTES_MIN || request > REQUEST_BYTES_MAX) {
+            throw new IllegalArgumentException(REQUEST_BYTES.key() + "=" + request + ": must be 64 KiB to 64 MiB");
+        }
+        requestBytes = (int) request;
+        if (serverMaxBytesInFlight < BlockReadProtocol.responseBytesMax(requestBytes) || serverMaxBytesInFlight > bufferCapBytes / 2) {
+            throw new IllegalArgumentException(SERVER_MAX_BYTES_IN_FLIGHT.key() + "=" + serverMaxBytesInFlight
+                    + ": must hold one full response (" + BlockReadProtocol.responseBytesMax(requestBytes) + " bytes) and be at most half of "
+                    + BUFFER_CAP.key() + " (" + bufferCapBytes + ")");
+        }
+        if (requestTimeout.isNegative() || requestTimeout.isZero()) {
+            throw new IllegalArgumentException(REQUEST_TIMEOUT_MS.key() + " must be positive");
+        }
+    }
+
+    /** A fabric node with these settings (the DataNode's adds where it listens). */
+    FabricConfig.Builder nodeBuilder() {
+        return FabricNode.builder()
+                .netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindAddress, NET_DEVICES.key()) : netDevices)
+                .transport(transport)
+                .poolCapBytes(bufferCapBytes)
+                .maxMessageBytes(BlockReadProtocol.responseBytesMax(requestBytes))
+                .requestTimeout(requestTimeout);
+    }
+
+    private static String get(Configuration conf, Setting setting) {
+        return conf.get(setting.key(), setting.defaultValue()).trim();
+    }
+
+    /** A declared size default ({@code 4m}) in bytes, parsed as Hadoop parses the setting. */
+    private static long bytes(Setting setting) {
+        Configuration parse = new Configuration(false);
+        parse.set(setting.key(), setting.defaultValue());
+        return parse.getLongBytes(setting.key(), -1);
+    }
+
+    private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
+        try {
+            return Enum.valueOf(type, value.trim().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(key + "=" + value + ": expected one of "
+                    + Arrays.toString(type.getEnumConstants()).toLowerCase(Locale.ROOT), e);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+package io.slipstream.hdfs;
+
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * What this process's HDFS clients did over the fabric, so tests and benchmarks can prove which
+ * path carried a read (HDFS's own statistics count an accessor's bytes as remote reads).
+ */
+public final class SlipstreamHdfsCounters {
+    static final AtomicLong BYTES_READ = new AtomicLong();
+    static final AtomicLong REQUESTS = new AtomicLong();
+    static final AtomicLong ACCESSORS = new AtomicLong();
+    static final AtomicLong DECLINED = new AtomicLong();
+    static final AtomicLong CORRUPT_REPLICAS = new AtomicLong();
+    static final AtomicLong FAILOVERS = new AtomicLong();
+
+    private SlipstreamHdfsCounters() {
+    }
+
+    /** Block bytes handed to readers from fabric responses (verified when checksums are on). */
+    public static long bytesRead() {
+        return BYTES_READ.get();
+    }
+
+    /** Block read requests sent over the fabric. */
+    public static long requests() {
+        return REQUESTS.get();
+    }
+
+    /** Replica accessors built (blocks opened over the fabric). */
+    public static long accessors() {
+        return ACCESSORS.get();
+    }
+
+    /** Blocks left to HDFS's own readers (no DataNode with a fabric, the block under construction, fallback=auto). */
+    public static long declined() {
+        return DECLINED.get();
+    }
+
+    /** Replicas whose data did not match their checksums (each reported to the NameNode). */
+    public static long corruptReplicas() {
+        return CORRUPT_REPLICAS.get();
+    }
+
+    /** Reads continued from another replica after one failed (DataNode gone, refused, corrupt). */
+    public static long failovers() {
+        return FAILOVERS.get();
+    }
+
+    /** One line for logs and benchmark output. */
+    public static String summary() {
+        return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
+                + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers();
+    }
+}

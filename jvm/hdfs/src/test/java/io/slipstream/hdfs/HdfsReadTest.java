@@ -1,0 +1,312 @@
+package io.slipstream.hdfs;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.slipstream.fabric.FabricBuffer;
+import io.slipstream.fabric.FabricEndpoint;
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.hdfs.DFSTestUtil;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * Block reads over the fabric on a real HDFS 3.4 mini cluster (NameNode, three DataNodes,
+ * replication 3, 256 KiB blocks, 64 KiB per request), one cluster for the class: contents,
+ * positional and sequential reads, concurrent readers, bad requests, a corrupt replica, fallback,
+ * and last a DataNode stopped in the middle of a read.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class HdfsReadTest {
+    private static Configuration conf;
+    private static MiniDFSCluster cluster;
+    private static FileSystem fs;
+
+    @BeforeAll
+    static void startCluster() throws IOException {
+        conf = TestClusters.conf(false);
+        cluster = TestClusters.start(conf, "read");
+        fs = cluster.getFileSystem();
+    }
+
+    @AfterAll
+    static void stopCluster() {
+        if (cluster != null) {
+            cluster.shutdown();
+        }
+    }
+
+    @Test
+    @Order(1)
+    void filesOfEverySizeReadSequentiallyOverTheFabric() throws IOException {
+        int block = TestClusters.BLOCK_BYTES;
+        int[] sizes = {0, 1, 511, 512, 4099, block - 1, block, block + 1, 3 * block + 12345};
+        for (int size : sizes) {
+            Path path = new Path("/seq/" + size);
+            byte[] written = TestClusters.write(fs, path, size, size);
+            long before = SlipstreamHdfsCounters.bytesRead();
+            ByteArrayOutputStream read = new ByteArrayOutputStream();
+            byte[] buf = new byte[4093];
+            try (FSDataInputStream in = fs.open(path)) {
+                for (int n; (n = in.read(buf)) > 0;) {
+                    read.write(buf, 0, n);
+                }
+            }
+            assertArrayEquals(written, read.toByteArray(), "file of " + size + " bytes");
+            assertEquals(size, SlipstreamHdfsCounters.bytesRead() - before, "bytes over the fabric for a file of " + size);
+        }
+    }
+
+    @Test
+    @Order(2)
+    void positionalReadsReturnWhatWasWritten() throws IOException {
+        int size = 3 * TestClusters.BLOCK_BYTES + 777;
+        Path path = new Path("/pread");
+        byte[] written = TestClusters.write(fs, path, size, 42);
+        long requestsBefore = SlipstreamHdfsCounters.requests();
+        Random random = new Random(7);
+        try (FSDataInputStream in = fs.open(path)) {
+            for (int i = 0; i < 60; i++) {
+                int pos = random.nextInt(size);
+                int length = Math.min(size - pos, 1 + random.nextInt(i % 3 == 0 ? 300_000 : 5000));
+                byte[] got = new byte[length];
+                in.readFully(pos, got);
+                assertArrayEquals(Arrays.copyOfRange(written, pos, pos + length), got, "pread at " + pos + " of " + length);
+            }
+            // Seek and read: the stream's own path.
+            in.seek(TestClusters.BLOCK_BYTES - 10);
+            byte[] across = new byte[100];
+            in.readFully(across);
+            assertArrayEquals(Arrays.copyOfRange(written, TestClusters.BLOCK_BYTES - 10, TestClusters.BLOCK_BYTES + 90), across);
+        }
+        assertTrue(SlipstreamHdfsCounters.requests() > requestsBefore);
+    }
+
+    @Test
+    @Order(3)
+    void concurrentReadersEachGetTheirBytes() throws Exception {
+        int size = 2 * TestClusters.BLOCK_BYTES + 999;
+        Path path = new Path("/concurrent");
+        byte[] written = TestClusters.write(fs, path, size, 3);
+        long before = SlipstreamHdfsCounters.bytesRead();
+        ExecutorService pool = Executors.newFixedThreadPool(6);
+        try {
+            List<Future<?>> readers = new ArrayList<>();
+            for (int t = 0; t < 6; t++) {
+                int seed = t;
+                readers.add(pool.submit(() -> {
+                    Random random = new Random(seed);
+                    try (FSDataInputStream in = fs.open(path)) {
+                        for (int i = 0; i < 20; i++) {
+                            int pos = random.nextInt(size);
+                            int length = Math.min(size - pos, 1 + random.nextInt(100_000));
+                            byte[] got = new byte[length];
+                            in.readFully(pos, got);
+                            assertArrayEquals(Arrays.copyOfRange(written, pos, pos + length), got);
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> reader : readers) {
+                reader.get();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertTrue(SlipstreamHdfsCounters.bytesRead() - before >= 6 * 20, "reads went over the fabric");
+    }
+
+    @Test
+    @Order(4)
+    void malformedRequestsAreRefusedAndTheDataNodeKeepsServing() throws Exception {
+        int port = conf.getInt(HdfsConf.PORT.key(), 0);
+        int xferPort = cluster.getDataNodes().get(0).getXferPort();
+        ExtendedBlock block = DFSTestUtil.getFirstBlock(fs, new Path("/pread"));
+        try (FabricNode client = FabricNode.builder().start()) {
+            FabricEndpoint endpoint = client.endpoint("127.0.0.1", port);
+            List<ByteBuffer> bad = List.of(
+                    ByteBuffer.wrap(new byte[] {1, 2, 3}),
+                    ByteBuffer.wrap(new byte[0]),
+                    ByteBuffer.wrap(new byte[] {9, 0, 0, 0, 0}),
+                    readRequest(xferPort, block, 0, TestClusters.REQUEST_BYTES + 1),
+                    readRequest(xferPort, block, -5, 10),
+                    readRequest(xferPort, block, 0, 0),
+                    readRequest(xferPort + 1, block, 0, 10),
+                    withExtraByte(readRequest(xferPort, block, 0, 10)));
+            for (ByteBuffer request : bad) {
+                FabricException refused = assertThrows(FabricException.class, () -> endpoint.request(BlockReadProtocol.OP_READ, request).close());
+                assertEquals(FabricException.Kind.REMOTE, refused.kind(), refused.getMessage());
+            }
+            FabricException unknownOp = assertThrows(FabricException.class, () -> endpoint.request(77, new byte[8]).close());
+            assertTrue(unknownOp.getMessage().contains("unknown operation"), unknownOp.getMessage());
+            try (FabricBuffer good = endpoint.request(BlockReadProtocol.OP_READ, readRequest(xferPort, block, 100, 1000))) {
+                BlockReadProtocol.ReadHeader header = BlockReadProtocol.ReadHeader.decode(good.byteBuffer(), good.length());
+                assertEquals(0, header.dataOffset());
+                assertEquals(1536, header.dataLength(), "widened to whole 512-byte chunks");
+            }
+        }
+        long before = SlipstreamHdfsCounters.bytesRead();
+        try (FSDataInputStream in = fs.open(new Path("/pread"))) {
+            in.readFully(0, new byte[5000]);
+        }
+        assertEquals(5000, SlipstreamHdfsCounters.bytesRead() - before);
+    }
+
+    @Test
+    @Order(5)
+    void aCorruptReplicaIsReportedAndTheReadContinuesFromAnother() throws Exception {
+        Path path = new Path("/corrupt");
+        byte[] written = TestClusters.write(fs, path, 2 * TestClusters.BLOCK_BYTES, 5);
+        ExtendedBlock block = DFSTestUtil.getFirstBlock(fs, path);
+        // Two of the three replicas get one flipped byte each: the one the NameNode lists first for
+        // this client (the DataNode it takes for the client's host: the plugin tries it first) and
+        // one other, so the read meets a corrupt replica whatever the order of the rest.
+        DatanodeInfo first = ((DistributedFileSystem) fs).getClient().getLocatedBlocks(path.toString(), 0).get(0).getLocations()[0];
+        List<Integer> victims = new ArrayList<>();
+        for (int dn = 0; dn < cluster.getDataNodes().size(); dn++) {
+            if (cluster.getDataNodes().get(dn).getXferPort() == first.getXferPort()) {
+                victims.add(0, dn);
+            } else if (victims.size() < 2) {
+                victims.add(dn);
+            }
+        }
+        for (int dn : victims.subList(0, 2)) {
+            try (RandomAccessFile file = new RandomAccessFile(cluster.getBlockFile(dn, block), "rw")) {
+                file.seek(1000);
+                int b = file.read();
+                file.seek(1000);
+                file.write(b ^ 0x40);
+            }
+        }
+        long corruptBefore = SlipstreamHdfsCounters.corruptReplicas();
+        for (int attempt = 0; attempt < 20 && SlipstreamHdfsCounters.corruptReplicas() == corruptBefore; attempt++) {
+            byte[] got = new byte[written.length];
+            try (FSDataInputStream in = fs.open(path)) {
+                in.readFully(0, got);
+            }
+            assertArrayEquals(written, got);
+        }
+        assertTrue(SlipstreamHdfsCounters.corruptReplicas() > corruptBefore, "a corrupt replica was met in 20 reads");
+        assertTrue(cluster.getNamesystem().getCorruptReplicaBlocks() > 0
+                || cluster.getNamesystem().getBlockManager().getCorruptReplicas(block.getLocalBlock()) != null,
+                "the NameNode was told");
+    }
+
+    @Test
+    @Order(6)
+    void withoutAFabricOnTheDataNodesFallbackAutoReadsThroughHdfs() throws IOException {
+        Path path = new Path("/fallback");
+        byte[] written = TestClusters.write(fs, path, TestClusters.BLOCK_BYTES + 5, 9);
+        Configuration elsewhere = new Configuration(conf);
+        elsewhere.setInt(HdfsConf.PORT.key(), TestClusters.freePort());
+        elsewhere.set(HdfsConf.FALLBACK.key(), "auto");
+        long fabricBefore = SlipstreamHdfsCounters.bytesRead();
+        long declinedBefore = SlipstreamHdfsCounters.declined();
+        try (FileSystem auto = FileSystem.newInstance(fs.getUri(), elsewhere); FSDataInputStream in = auto.open(path)) {
+            byte[] got = new byte[written.length];
+            in.readFully(0, got);
+            assertArrayEquals(written, got);
+        }
+        assertEquals(fabricBefore, SlipstreamHdfsCounters.bytesRead(), "nothing over the fabric");
+        assertTrue(SlipstreamHdfsCounters.declined() > declinedBefore);
+
+        elsewhere.set(HdfsConf.FALLBACK.key(), "never");
+        try (FileSystem never = FileSystem.newInstance(fs.getUri(), elsewhere); FSDataInputStream in = never.open(path)) {
+            IOException e = assertThrows(IOException.class, () -> in.readFully(0, new byte[100]));
+            assertTrue(String.valueOf(e.getMessage()).contains("never") || String.valueOf(e.getCause()).contains("never")
+                    || e.toString().contains("BlockMissingException"), e.toString());
+        }
+    }
+
+    @Test
+    @Order(7)
+    void aDataNodeAnsweringNonsenseFailsTheReadWithAnIOException() throws Exception {
+        Path path = new Path("/nonsense");
+        TestClusters.write(fs, path, 10_000, 13);
+        int port = TestClusters.freePort();
+        // A fabric node that claims to be every DataNode's and answers reads with bytes of no format.
+        try (FabricNode rogue = FabricNode.builder().listen("127.0.0.1", port).start()) {
+            rogue.serve(request -> request.respond(request.op() == BlockReadProtocol.OP_PROBE
+                    ? new byte[] {BlockReadProtocol.VERSION} : new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                        20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}), 1);
+            Configuration misled = new Configuration(conf);
+            misled.setInt(HdfsConf.PORT.key(), port);
+            try (FileSystem client = FileSystem.newInstance(fs.getUri(), misled); FSDataInputStream in = client.open(path)) {
+                assertThrows(IOException.class, () -> in.readFully(0, new byte[100]));
+            }
+        }
+        // The real DataNodes still serve.
+        try (FSDataInputStream in = fs.open(path)) {
+            in.readFully(0, new byte[100]);
+        }
+    }
+
+    @Test
+    @Order(100)
+    void aDataNodeStoppedMidReadLeavesTheReadToAnotherReplica() throws Exception {
+        Path path = new Path("/failover");
+        byte[] written = TestClusters.write(fs, path, 3 * TestClusters.BLOCK_BYTES, 11);
+        DataNodeFabric server = DataNodeFabric.current();
+        List<DataNode> dataNodes = cluster.getDataNodes();
+        long[] servedBefore = new long[dataNodes.size()];
+        for (int i = 0; i < servedBefore.length; i++) {
+            servedBefore[i] = server.bytesServedBy(dataNodes.get(i).getXferPort());
+        }
+        long failoversBefore = SlipstreamHdfsCounters.failovers();
+        byte[] got = new byte[written.length];
+        try (FSDataInputStream in = fs.open(path)) {
+            int first = 70_000;
+            in.readFully(got, 0, first);
+            int serving = -1;
+            for (int i = 0; i < servedBefore.length; i++) {
+                if (server.bytesServedBy(dataNodes.get(i).getXferPort()) > servedBefore[i]) {
+                    serving = i;
+                }
+            }
+            assertTrue(serving >= 0, "one DataNode served the first bytes");
+            cluster.stopDataNode(serving);
+            in.readFully(got, first, written.length - first);
+        }
+        assertArrayEquals(written, got);
+        assertTrue(SlipstreamHdfsCounters.failovers() > failoversBefore, "the plugin went on from another replica");
+    }
+
+    private static ByteBuffer readRequest(int xferPort, ExtendedBlock block, long offset, int length) {
+        return new BlockReadProtocol.ReadRequest(xferPort, block.getBlockPoolId(), block.getBlockId(), block.getGenerationStamp(), offset,
+                length, new byte[0]).encode();
+    }
+
+    private static ByteBuffer withExtraByte(ByteBuffer request) {
+        ByteBuffer longer = ByteBuffer.allocate(request.remaining() + 1);
+        longer.put(request).put((byte) 0).flip();
+        return longer;
+    }
+}

@@ -1,0 +1,301 @@
+package io.slipstream.ohb.hdfs;
+
+import io.slipstream.hdfs.SlipstreamDataNodePlugin;
+import io.slipstream.hdfs.SlipstreamHdfsCounters;
+import io.slipstream.hdfs.SlipstreamReplicaAccessorBuilder;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.zip.CRC32;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.HdfsConfiguration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.client.HdfsDataInputStream;
+import org.apache.hadoop.security.UserGroupInformation;
+
+/**
+ * The JVM side of {@code ohb hdfs srl|rrl|srt}: one configuration per JVM, a mini HDFS cluster of a
+ * NameNode and three DataNodes (replication 3) in it, the reader in the same JVM. Configurations:
+ * {@code vanilla} (HDFS's TCP reader, short-circuit off), {@code plugin} (the Slipstream DataNode
+ * plugin and replica accessor, fallback never), {@code plugin-tcp} (the same, fabric forced to TCP),
+ * {@code vanilla-sc} (short-circuit reads on: the local-read reference). Tests, after OHB's HDFS suite:
+ * <ul>
+ *   <li>{@code srl}: open a file and read it sequentially to the end; one file per iteration;</li>
+ *   <li>{@code rrl}: open a file and read {@code read-bytes} at every {@code seek-bytes} offset of it, in
+ *       a random order; one file per iteration;</li>
+ *   <li>{@code srt}: {@code readers} threads each read their own file sequentially; aggregate MB/s.</li>
+ * </ul>
+ * Every file's contents are checked (CRC32) on an untimed read first. Prints one
+ * {@code OHB_HDFS_RESULT {json}} line; exits 1 when a read fails or the configuration's path was not
+ * used (plugin: every byte over the fabric; vanilla-sc: short-circuit bytes read).
+ */
+public final class HdfsBench {
+    private HdfsBench() {}
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> o = new LinkedHashMap<>();
+        o.put("test", "srl");
+        o.put("config", "vanilla");
+        o.put("file-bytes", String.valueOf(1 << 20));
+        o.put("block-bytes", String.valueOf(128 << 20));
+        o.put("readers", "1");
+        o.put("seek-bytes", String.valueOf(64 << 10));
+        o.put("read-bytes", String.valueOf(4 << 10));
+        o.put("iterations", "20");
+        o.put("buffer-bytes", String.valueOf(128 << 10));
+        o.put("work", "build/ohb-hdfs");
+        for (int i = 0; i < args.length; i++) {
+            String key = args[i].replaceFirst("^--", "");
+            if (!o.containsKey(key) || i + 1 >= args.length) {
+                System.err.println("usage: HdfsBench --test srl|rrl|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
+                        + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]");
+                System.exit(2);
+            }
+            o.put(key, args[++i]);
+        }
+        String test = o.get("test");
+        String config = o.get("config");
+        long fileBytes = Long.parseLong(o.get("file-bytes"));
+        long blockBytes = Long.parseLong(o.get("block-bytes"));
+        int readers = Integer.parseInt(o.get("readers"));
+        int iterations = Integer.parseInt(o.get("iterations"));
+        int bufferBytes = Integer.parseInt(o.get("buffer-bytes"));
+        long seekBytes = Long.parseLong(o.get("seek-bytes"));
+        int readBytes = Integer.parseInt(o.get("read-bytes"));
+
+        Configuration conf = conf(config, blockBytes, o.get("work"));
+        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).build();
+        boolean ok = true;
+        String failure = "";
+        Map<String, Object> result = new LinkedHashMap<>();
+        try {
+            cluster.waitActive();
+            FileSystem fs = cluster.getFileSystem();
+            int files = test.equals("srt") ? readers : iterations + 2;
+            long[] crcs = new long[files];
+            for (int f = 0; f < files; f++) {
+                crcs[f] = write(fs, file(f), fileBytes, f);
+            }
+            long sc = 0;
+            for (int f = 0; f < files; f++) {
+                Read read = readAll(fs, file(f), bufferBytes);
+                sc += read.shortCircuitBytes;
+                if (read.crc != crcs[f]) {
+                    throw new IOException("file " + f + ": CRC " + read.crc + ", written " + crcs[f]);
+                }
+            }
+            long fabricBefore = SlipstreamHdfsCounters.bytesRead();
+            long bytesMeasured = 0;
+            switch (test) {
+                case "srl", "rrl" -> {
+                    // Files 0 and 1 warm up (untimed), 2.. are timed, each read once: a fresh open per iteration.
+                    for (int f = 0; f < 2; f++) {
+                        bytesMeasured += test.equals("srl") ? readAll(fs, file(f), bufferBytes).bytes : randomReads(fs, file(f), fileBytes, seekBytes, readBytes, f);
+                    }
+                    double[] ms = new double[iterations];
+                    for (int i = 0; i < iterations; i++) {
+                        long start = System.nanoTime();
+                        bytesMeasured += test.equals("srl") ? readAll(fs, file(i + 2), bufferBytes).bytes
+                                : randomReads(fs, file(i + 2), fileBytes, seekBytes, readBytes, i);
+                        ms[i] = (System.nanoTime() - start) / 1e6;
+                    }
+                    Arrays.sort(ms);
+                    result.put("latency_ms_p50", ms[ms.length / 2]);
+                    result.put("latency_ms_p99", ms[Math.min(ms.length - 1, (int) Math.ceil(ms.length * 0.99) - 1)]);
+                    result.put("latency_ms_min", ms[0]);
+                }
+                case "srt" -> {
+                    double[] mbs = new double[iterations];
+                    ExecutorService pool = Executors.newFixedThreadPool(readers);
+                    try {
+                        for (int i = 0; i < iterations; i++) {
+                            long start = System.nanoTime();
+                            List<Future<Read>> reads = new ArrayList<>();
+                            for (int r = 0; r < readers; r++) {
+                                int f = r;
+                                reads.add(pool.submit(() -> readAll(fs, file(f), bufferBytes)));
+                            }
+                            long bytes = 0;
+                            for (Future<Read> read : reads) {
+                                bytes += read.get().bytes;
+                            }
+                            mbs[i] = bytes / 1e6 / ((System.nanoTime() - start) / 1e9);
+                            bytesMeasured += bytes;
+                        }
+                    } finally {
+                        pool.shutdownNow();
+                    }
+                    Arrays.sort(mbs);
+                    result.put("throughput_mb_s", mbs[mbs.length / 2]);
+                    result.put("throughput_mb_s_max", mbs[mbs.length - 1]);
+                }
+                default -> throw new IllegalArgumentException("unknown test " + test);
+            }
+            long fabricBytes = SlipstreamHdfsCounters.bytesRead() - fabricBefore;
+            result.put("bytes_measured", bytesMeasured);
+            result.put("fabric_bytes", fabricBytes);
+            result.put("short_circuit_bytes_check_pass", sc);
+            if (config.startsWith("plugin") && fabricBytes < bytesMeasured) {
+                ok = false;
+                failure = config + ": " + fabricBytes + " of " + bytesMeasured + " bytes over the fabric (" + SlipstreamHdfsCounters.summary() + ")";
+            }
+            if (!config.startsWith("plugin") && fabricBytes != 0) {
+                ok = false;
+                failure = config + ": " + fabricBytes + " bytes over the fabric in a vanilla configuration";
+            }
+            if (config.equals("vanilla-sc") && sc == 0) {
+                ok = false;
+                failure = "vanilla-sc: no byte was read by short-circuit";
+            }
+        } catch (Exception e) {
+            ok = false;
+            failure = config + ": " + e;
+            e.printStackTrace();
+        } finally {
+            cluster.shutdown();
+        }
+        result.put("test", test);
+        result.put("config", config);
+        result.put("file_bytes", fileBytes);
+        result.put("block_bytes", blockBytes);
+        result.put("readers", readers);
+        result.put("iterations", iterations);
+        result.put("seek_bytes", seekBytes);
+        result.put("read_bytes", readBytes);
+        result.put("ok", ok);
+        result.put("failure", failure);
+        result.put("counters", SlipstreamHdfsCounters.summary());
+        System.out.println("OHB_HDFS_RESULT " + json(result));
+        if (!ok) {
+            System.err.println("ohb hdfs " + test + ": " + failure);
+        }
+        System.exit(ok ? 0 : 1);
+    }
+
+    private static Configuration conf(String config, long blockBytes, String work) throws IOException {
+        Configuration conf = new HdfsConfiguration();
+        Path base = Files.createDirectories(Path.of(work)).resolve(config);
+        deleteTree(base);
+        conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
+        conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
+        conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blockBytes);
+        conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, 3);
+        conf.setBoolean("dfs.client.read.shortcircuit", false);
+        switch (config) {
+            case "vanilla" -> { }
+            case "plugin", "plugin-tcp" -> {
+                conf.set("dfs.datanode.plugins", SlipstreamDataNodePlugin.class.getName());
+                conf.set("dfs.client.replica.accessor.builder.classes", SlipstreamReplicaAccessorBuilder.class.getName());
+                conf.set("slipstream.hdfs.fallback", "never");
+                conf.set("slipstream.hdfs.transport", config.equals("plugin-tcp") ? "tcp" : "auto");
+            }
+            case "vanilla-sc" -> {
+                // Maven's Hadoop has no libhadoop (domain sockets), so the local-read reference is
+                // HDFS's legacy short-circuit reader: the DataNode hands the client the replica's paths.
+                conf.setBoolean("dfs.client.read.shortcircuit", true);
+                conf.setBoolean("dfs.client.use.legacy.blockreader.local", true);
+                conf.set("dfs.block.local-path-access.user", UserGroupInformation.getCurrentUser().getShortUserName());
+            }
+            default -> throw new IllegalArgumentException("unknown configuration " + config);
+        }
+        return conf;
+    }
+
+    private static org.apache.hadoop.fs.Path file(int index) {
+        return new org.apache.hadoop.fs.Path("/ohb/file-" + index);
+    }
+
+    /** Writes {@code bytes} seeded random bytes; returns their CRC32. */
+    private static long write(FileSystem fs, org.apache.hadoop.fs.Path path, long bytes, long seed) throws IOException {
+        Random random = new Random(seed);
+        byte[] chunk = new byte[1 << 20];
+        CRC32 crc = new CRC32();
+        try (FSDataOutputStream out = fs.create(path, (short) 3)) {
+            for (long left = bytes; left > 0;) {
+                int n = (int) Math.min(chunk.length, left);
+                random.nextBytes(chunk);
+                out.write(chunk, 0, n);
+                crc.update(chunk, 0, n);
+                left -= n;
+            }
+        }
+        return crc.getValue();
+    }
+
+    private record Read(long bytes, long crc, long shortCircuitBytes) {
+    }
+
+    private static Read readAll(FileSystem fs, org.apache.hadoop.fs.Path path, int bufferBytes) throws IOException {
+        byte[] buf = new byte[bufferBytes];
+        CRC32 crc = new CRC32();
+        long bytes = 0;
+        try (FSDataInputStream in = fs.open(path)) {
+            for (int n; (n = in.read(buf)) > 0;) {
+                crc.update(buf, 0, n);
+                bytes += n;
+            }
+            long sc = in instanceof HdfsDataInputStream h ? h.getReadStatistics().getTotalShortCircuitBytesRead() : 0;
+            return new Read(bytes, crc.getValue(), sc);
+        }
+    }
+
+    /** Reads {@code readBytes} at every {@code seekBytes} of the file, in a seeded random order; returns the bytes read. */
+    private static long randomReads(FileSystem fs, org.apache.hadoop.fs.Path path, long fileBytes, long seekBytes, int readBytes, long seed)
+            throws IOException {
+        List<Long> offsets = new ArrayList<>();
+        for (long off = 0; off + readBytes <= fileBytes; off += seekBytes) {
+            offsets.add(off);
+        }
+        Collections.shuffle(offsets, new Random(seed));
+        byte[] buf = new byte[readBytes];
+        try (FSDataInputStream in = fs.open(path)) {
+            for (long off : offsets) {
+                in.seek(off);
+                in.readFully(buf);
+            }
+        }
+        return (long) offsets.size() * readBytes;
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        if (Files.exists(dir)) {
+            try (var paths = Files.walk(dir)) {
+                for (Path p : paths.sorted(Collections.reverseOrder()).toList()) {
+                    Files.delete(p);
+                }
+            }
+        }
+    }
+
+    private static String json(Map<String, Object> map) {
+        StringBuilder out = new StringBuilder("{");
+        for (Map.Entry<String, Object> e : map.entrySet()) {
+            if (out.length() > 1) {
+                out.append(',');
+            }
+            out.append('"').append(e.getKey()).append("\":");
+            Object v = e.getValue();
+            if (v instanceof Number || v instanceof Boolean) {
+                out.append(v instanceof Double d ? String.format(Locale.ROOT, "%.4f", d) : v.toString());
+            } else {
+                out.append('"').append(v.toString().replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
+            }
+        }
+        return out.append('}').toString();
+    }
+}

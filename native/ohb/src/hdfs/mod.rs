@@ -1,0 +1,58 @@
+//! `ohb hdfs srl|rrl|srt|all`: OHB's HDFS read benchmarks (sequential read latency, random read
+//! latency, sequential read throughput) on real HDFS 3.4, four configurations side by side in one
+//! run, each in its own JVM with its own mini cluster (a NameNode and three DataNodes, replication
+//! 3, the reader in the same JVM):
+//!
+//! - `vanilla`: HDFS's own TCP block reader, short-circuit reads off (as for remote readers);
+//! - `plugin`: the Slipstream DataNode plugin and replica accessor (`jvm/hdfs`), default transports;
+//! - `plugin-tcp`: the plugin with the fabric forced to TCP;
+//! - `vanilla-sc`: HDFS with short-circuit reads on, the local-read reference (HDFS's legacy local
+//!   reader: Maven's Hadoop has no libhadoop for domain sockets).
+//!
+//! The JVM side (`io.slipstream.ohb.hdfs.HdfsBench` in `jvm/ohb-hdfs`) writes the files, checks
+//! every file's CRC on an untimed read, measures, and prints `OHB_HDFS_RESULT {json}`; it exits
+//! non-zero when a read fails or the configuration's path was not taken (plugin: every measured
+//! byte over the fabric, by the plugin's counters; vanilla-sc: short-circuit bytes read). ohb then
+//! exits non-zero too. Logs go to `build/ohb-hdfs-<test>-<config>.log`.
+
+pub mod cli;
+pub mod render;
+
+/// The configurations, in the order they run.
+pub const CONFIGS: [&str; 4] = ["vanilla", "plugin", "plugin-tcp", "vanilla-sc"];
+
+/// One test's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub test: String,
+    pub file_bytes: u64,
+    pub block_bytes: u64,
+    pub readers: u32,
+    pub seek_bytes: u64,
+    pub read_bytes: u32,
+    pub iterations: u32,
+}
+
+impl Workload {
+    /// Defaults: latency on 1 MiB files (the size the latency targets are stated for), 20 files,
+    /// 4 KiB reads every 64 KiB for rrl; throughput: 2 readers of 256 MiB files, 3 runs.
+    /// `--quick`: 5 iterations; throughput 2 readers of 16 MiB files, 2 runs.
+    pub fn new(test: &str, quick: bool) -> Workload {
+        let throughput = test == "srt";
+        let (file_bytes, iterations) = match (throughput, quick) {
+            (false, false) => (1 << 20, 20),
+            (false, true) => (1 << 20, 5),
+            (true, false) => (256 << 20, 3),
+            (true, true) => (16 << 20, 2),
+        };
+        Workload {
+            test: test.to_string(),
+            file_bytes,
+            block_bytes: 128 << 20,
+            readers: if throughput { 2 } else { 1 },
+            seek_bytes: 64 << 10,
+            read_bytes: 4 << 10,
+            iterations,
+        }
+    }
+}
