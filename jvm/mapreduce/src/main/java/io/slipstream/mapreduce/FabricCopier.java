@@ -56,6 +56,17 @@ final class FabricCopier<K, V> extends Thread {
     private final ShuffleClientMetrics metrics;
     private final ExceptionReporter exceptionReporter;
     private volatile boolean stopped;
+    /** Where this copier's time went (logged when it stops; docs/mapreduce-shuffle.md reads them). */
+    private long fetchWaitNanos;
+    private long reserveWaitNanos;
+    private long shuffleNanos;
+    private long copiedBytes;
+    private long copiedMaps;
+    private long requestsSent;
+    private long hostPasses;
+    /** In the fetcher's next(): waiting for responses, checking them (HMAC), reassembling pieces. */
+    private long nextNanos;
+    private final long startNanos = System.nanoTime();
 
     FabricCopier(int id, FabricNode node, MapReduceConf conf, BlockFetcher.Limits limits, TaskAttemptID reduceId, String secret,
             ShuffleSchedulerImpl<K, V> scheduler, MergeManagerImpl<K, V> merger, Reporter reporter, ShuffleClientMetrics metrics,
@@ -78,6 +89,17 @@ final class FabricCopier<K, V> extends Thread {
 
     @Override
     public void run() {
+        try {
+            copyUntilStopped();
+        } finally {
+            LOG.info("slipstream: copier {}: {} maps, {} bytes, {} requests, {} host passes; ms alive {}, taking responses {} "
+                    + "(of which waiting {}), waiting for merge memory {}, in Hadoop's shuffle (checksum, copy) {}", id, copiedMaps,
+                    copiedBytes, requestsSent, hostPasses, (System.nanoTime() - startNanos) / 1_000_000, nextNanos / 1_000_000,
+                    fetchWaitNanos / 1_000_000, reserveWaitNanos / 1_000_000, shuffleNanos / 1_000_000);
+        }
+    }
+
+    private void copyUntilStopped() {
         while (!stopped) {
             MapHost host = null;
             try {
@@ -117,11 +139,7 @@ final class FabricCopier<K, V> extends Thread {
         int shufflePort = Integer.parseInt(hostAndPort.substring(colon + 1));
         InetSocketAddress peer = new InetSocketAddress(hostName, conf.port);
         RequestAuthenticator authenticator = RequestAuthenticator.scoped(MapBlocks.scope(shufflePort, job), secret);
-        List<BlockFetcher.Wanted> wanted = new ArrayList<>();
-        for (TaskAttemptID map : maps) {
-            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.INDEX, map, reduce), MapBlocks.INDEX_RECORD_BYTES, map));
-            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.DATA, map, reduce), DATA_BYTES_HINT, map));
-        }
+        List<BlockFetcher.Wanted> wanted = wanted(maps, reduce);
         Set<TaskAttemptID> remaining = new LinkedHashSet<>(maps);
         Map<TaskAttemptID, long[]> lengths = new HashMap<>();
         Map<TaskAttemptID, FetchedBlock> bytes = new HashMap<>();
@@ -131,7 +149,9 @@ final class FabricCopier<K, V> extends Thread {
         try {
             fetcher.start();
             while (fetcher.hasNext()) {
+                long nextStart = System.nanoTime();
                 FetchedBlock block = fetcher.next();
+                nextNanos += System.nanoTime() - nextStart;
                 TaskAttemptID map = (TaskAttemptID) block.tag();
                 if (block.block().shuffleId() == MapBlocks.INDEX) {
                     lengths.put(map, indexRecord(block));
@@ -164,6 +184,9 @@ final class FabricCopier<K, V> extends Thread {
             scheduler.copyFailed(current != null ? current : remaining.iterator().next(), host, true, false);
             metrics.failedFetch();
         } finally {
+            hostPasses++;
+            requestsSent += fetcher.requestsSent();
+            fetchWaitNanos += fetcher.fetchWaitNanos();
             reporter.incrCounter(SlipstreamCounter.FABRIC_REQUESTS, fetcher.requestsSent());
             bytes.values().forEach(FetchedBlock::release);
             fetcher.close();
@@ -171,6 +194,22 @@ final class FabricCopier<K, V> extends Thread {
                 scheduler.putBackKnownMapOutput(host, map);
             }
         }
+    }
+
+    /**
+     * What to ask a NodeManager for: every map's index record first (they fill the first request
+     * together, and each map's length is known before most of its bytes arrive), then the maps'
+     * bytes, in the scheduler's order.
+     */
+    static List<BlockFetcher.Wanted> wanted(List<TaskAttemptID> maps, int reduce) {
+        List<BlockFetcher.Wanted> wanted = new ArrayList<>(2 * maps.size());
+        for (TaskAttemptID map : maps) {
+            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.INDEX, map, reduce), MapBlocks.INDEX_RECORD_BYTES, map));
+        }
+        for (TaskAttemptID map : maps) {
+            wanted.add(new BlockFetcher.Wanted(MapBlocks.block(MapBlocks.DATA, map, reduce), DATA_BYTES_HINT, map));
+        }
+        return wanted;
     }
 
     private static long[] indexRecord(FetchedBlock block) throws IOException {
@@ -200,17 +239,24 @@ final class FabricCopier<K, V> extends Thread {
                 throw new IOException(map + ": " + data.bytes() + " bytes received, its index says " + partBytes);
             }
             MapOutput<K, V> output;
+            long reserveStart = System.nanoTime();
             while ((output = merger.reserve(map, rawBytes, id)) == null) {
                 // Merge memory is full until a merge ends: Hadoop's fetcher backs off the same way.
                 merger.waitForResource();
                 Thread.sleep(RESERVE_RETRY_MS);
             }
+            long shuffleStart = System.nanoTime();
+            reserveWaitNanos += shuffleStart - reserveStart;
             try (InputStream in = data.stream()) {
                 output.shuffle(host, in, partBytes, rawBytes, metrics, reporter);
             } catch (IOException | RuntimeException e) {
                 output.abort();
                 throw e;
+            } finally {
+                shuffleNanos += System.nanoTime() - shuffleStart;
             }
+            copiedBytes += partBytes;
+            copiedMaps++;
             scheduler.copySucceeded(map, host, partBytes, startMillis, System.currentTimeMillis(), output);
             metrics.successFetch();
             reporter.incrCounter(SlipstreamCounter.FABRIC_SHUFFLE_BYTES, partBytes);

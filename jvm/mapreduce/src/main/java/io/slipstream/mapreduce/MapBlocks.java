@@ -1,6 +1,8 @@
 package io.slipstream.mapreduce;
 
 import io.slipstream.shuffle.MapOutputBlock;
+import java.util.Base64;
+import javax.crypto.SecretKey;
 import org.apache.hadoop.mapreduce.JobID;
 import org.apache.hadoop.mapreduce.TaskAttemptID;
 import org.apache.hadoop.mapreduce.TaskType;
@@ -36,6 +38,16 @@ final class MapBlocks {
     /** The job a scope names; throws IllegalArgumentException if malformed. */
     static JobID scopeJob(String scope) {
         return JobID.forName(scope.substring(scope.indexOf('/') + 1));
+    }
+
+    /**
+     * The request authenticator's secret: the job's shuffle key, as text. Here, not in the
+     * NodeManager's handler, because the reducer needs it too, and touching the handler's class
+     * there initializes Hadoop's ShuffleHandler (Netty and all): 200 ms or more of a reducer's
+     * shuffle phase in the profile of docs/mapreduce-shuffle.md.
+     */
+    static String secretText(SecretKey key) {
+        return Base64.getEncoder().encodeToString(key.getEncoded());
     }
 
     static MapOutputBlock block(int kind, TaskAttemptID map, int partition) {

@@ -41,7 +41,7 @@ final class MapReduceConf {
             "a fetch without an answer by then fails (a fetch failure)");
     static final Setting MAX_BYTES_IN_FLIGHT = new Setting(PREFIX + "maxBytesInFlight", "48m",
             "bytes reserved for responses in flight per reduce task (shared by its copiers; 1 MiB to half the buffer "
-            + "cap); a request asks for at most a fifth");
+            + "cap); a request asks for at most a fifth of a copier's share");
     static final Setting MAX_REQUESTS_IN_FLIGHT = new Setting(PREFIX + "maxRequestsInFlight", "64",
             "requests in flight per reduce task (shared by its copiers)");
     /** Every user setting, in the order the documentation lists them. */

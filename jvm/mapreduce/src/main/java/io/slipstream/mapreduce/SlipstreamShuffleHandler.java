@@ -3,7 +3,6 @@ package io.slipstream.mapreduce;
 import io.slipstream.fabric.FabricUnavailableException;
 import io.slipstream.shuffle.RequestAuthenticator;
 import io.slipstream.shuffle.ShuffleServer;
-import java.util.Base64;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import javax.crypto.SecretKey;
@@ -85,14 +84,9 @@ public class SlipstreamShuffleHandler extends ShuffleHandler {
         if (user == null || secret == null) {
             throw new RequestAuthenticator.AuthenticationException("unknown job " + job);
         }
-        ShuffleServer.Scope created = new ShuffleServer.Scope(RequestAuthenticator.scoped(scope, secretText(secret)),
+        ShuffleServer.Scope created = new ShuffleServer.Scope(RequestAuthenticator.scoped(scope, MapBlocks.secretText(secret)),
                 new JobMapOutputs(getAuxiliaryLocalPathHandler(), jobConf, job, user), null);
         ShuffleServer.Scope raced = scopes.putIfAbsent(scope, created);
         return raced != null ? raced : created;
-    }
-
-    /** The request authenticator's secret: the job's shuffle key, as text. */
-    static String secretText(SecretKey key) {
-        return Base64.getEncoder().encodeToString(key.getEncoded());
     }
 }

@@ -22,6 +22,9 @@ import org.apache.hadoop.yarn.conf.YarnConfiguration;
 final class BenchCluster extends MiniMRYarnCluster {
     private static final String SHUFFLE_CLASS_KEY = "yarn.nodemanager.aux-services.mapreduce_shuffle.class";
 
+    /** Extra JVM options for the reducers (a profiler agent), as a system property of the bench's JVM. */
+    static final String REDUCE_JAVA_OPTS = "ohb.mapreduce.reduceJavaOpts";
+
     final int fabricPort;
 
     BenchCluster(String name) throws IOException {
@@ -49,7 +52,9 @@ final class BenchCluster extends MiniMRYarnCluster {
         conf.setInt("mapreduce.map.memory.mb", 512);
         conf.set("mapreduce.map.java.opts", "-Xmx384m");
         conf.setInt("mapreduce.reduce.memory.mb", reduceMemoryMb);
-        conf.set("mapreduce.reduce.java.opts", "-Xmx" + (reduceMemoryMb * 3 / 4) + "m");
+        // A profiler for the reducers, e.g. -Dohb.mapreduce.reduceJavaOpts=-agentpath:.../libasyncProfiler.so=...
+        // (how docs/mapreduce-shuffle.md's profiles were taken).
+        conf.set("mapreduce.reduce.java.opts", ("-Xmx" + (reduceMemoryMb * 3 / 4) + "m " + System.getProperty(REDUCE_JAVA_OPTS, "")).trim());
         return conf;
     }
 
