@@ -41,8 +41,20 @@ $(DEPS_STAMP):
 
 build: native jvm
 
+# The two libraries the fabric's jar carries, as `jar/` beside them without their debug info (12 MB
+# -> 1.5 MB; symbols stay, so profiles still name functions): every JVM that starts a fabric node
+# inflates them out of the jar, and inflating 12 MB was most of a MapReduce reducer's fabric start
+# (docs/mapreduce-shuffle.md). jvm/fabric's pom packs ${native.dir}/jar.
+FABRIC_JAR_LIBS := libslipstream_fabric_jni.so libslipstream_fabric_preload.so
+define fabric_jar_libs
+	mkdir -p $(1)/jar
+	for lib in $(FABRIC_JAR_LIBS); do objcopy --strip-debug $(1)/$$lib $(1)/jar/$$lib; done
+endef
+
 native: deps
 	cd native && $(CARGO) build --release --workspace --bins --lib
+	cd ..
+	$(call fabric_jar_libs,native/target/release)
 
 jvm: native
 	$(MVN) -f jvm/pom.xml install -DskipTests
@@ -83,6 +95,8 @@ ucx-1.22: deps
 
 native-ucx-1.22: ucx-1.22
 	cd native && $(UCX122_ENV) $(CARGO) build --release $(UCX122_CRATES)
+	cd ..
+	$(call fabric_jar_libs,$(UCX122_TARGET)/release)
 	ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so | grep -q "libucp.so.0 => $(UCX122_LIB)/libucp.so.0" \
 	  || { ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so; echo "the JNI library does not load UCX $(UCX122_VERSION)"; exit 1; }
 
