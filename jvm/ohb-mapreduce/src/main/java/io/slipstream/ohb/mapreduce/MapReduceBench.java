@@ -53,6 +53,19 @@ public final class MapReduceBench {
             options.put(key, args[++i]);
         }
         Bench bench = new Bench(options);
+        try {
+            runAll(bench, options);
+        } catch (Throwable e) {
+            // Exit, not return: a mini cluster leaves non-daemon threads behind (a YARN scheduled pool
+            // kept a failed run's JVM alive until ohb's one-hour limit).
+            System.err.println("ohb mapreduce: the bench failed: " + e);
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(bench.ok ? 0 : 1);
+    }
+
+    private static void runAll(Bench bench, Map<String, String> options) throws Exception {
         BenchCluster cluster = null;
         String clusterTransport = null;
         try {
@@ -76,7 +89,6 @@ public final class MapReduceBench {
                 cluster.stop();
             }
         }
-        System.exit(bench.ok ? 0 : 1);
     }
 
     /** The runs of one invocation, and whether all went right. */
