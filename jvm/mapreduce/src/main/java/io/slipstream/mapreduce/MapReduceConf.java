@@ -4,9 +4,7 @@ import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.NetDevices;
 import io.slipstream.shuffle.Setting;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.List;
-import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
 
 /**
@@ -68,8 +66,8 @@ final class MapReduceConf {
     final int requestBytesMax;
 
     MapReduceConf(Configuration conf) {
-        fallback = parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
-        transport = parseEnum(FabricTransport.class, get(conf, TRANSPORT), TRANSPORT.key());
+        fallback = Setting.parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
+        transport = Setting.parseEnum(FabricTransport.class, get(conf, TRANSPORT), TRANSPORT.key());
         port = conf.getInt(PORT.key(), Integer.parseInt(PORT.defaultValue()));
         bindAddress = get(conf, BIND_ADDRESS);
         netDevices = get(conf, NET_DEVICES);
@@ -125,12 +123,4 @@ final class MapReduceConf {
         return parse.getLongBytes(setting.key(), -1);
     }
 
-    private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
-        try {
-            return Enum.valueOf(type, value.trim().toUpperCase(Locale.ROOT));
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException(key + "=" + value + ": expected one of "
-                    + Arrays.toString(type.getEnumConstants()).toLowerCase(Locale.ROOT), e);
-        }
-    }
 }

@@ -1,6 +1,8 @@
 package io.slipstream.shuffle;
 
+import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * A user setting of an engine adapter, declared once: its key, its default in the form the
@@ -9,6 +11,19 @@ import java.util.List;
  * ({@link #markdownTable}) and the adapters' tests fail when the document and the code disagree.
  */
 public record Setting(String key, String defaultValue, String meaning) {
+    /**
+     * A setting's text as one of an enum's constants, case-insensitive; a clear error naming the key
+     * and the allowed values otherwise.
+     */
+    public static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
+        try {
+            return Enum.valueOf(type, value.trim().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(key + "=" + value + ": expected one of "
+                    + Arrays.toString(type.getEnumConstants()).toLowerCase(Locale.ROOT), e);
+        }
+    }
+
     /** The table docs/configuration.md shows: key, default ({@code (empty)} for none), meaning. */
     public static String markdownTable(List<Setting> settings) {
         StringBuilder out = new StringBuilder("| setting | default | meaning |\n|---|---|---|\n");

@@ -5,7 +5,6 @@ import io.slipstream.fabric.NetDevices;
 import io.slipstream.shuffle.Setting;
 import java.time.Duration;
 import java.util.List;
-import java.util.Locale;
 import org.apache.spark.SparkConf;
 
 /**
@@ -77,8 +76,8 @@ final class SlipstreamConf {
     final long accurateBlockThresholdBytes;
 
     SlipstreamConf(SparkConf conf) {
-        fallback = parseEnum(Fallback.class, conf.get(FALLBACK.key(), FALLBACK.defaultValue()), FALLBACK.key());
-        transport = parseEnum(FabricTransport.class, conf.get(TRANSPORT.key(), TRANSPORT.defaultValue()), TRANSPORT.key());
+        fallback = Setting.parseEnum(Fallback.class, conf.get(FALLBACK.key(), FALLBACK.defaultValue()), FALLBACK.key());
+        transport = Setting.parseEnum(FabricTransport.class, conf.get(TRANSPORT.key(), TRANSPORT.defaultValue()), TRANSPORT.key());
         bindAddress = conf.get(BIND_ADDRESS.key(), BIND_ADDRESS.defaultValue());
         netDevices = conf.get(NET_DEVICES.key(), NET_DEVICES.defaultValue());
         bufferCapBytes = conf.getSizeAsBytes(BUFFER_CAP.key(), BUFFER_CAP.defaultValue());
@@ -136,12 +135,4 @@ final class SlipstreamConf {
         return io.slipstream.shuffle.BlockFetcher.Limits.maxMessageBytesFor(requestBytesMax);
     }
 
-    private static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
-        try {
-            return Enum.valueOf(type, value.trim().toUpperCase(Locale.ROOT));
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException(key + "=" + value + ": expected one of "
-                    + java.util.Arrays.toString(type.getEnumConstants()).toLowerCase(Locale.ROOT), e);
-        }
-    }
 }
