@@ -25,7 +25,6 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DFSTestUtil;
-import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
@@ -186,18 +185,23 @@ class HdfsReadTest {
         Path path = new Path("/corrupt");
         byte[] written = TestClusters.write(fs, path, 2 * TestClusters.BLOCK_BYTES, 5);
         ExtendedBlock block = DFSTestUtil.getFirstBlock(fs, path);
-        // Two of the three replicas get one flipped byte each: the one the NameNode lists first for
-        // this client (the DataNode it takes for the client's host: the plugin tries it first) and
-        // one other, so the read meets a corrupt replica whatever the order of the rest.
-        DatanodeInfo first = ((DistributedFileSystem) fs).getClient().getLocatedBlocks(path.toString(), 0).get(0).getLocations()[0];
+        // Two of the three replicas get one flipped byte each: the first two in the order the plugin
+        // will try them, which is the NameNode's order for this client as the plugin located the file
+        // (and keeps for ReplicaLocator.TTL_NANOS). The NameNode's order is not stable: all three
+        // DataNodes share this host and it takes a random one of them as the client's, so an order
+        // asked for separately (this test did once) can put the one good replica first and every read
+        // would then miss the corruption.
+        ReplicaLocator.forget(conf, path.toUri().getPath());
+        DatanodeInfo[] order = ReplicaLocator.locate(conf, path.toUri().getPath(), block.getBlockId()).getLocations();
         List<Integer> victims = new ArrayList<>();
-        for (int dn = 0; dn < cluster.getDataNodes().size(); dn++) {
-            if (cluster.getDataNodes().get(dn).getXferPort() == first.getXferPort()) {
-                victims.add(0, dn);
-            } else if (victims.size() < 2) {
-                victims.add(dn);
+        for (int i = 0; i < 2; i++) {
+            for (int dn = 0; dn < cluster.getDataNodes().size(); dn++) {
+                if (cluster.getDataNodes().get(dn).getXferPort() == order[i].getXferPort()) {
+                    victims.add(dn);
+                }
             }
         }
+        assertEquals(2, victims.size(), "the first two replicas are on two of the cluster's DataNodes");
         for (int dn : victims.subList(0, 2)) {
             try (RandomAccessFile file = new RandomAccessFile(cluster.getBlockFile(dn, block), "rw")) {
                 file.seek(1000);
