@@ -18,7 +18,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 
 use ucx_sys as u;
@@ -29,6 +29,7 @@ use crate::ucx::Context;
 use crate::wire;
 
 use super::id_map::IdMap;
+use super::progress::HelperGate;
 use super::wedge::WedgeWatch;
 use super::NodeInner;
 
@@ -128,9 +129,9 @@ pub(super) struct Runtime {
     /// Callers parked on a response (see `leave_helpers`).
     pub(super) parked_waiters: AtomicUsize,
     /// The progress thread waits here while helpers drive progress, so that it neither competes
-    /// for the two cores nor wakes on every event; the last helper to leave wakes it.
-    pub(super) helpers_gone: (Mutex<()>, Condvar),
-    pub(super) progress_waiting_for_helpers: AtomicBool,
+    /// for the two cores nor wakes on every event; the last helper to leave wakes it
+    /// (a wake before the wait is kept: see `HelperGate`).
+    pub(super) helper_gate: HelperGate,
     /// Counts helper sessions. A caller issuing request after request is a helper only while it
     /// waits; between requests the count of helpers is 0 for a moment. The progress thread keeps
     /// deferring to helpers while this moves, instead of arming the event fd and waking on every
@@ -200,8 +201,7 @@ impl Runtime {
             lock_waiters: AtomicUsize::new(0),
             helpers: AtomicUsize::new(0),
             parked_waiters: AtomicUsize::new(0),
-            helpers_gone: (Mutex::new(()), Condvar::new()),
-            progress_waiting_for_helpers: AtomicBool::new(false),
+            helper_gate: HelperGate::default(),
             helper_sessions: AtomicU64::new(0),
         });
         if let Err(e) = runtime.create_worker() {
