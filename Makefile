@@ -140,11 +140,13 @@ smoke: build spark-homes
 	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >build/smoke-lat-jvm.txt
 	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >build/smoke-mem-lat.txt
 	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
-	$(OHB) spark all --quick --no-progress --json build/smoke-spark.json >build/smoke-spark.txt
+	$(OHB) spark groupby --quick --no-progress --json build/smoke-spark-groupby.json >build/smoke-spark-groupby.txt
+	$(OHB) spark sortby --quick --no-progress --json build/smoke-spark-sortby.json >build/smoke-spark-sortby.txt
+	$(OHB) spark sql --quick --configs vanilla,plugin --no-progress --json build/smoke-spark-sql.json >build/smoke-spark-sql.txt
 	$(OHB) mapreduce avg --quick --no-progress --json build/smoke-mapreduce.json >build/smoke-mapreduce.txt
 	$(OHB) rpc lat --quick --no-progress --json build/smoke-rpc-lat.json >build/smoke-rpc-lat.txt
 	$(OHB) hdfs srl --quick --iterations 3 --no-progress --json build/smoke-hdfs.json >build/smoke-hdfs.txt
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark and MapReduce: vanilla, plugin, plugin over TCP; Hadoop RPC lat: vanilla, fabric, fabric over TCP; HDFS srl: also short-circuit); tables in build/smoke-*.txt"
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark groupby/sortby and MapReduce: vanilla, plugin, plugin over TCP; Spark SQL: vanilla, plugin; Hadoop RPC lat: vanilla, fabric, fabric over TCP; HDFS srl: also short-circuit); tables in build/smoke-*.txt"
 
 # Every suite once, side by side, then the report. MapReduce at a quarter of its benchmark size
 # (256 MiB of map output per test instead of 1.05 GB: nine jobs on two mini clusters); `make bench`

@@ -165,7 +165,7 @@ impl TestResult {
                 failures.push(format!("{} {}: {}", self.test.name(), c.config.name(), first_line(e)));
             }
             for (i, r) in c.results.iter().enumerate() {
-                for p in r.problems(workload, c.config) {
+                for p in r.problems(self.test, workload, c.config) {
                     failures.push(format!("{} {} run {}: {p}", self.test.name(), c.config.name(), i + 1));
                 }
             }
@@ -226,30 +226,43 @@ mod tests {
     }
 
     #[test]
+    fn shuffle_records_read_are_checked_only_where_the_input_passes_one_shuffle() {
+        let mut r = app("aa", 10, 1);
+        r.records_read += 7;
+        let groupby = r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Vanilla);
+        assert!(groupby.iter().any(|p| p.contains("shuffle records read")), "{groupby:?}");
+        for test in [SparkTest::PageRank, SparkTest::Sql] {
+            assert!(r.problems(test, &TINY, SparkConfig::Vanilla).is_empty(), "{test:?}: several shuffles, other counts");
+        }
+        r.records += 1;
+        assert!(!r.problems(SparkTest::Sql, &TINY, SparkConfig::Vanilla).is_empty(), "the records at the end still count");
+    }
+
+    #[test]
     fn a_plugin_run_fails_unless_the_fabric_carried_every_remote_byte() {
         let mut r = app("aa", 10, 1);
-        let problems = r.problems(&TINY, SparkConfig::Plugin);
+        let problems = r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Plugin);
         assert!(problems.iter().any(|p| p.contains("no executor reported")), "{problems:?}");
         r.fabric_remote_bytes = Some(300);
         r.fabric_counting_executors = 2;
         r.executors_probed = 2;
-        let problems = r.problems(&TINY, SparkConfig::PluginTcp);
+        let problems = r.problems(SparkTest::GroupBy, &TINY, SparkConfig::PluginTcp);
         assert_eq!(problems, vec!["the fabric carried 300 of the 500 remote bytes Spark read"]);
         r.fabric_remote_bytes = Some(500);
-        assert!(r.problems(&TINY, SparkConfig::Plugin).is_empty());
+        assert!(r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Plugin).is_empty());
         r.fabric_counting_executors = 1;
-        assert_eq!(r.problems(&TINY, SparkConfig::Plugin), vec!["1 of 2 executors reported fabric counters"]);
-        let problems = r.problems(&TINY, SparkConfig::Vanilla);
+        assert_eq!(r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Plugin), vec!["1 of 2 executors reported fabric counters"]);
+        let problems = r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Vanilla);
         assert!(problems[0].contains("vanilla Spark reported 500 fabric bytes"), "{problems:?}");
     }
 
     #[test]
     fn lost_records_unsorted_output_and_errors_fail_the_run() {
         let mut r = app("aa", 10, 1);
-        assert!(r.problems(&TINY, SparkConfig::Vanilla).is_empty());
+        assert!(r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Vanilla).is_empty());
         r.records = 15;
         r.ordered = false;
-        let problems = r.problems(&TINY, SparkConfig::Vanilla);
+        let problems = r.problems(SparkTest::GroupBy, &TINY, SparkConfig::Vanilla);
         assert_eq!(problems.len(), 2, "{problems:?}");
         let result = TestResult {
             test: SparkTest::SortBy,

@@ -11,21 +11,33 @@ use crate::spark::{
 };
 use crate::spark::cli::spark_size_bytes;
 
-/// OHB's two Spark shuffle tests.
+/// OHB's two Spark shuffle tests and two of HiBD's Spark workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SparkTest {
     GroupBy,
     SortBy,
+    /// Three PageRank iterations over mappers x pairs pages (`PageRankJob`): small blocks.
+    PageRank,
+    /// A shuffle join and two aggregations over generated tables (`SqlJob`).
+    Sql,
 }
 
 impl SparkTest {
-    pub const ALL: [SparkTest; 2] = [SparkTest::GroupBy, SparkTest::SortBy];
+    pub const ALL: [SparkTest; 4] = [SparkTest::GroupBy, SparkTest::SortBy, SparkTest::PageRank, SparkTest::Sql];
 
     pub fn name(self) -> &'static str {
         match self {
             SparkTest::GroupBy => "groupby",
             SparkTest::SortBy => "sortby",
+            SparkTest::PageRank => "pagerank",
+            SparkTest::Sql => "sql",
         }
+    }
+
+    /// Whether every generated record passes one shuffle to the reducers (GroupBy, SortBy), so
+    /// that Spark's shuffle records read must equal the records generated.
+    pub fn one_shuffle_of_the_input(self) -> bool {
+        matches!(self, SparkTest::GroupBy | SparkTest::SortBy)
     }
 
     pub fn parse(text: &str) -> Option<SparkTest> {
@@ -37,6 +49,10 @@ impl SparkTest {
         match self {
             SparkTest::GroupBy => format!("groupByKey({reducers})"),
             SparkTest::SortBy => format!("sortByKey(true, {reducers}) (its sampling job included)"),
+            SparkTest::PageRank => format!("3 PageRank iterations: join (no shuffle) + reduceByKey({reducers}) of the contributions"),
+            SparkTest::Sql => format!(
+                "facts JOIN dims GROUP BY group, and facts GROUP BY key then by sum mod 1000 ({reducers} shuffle partitions, no broadcast, no AQE)"
+            ),
         }
     }
 }

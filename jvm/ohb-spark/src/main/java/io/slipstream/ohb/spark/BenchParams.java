@@ -11,7 +11,9 @@ final class BenchParams {
     /** OHB's two shuffle tests. */
     enum Test {
         GROUPBY("groupby"),
-        SORTBY("sortby");
+        SORTBY("sortby"),
+        PAGERANK("pagerank"),
+        SQL("sql");
 
         final String label;
 
@@ -25,7 +27,7 @@ final class BenchParams {
                     return t;
                 }
             }
-            throw new IllegalArgumentException("unknown test '" + text + "' (groupby or sortby)");
+            throw new IllegalArgumentException("unknown test '" + text + "' (groupby, sortby, pagerank or sql)");
         }
     }
 
@@ -38,11 +40,12 @@ final class BenchParams {
 
     static final String USAGE = String.join("\n",
             "Usage: java -cp 'SPARK_HOME/jars/*:slipstream-ohb-spark.jar' io.slipstream.ohb.spark.ShuffleBench",
-            "         groupby|sortby [--mappers N] [--pairs N] [--value-bytes N] [--reducers N] [--seed N]",
+            "         groupby|sortby|pagerank|sql [--mappers N] [--pairs N] [--value-bytes N] [--reducers N] [--seed N]",
             "         [--master M] [--executors N] [--conf key=value]...",
             "OHB's GroupByTest / SortByTest: each mapper generates --pairs random (int key, byte[--value-bytes])",
             "pairs (seeded), the input is cached and counted, then the measured job runs groupByKey(--reducers) or",
-            "sortByKey(true, --reducers) with a checksum. One line 'OHB_SPARK_RESULT {json}' goes to stdout.",
+            "sortByKey(true, --reducers) with a checksum; pagerank: 3 iterations over mappers x pairs pages (PageRankJob);",
+            "sql: a shuffle join and aggregations over generated tables (SqlJob). One line 'OHB_SPARK_RESULT {json}' goes to stdout.",
             "Defaults: --mappers 8 --pairs 131072 --value-bytes 1000 --reducers = mappers --seed 42",
             "--master local-cluster[2,1,4096]; --executors: from a local-cluster master (else 0: no wait).");
 
@@ -76,7 +79,7 @@ final class BenchParams {
 
     static BenchParams parse(String[] args) {
         if (args.length == 0) {
-            throw new IllegalArgumentException("which test? groupby or sortby");
+            throw new IllegalArgumentException("which test? groupby, sortby, pagerank or sql");
         }
         Test test = Test.parse(args[0]);
         int mappers = 8;

@@ -74,17 +74,18 @@ public final class ShuffleBench {
             sc.sc().addSparkListener(listener);
             waitForExecutors(sc, p.executors);
 
-            List<Integer> mapperIds = IntStream.range(0, p.mappers).boxed().toList();
-            JavaPairRDD<Integer, byte[]> input = sc.parallelize(mapperIds, p.mappers)
-                    .flatMapToPair(new PairGenerator(p.pairsPerMapper, p.valueBytes, p.seed))
-                    .persist(StorageLevel.MEMORY_ONLY());
+            Workload workload = switch (p.test) {
+                case GROUPBY, SORTBY -> new PairShuffle(sc, p);
+                case PAGERANK -> new PageRankJob(sc, p);
+                case SQL -> new SqlJob(sc, p);
+            };
             long generateStart = System.nanoTime();
-            long inputRecords = input.count();
+            long inputRecords = workload.prepare();
             long generateMs = (System.nanoTime() - generateStart) / 1_000_000;
             if (inputRecords != p.records()) {
                 throw new IllegalStateException("generated " + inputRecords + " records, expected " + p.records());
             }
-            int cachedPartitions = cachedPartitions(sc, input.id());
+            int cachedPartitions = workload.cachedRddId() < 0 ? p.mappers : cachedPartitions(sc, workload.cachedRddId());
             System.err.printf("ShuffleBench: %d records generated and cached (%d of %d partitions) in %d ms%n",
                     inputRecords, cachedPartitions, p.mappers, generateMs);
 
@@ -92,12 +93,7 @@ public final class ShuffleBench {
 
             sc.setLocalProperty(ShuffleMetricsListener.PHASE, ShuffleMetricsListener.MEASURED);
             long jobStart = System.nanoTime();
-            List<long[]> summaries = switch (p.test) {
-                case GROUPBY -> input.groupByKey(p.reducers).mapPartitionsWithIndex(ShuffleBench::groupSummary, false)
-                        .collect();
-                case SORTBY -> input.sortByKey(true, p.reducers).mapPartitionsWithIndex(ShuffleBench::sortSummary, false)
-                        .collect();
-            };
+            Outcome outcome = workload.measure();
             long jobNs = System.nanoTime() - jobStart;
             sc.setLocalProperty(ShuffleMetricsListener.PHASE, ShuffleMetricsListener.FENCE);
             sc.parallelize(List.of(0), 1).count();
@@ -125,20 +121,69 @@ public final class ShuffleBench {
                     .field("job_ms", jobNs / 1_000_000);
             addStageFields(json, listener.stages());
             addFabricFields(json, fabricBefore, fabricAfter);
-            switch (p.test) {
-                case GROUPBY -> {
-                    Checksums.GroupTotals t = Checksums.groupTotals(summaries);
-                    json.field("records", t.records()).field("groups", t.groups()).field("value_bytes_total", t.valueBytes())
-                            .field("ordered", true).field("checksum", Checksums.hex(t.checksum()));
-                }
-                case SORTBY -> {
-                    Checksums.SortTotals t = Checksums.sortTotals(summaries);
-                    json.field("records", t.records()).field("inversions", t.inversions())
-                            .field("value_bytes_total", t.valueBytes()).field("ordered", t.inversions() == 0)
-                            .field("checksum", Checksums.hex(t.checksum()));
-                }
-            }
+            json.field("records", outcome.records());
+            outcome.fields().accept(json);
+            json.field("ordered", outcome.ordered()).field("checksum", Checksums.hex(outcome.checksum()));
             return json.toString();
+        }
+    }
+
+    /** One test's data and measured job. */
+    interface Workload {
+        /** Generates and caches the input (not measured); returns its records. */
+        long prepare();
+
+        /** The cached input's RDD id, or -1 when it is not one RDD (a cached SQL table). */
+        int cachedRddId();
+
+        /** The measured job: one or more shuffles and the actions that summarise their output. */
+        Outcome measure();
+    }
+
+    /** What a measured job produced: records at its end, an order-independent checksum, whether ordered. */
+    record Outcome(long records, long checksum, boolean ordered, java.util.function.Consumer<Json> fields) {
+        Outcome(long records, long checksum, boolean ordered) {
+            this(records, checksum, ordered, json -> { });
+        }
+    }
+
+    /** GroupByTest and SortByTest: random (int, byte[]) pairs, grouped or sorted by key. */
+    static final class PairShuffle implements Workload {
+        private final BenchParams p;
+        private final JavaPairRDD<Integer, byte[]> input;
+
+        PairShuffle(JavaSparkContext sc, BenchParams p) {
+            this.p = p;
+            List<Integer> mapperIds = IntStream.range(0, p.mappers).boxed().toList();
+            input = sc.parallelize(mapperIds, p.mappers)
+                    .flatMapToPair(new PairGenerator(p.pairsPerMapper, p.valueBytes, p.seed))
+                    .persist(StorageLevel.MEMORY_ONLY());
+        }
+
+        @Override
+        public long prepare() {
+            return input.count();
+        }
+
+        @Override
+        public int cachedRddId() {
+            return input.id();
+        }
+
+        @Override
+        public Outcome measure() {
+            if (p.test == BenchParams.Test.GROUPBY) {
+                List<long[]> summaries = input.groupByKey(p.reducers)
+                        .mapPartitionsWithIndex(ShuffleBench::groupSummary, false).collect();
+                Checksums.GroupTotals t = Checksums.groupTotals(summaries);
+                return new Outcome(t.records(), t.checksum(), true,
+                        json -> json.field("groups", t.groups()).field("value_bytes_total", t.valueBytes()));
+            }
+            List<long[]> summaries = input.sortByKey(true, p.reducers)
+                    .mapPartitionsWithIndex(ShuffleBench::sortSummary, false).collect();
+            Checksums.SortTotals t = Checksums.sortTotals(summaries);
+            return new Outcome(t.records(), t.checksum(), t.inversions() == 0,
+                    json -> json.field("inversions", t.inversions()).field("value_bytes_total", t.valueBytes()));
         }
     }
 

@@ -65,4 +65,73 @@ class ShuffleBenchLocalTest {
         assertTrue(json.contains("\"kind\":\"other\"") && json.contains("\"kind\":\"map\"")
                 && json.contains("\"kind\":\"reduce\""), json);
     }
+
+    @Test
+    void pageRankMatchesAPlainJavaPageRankWhateverThePartitioning() throws Exception {
+        String two = run("pagerank", "--mappers", "2", "--pairs", "500", "--reducers", "2");
+        String five = run("pagerank", "--mappers", "2", "--pairs", "500", "--reducers", "5");
+        assertEquals(1000, number(two, "records"), "every page has an in-link and keeps a rank");
+        assertEquals(text(two, "checksum"), text(five, "checksum"));
+        assertEquals(Checksums.hex(plainPageRank(2, 500, 42)), text(two, "checksum"));
+        assertTrue(number(two, "stage_attempts") >= PageRankJob.ITERATIONS, two);
+    }
+
+    /** The same fixed-point PageRank without Spark: the expected checksum. */
+    private static long plainPageRank(int mappers, int perMapper, long seed) {
+        long pages = (long) mappers * perMapper;
+        java.util.Map<Long, long[]> links = new java.util.HashMap<>();
+        for (int m = 0; m < mappers; m++) {
+            PageRankJob.linksOf(m, perMapper, pages, seed).forEachRemaining(t -> links.put(t._1(), t._2()));
+        }
+        java.util.Map<Long, Long> ranks = new java.util.HashMap<>();
+        links.keySet().forEach(page -> ranks.put(page, PageRankJob.SCALE));
+        for (int i = 0; i < PageRankJob.ITERATIONS; i++) {
+            java.util.Map<Long, Long> sums = new java.util.HashMap<>();
+            for (var e : links.entrySet()) {
+                Long rank = ranks.get(e.getKey());
+                if (rank == null) {
+                    continue;
+                }
+                for (long target : e.getValue()) {
+                    sums.merge(target, rank / e.getValue().length, Long::sum);
+                }
+            }
+            ranks.clear();
+            sums.forEach((page, sum) -> ranks.put(page, PageRankJob.BASE + sum * 85 / 100));
+        }
+        java.util.List<scala.Tuple2<Long, Long>> all = new java.util.ArrayList<>();
+        ranks.forEach((page, rank) -> all.add(new scala.Tuple2<>(page, rank)));
+        return PageRankJob.summary(all.iterator()).next()[1];
+    }
+
+    @Test
+    void sqlQueriesMatchAPlainJavaEvaluationWhateverThePartitioning() throws Exception {
+        String two = run("sql", "--mappers", "2", "--pairs", "800", "--value-bytes", "50", "--reducers", "2");
+        String three = run("sql", "--mappers", "2", "--pairs", "800", "--value-bytes", "50", "--reducers", "3");
+        assertEquals(1600, number(two, "records"), "every fact joins its key's row");
+        assertEquals(text(two, "checksum"), text(three, "checksum"));
+        assertEquals(Checksums.hex(plainSql(2, 800, 50, 42)), text(two, "checksum"));
+        assertTrue(number(two, "remote_bytes_read") + number(two, "local_bytes_read") > 1600 * 50, two);
+    }
+
+    /** Both queries of SqlJob evaluated without Spark: the expected checksum. */
+    private static long plainSql(int mappers, int perMapper, int valueBytes, long seed) {
+        long keys = Math.max(1, (long) mappers * perMapper / SqlJob.ROWS_PER_KEY);
+        java.util.TreeMap<Long, long[]> groups = new java.util.TreeMap<>();
+        java.util.Map<Long, Long> amountByKey = new java.util.HashMap<>();
+        for (int m = 0; m < mappers; m++) {
+            SqlJob.factsOf(m, perMapper, valueBytes, keys, seed).forEachRemaining(row -> {
+                long k = row.getLong(1);
+                long amount = row.getLong(2);
+                long[] g = groups.computeIfAbsent(Math.floorMod(k, (long) SqlJob.GROUPS), grp -> new long[] {grp, 0, 0, 0});
+                g[1]++;
+                g[2] += amount;
+                g[3] += ((byte[]) row.get(3)).length;
+                amountByKey.merge(k, amount, Long::sum);
+            });
+        }
+        java.util.TreeMap<Long, long[]> buckets = new java.util.TreeMap<>();
+        amountByKey.values().forEach(s -> buckets.computeIfAbsent(Math.floorMod(s, 1000L), b -> new long[] {b, 0})[1]++);
+        return SqlJob.checksum(new java.util.ArrayList<>(groups.values()), new java.util.ArrayList<>(buckets.values()));
+    }
 }
