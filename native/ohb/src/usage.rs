@@ -71,6 +71,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as spark groupby",
     },
     TestInfo {
+        name: "spark terasort",
+        description: "HiBD's TeraSort: 10-byte random binary keys with value-bytes values, sortByKey in unsigned byte order, order and checksum checked",
+        variants: "as spark groupby",
+    },
+    TestInfo {
         name: "spark pagerank",
         description: "HiBD's PageRank: 3 iterations over mappers x pairs pages with 8 links each (fixed-point ranks), small shuffle blocks, checksum",
         variants: "as spark groupby",
@@ -132,7 +137,7 @@ pub fn usage() -> String {
     let mut text = String::from(
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
-         \x20      ohb spark groupby|sortby|pagerank|sql|all [options]\n\
+         \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb rpc lat|thr [options]\n\
          \x20      ohb hdfs srl|rrl|srt|all [options]\n\
@@ -214,7 +219,7 @@ Options for mem hybrid and mem nb --hybrid (after OHB's ohb_memhybrid; mem all r
   --trials N           nb: trials, modes rotated, median reported (default 3, quick 1)
   --req-thresh N       nb: gets in flight before completing them (default 32)
 
-Options for spark groupby / sortby / pagerank / sql / all (Spark on local-cluster[2,1,MEM]: 2 executors x 1 core, own JVMs):
+Options for spark groupby / sortby / terasort / pagerank / sql / all (Spark on local-cluster[2,1,MEM]: 2 executors x 1 core, own JVMs):
   --quick              2 mappers x 2000 pairs x 1000 B (4 MB), 2 reducers, 1 repeat, 1g executors
   --mappers N          map tasks (default 8)
   --pairs N            pairs per mapper (default 131072: 8 x 131072 x 1000 B = 1.0 GB of values)

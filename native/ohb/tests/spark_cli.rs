@@ -11,7 +11,7 @@ fn ohb() -> Command {
 fn usage_lists_the_spark_tests() {
     let out = ohb().arg("--help").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    for needle in ["spark groupby", "spark sortby", "spark pagerank", "spark sql", "ohb spark groupby|sortby|pagerank|sql|all", "--executor-memory", "--plugin-jar"] {
+    for needle in ["spark groupby", "spark sortby", "spark terasort", "spark pagerank", "spark sql", "ohb spark groupby|sortby|terasort|pagerank|sql|all", "--executor-memory", "--plugin-jar"] {
         assert!(text.contains(needle), "usage lacks {needle}:\n{text}");
     }
 }
@@ -21,8 +21,8 @@ fn bad_spark_command_lines_fail_with_a_message() {
     let log_dir = std::env::temp_dir().join(format!("ohb-spark-cli-{}", std::process::id()));
     let log_dir = log_dir.to_str().unwrap();
     for (args, expected) in [
-        (&["spark"][..], "groupby, sortby, pagerank, sql or all"),
-        (&["spark", "join"][..], "groupby, sortby, pagerank, sql or all"),
+        (&["spark"][..], "groupby, sortby, terasort, pagerank, sql or all"),
+        (&["spark", "join"][..], "groupby, sortby, terasort, pagerank, sql or all"),
         (&["spark", "groupby", "--repeats", "0"][..], "--repeats"),
         (&["spark", "all", "--configs", "vanilla,rdma"][..], "--configs"),
         (&["spark", "sortby", "--executor-memory", "4t"][..], "memory"),

@@ -99,7 +99,7 @@ pub fn split_conf_flags(argv: &[String]) -> Result<(Vec<String>, ConfPairs), Str
 pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>) -> Result<SparkRun, String> {
     let tests = match test {
         "all" => SparkTest::ALL.to_vec(),
-        other => vec![SparkTest::parse(other).ok_or_else(|| format!("unknown test 'spark {other}' (groupby, sortby, pagerank, sql or all)"))?],
+        other => vec![SparkTest::parse(other).ok_or_else(|| format!("unknown test 'spark {other}' (groupby, sortby, terasort, pagerank, sql or all)"))?],
     };
     let quick = args.switch("quick");
     let defaults = if quick { Workload::QUICK } else { Workload::DEFAULT };
@@ -160,15 +160,15 @@ pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>)
     Ok(run)
 }
 
-/// `ohb spark groupby|sortby|pagerank|sql|all [options]`.
+/// `ohb spark groupby|sortby|terasort|pagerank|sql|all [options]`.
 pub fn spark_main(argv: &[String]) -> Result<(), String> {
     let test = argv.first().map(String::as_str).unwrap_or("");
     if matches!(test, "--help" | "-h") {
         print!("{}", crate::usage());
         return Ok(());
     }
-    if !matches!(test, "groupby" | "sortby" | "pagerank" | "sql" | "all") {
-        return Err(format!("which Spark test? groupby, sortby, pagerank, sql or all (got '{test}'; see ohb --help)"));
+    if !matches!(test, "groupby" | "sortby" | "terasort" | "pagerank" | "sql" | "all") {
+        return Err(format!("which Spark test? groupby, sortby, terasort, pagerank, sql or all (got '{test}'; see ohb --help)"));
     }
     let (rest, extra_conf) = split_conf_flags(&argv[1..])?;
     let args = Args::parse(&rest, VALUE_FLAGS, SWITCH_FLAGS)?;
@@ -233,9 +233,9 @@ mod tests {
         let args = Args::parse(&words("--quick"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
         let run = run_from_args("all", &args, vec![]).unwrap();
         assert_eq!(run.workload, Workload::QUICK);
-        assert_eq!((run.repeats, run.executor_memory_mib, run.tests.len(), run.configs.len()), (1, 1024, 4, 4));
-        assert_eq!(run.tests, SparkTest::ALL.to_vec(), "all: groupby, sortby, pagerank, sql");
-        for name in ["pagerank", "sql"] {
+        assert_eq!((run.repeats, run.executor_memory_mib, run.tests.len(), run.configs.len()), (1, 1024, 5, 4));
+        assert_eq!(run.tests, SparkTest::ALL.to_vec(), "all: groupby, sortby, terasort, pagerank, sql");
+        for name in ["terasort", "pagerank", "sql"] {
             assert_eq!(run_from_args(name, &args, vec![]).unwrap().tests[0].name(), name);
         }
         let args = Args::parse(&words("--mappers 4 --configs vanilla,plugin,vanilla --executor-memory 2g"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();

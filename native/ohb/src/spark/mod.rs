@@ -1,5 +1,5 @@
-//! `ohb spark groupby|sortby|pagerank|sql|all`: OHB's GroupByTest and SortByTest, and HiBD's PageRank
-//! and Spark SQL workloads, on real Spark, three shuffle
+//! `ohb spark groupby|sortby|terasort|pagerank|sql|all`: OHB's GroupByTest and SortByTest, and HiBD's
+//! TeraSort, PageRank and Spark SQL workloads, on real Spark, three shuffle
 //! configurations side by side in one run.
 //!
 //! Each run is one Spark application (`io.slipstream.ohb.spark.ShuffleBench` in `jvm/ohb-spark`),

@@ -55,6 +55,7 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
     let test_name = match result.test {
         SparkTest::GroupBy => "GroupByTest",
         SparkTest::SortBy => "SortByTest",
+        SparkTest::TeraSort => "TeraSort (HiBD's Spark workload)",
         SparkTest::PageRank => "PageRank (HiBD's Spark workload)",
         SparkTest::Sql => "Spark SQL join and aggregations (HiBD's Spark SQL workload)",
     };

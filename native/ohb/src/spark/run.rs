@@ -16,6 +16,8 @@ use crate::spark::cli::spark_size_bytes;
 pub enum SparkTest {
     GroupBy,
     SortBy,
+    /// HiBD's TeraSort: 10-byte binary keys sorted unsigned (`TeraSortJob`).
+    TeraSort,
     /// Three PageRank iterations over mappers x pairs pages (`PageRankJob`): small blocks.
     PageRank,
     /// A shuffle join and two aggregations over generated tables (`SqlJob`).
@@ -23,12 +25,13 @@ pub enum SparkTest {
 }
 
 impl SparkTest {
-    pub const ALL: [SparkTest; 4] = [SparkTest::GroupBy, SparkTest::SortBy, SparkTest::PageRank, SparkTest::Sql];
+    pub const ALL: [SparkTest; 5] = [SparkTest::GroupBy, SparkTest::SortBy, SparkTest::TeraSort, SparkTest::PageRank, SparkTest::Sql];
 
     pub fn name(self) -> &'static str {
         match self {
             SparkTest::GroupBy => "groupby",
             SparkTest::SortBy => "sortby",
+            SparkTest::TeraSort => "terasort",
             SparkTest::PageRank => "pagerank",
             SparkTest::Sql => "sql",
         }
@@ -37,7 +40,7 @@ impl SparkTest {
     /// Whether every generated record passes one shuffle to the reducers (GroupBy, SortBy), so
     /// that Spark's shuffle records read must equal the records generated.
     pub fn one_shuffle_of_the_input(self) -> bool {
-        matches!(self, SparkTest::GroupBy | SparkTest::SortBy)
+        matches!(self, SparkTest::GroupBy | SparkTest::SortBy | SparkTest::TeraSort)
     }
 
     pub fn parse(text: &str) -> Option<SparkTest> {
@@ -49,6 +52,7 @@ impl SparkTest {
         match self {
             SparkTest::GroupBy => format!("groupByKey({reducers})"),
             SparkTest::SortBy => format!("sortByKey(true, {reducers}) (its sampling job included)"),
+            SparkTest::TeraSort => format!("sortByKey(unsigned byte order of 10-byte keys, {reducers}) (its sampling job included)"),
             SparkTest::PageRank => format!("3 PageRank iterations: join (no shuffle) + reduceByKey({reducers}) of the contributions"),
             SparkTest::Sql => format!(
                 "facts JOIN dims GROUP BY group, and facts GROUP BY key then by sum mod 1000 ({reducers} shuffle partitions, no broadcast, no AQE)"

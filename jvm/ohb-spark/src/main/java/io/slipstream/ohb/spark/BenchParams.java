@@ -12,6 +12,7 @@ final class BenchParams {
     enum Test {
         GROUPBY("groupby"),
         SORTBY("sortby"),
+        TERASORT("terasort"),
         PAGERANK("pagerank"),
         SQL("sql");
 
@@ -27,7 +28,7 @@ final class BenchParams {
                     return t;
                 }
             }
-            throw new IllegalArgumentException("unknown test '" + text + "' (groupby, sortby, pagerank or sql)");
+            throw new IllegalArgumentException("unknown test '" + text + "' (groupby, sortby, terasort, pagerank or sql)");
         }
     }
 
@@ -40,11 +41,11 @@ final class BenchParams {
 
     static final String USAGE = String.join("\n",
             "Usage: java -cp 'SPARK_HOME/jars/*:slipstream-ohb-spark.jar' io.slipstream.ohb.spark.ShuffleBench",
-            "         groupby|sortby|pagerank|sql [--mappers N] [--pairs N] [--value-bytes N] [--reducers N] [--seed N]",
+            "         groupby|sortby|terasort|pagerank|sql [--mappers N] [--pairs N] [--value-bytes N] [--reducers N] [--seed N]",
             "         [--master M] [--executors N] [--conf key=value]...",
             "OHB's GroupByTest / SortByTest: each mapper generates --pairs random (int key, byte[--value-bytes])",
             "pairs (seeded), the input is cached and counted, then the measured job runs groupByKey(--reducers) or",
-            "sortByKey(true, --reducers) with a checksum; pagerank: 3 iterations over mappers x pairs pages (PageRankJob);",
+            "sortByKey(true, --reducers) with a checksum; terasort: 10-byte binary keys sorted unsigned (TeraSortJob); pagerank: 3 iterations over mappers x pairs pages (PageRankJob);",
             "sql: a shuffle join and aggregations over generated tables (SqlJob). One line 'OHB_SPARK_RESULT {json}' goes to stdout.",
             "Defaults: --mappers 8 --pairs 131072 --value-bytes 1000 --reducers = mappers --seed 42",
             "--master local-cluster[2,1,4096]; --executors: from a local-cluster master (else 0: no wait).");
@@ -79,7 +80,7 @@ final class BenchParams {
 
     static BenchParams parse(String[] args) {
         if (args.length == 0) {
-            throw new IllegalArgumentException("which test? groupby, sortby, pagerank or sql");
+            throw new IllegalArgumentException("which test? groupby, sortby, terasort, pagerank or sql");
         }
         Test test = Test.parse(args[0]);
         int mappers = 8;

@@ -76,6 +76,7 @@ public final class ShuffleBench {
 
             Workload workload = switch (p.test) {
                 case GROUPBY, SORTBY -> new PairShuffle(sc, p);
+                case TERASORT -> new TeraSortJob(sc, p);
                 case PAGERANK -> new PageRankJob(sc, p);
                 case SQL -> new SqlJob(sc, p);
             };

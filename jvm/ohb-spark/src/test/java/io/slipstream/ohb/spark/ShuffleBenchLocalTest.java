@@ -134,4 +134,22 @@ class ShuffleBenchLocalTest {
         amountByKey.values().forEach(s -> buckets.computeIfAbsent(Math.floorMod(s, 1000L), b -> new long[] {b, 0})[1]++);
         return SqlJob.checksum(new java.util.ArrayList<>(groups.values()), new java.util.ArrayList<>(buckets.values()));
     }
+
+    @Test
+    void teraSortIsOrderedUnsignedAndItsChecksumIsThatOfAPlainSort() throws Exception {
+        String two = run("terasort", "--mappers", "2", "--pairs", "1500", "--value-bytes", "90", "--reducers", "2");
+        String four = run("terasort", "--mappers", "2", "--pairs", "1500", "--value-bytes", "90", "--reducers", "4");
+        assertEquals("true", text(two, "ordered"));
+        assertEquals(0, number(four, "inversions"));
+        assertEquals(3000, number(two, "records"));
+        assertEquals(text(two, "checksum"), text(four, "checksum"), "the range partitioner's cuts do not matter");
+        java.util.List<scala.Tuple2<byte[], byte[]>> all = new java.util.ArrayList<>();
+        for (int m = 0; m < 2; m++) {
+            TeraSortJob.records(m, 1500, 90, 42).forEachRemaining(all::add);
+        }
+        all.sort((a, b) -> java.util.Arrays.compareUnsigned(a._1(), b._1()));
+        long[] plain = TeraSortJob.totals(java.util.List.of(TeraSortJob.summary(all.iterator()).next()));
+        assertEquals(Checksums.hex(plain[2]), text(two, "checksum"));
+        assertTrue(all.stream().anyMatch(r -> r._1()[0] < 0), "keys with the top bit set exist: unsigned order is tested");
+    }
 }
