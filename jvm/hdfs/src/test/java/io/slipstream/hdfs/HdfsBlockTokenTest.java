@@ -85,6 +85,33 @@ class HdfsBlockTokenTest {
         }
     }
 
+    @Test
+    void writesCarryTheNameNodesTokenAndWrongTokensAreRefused() throws Exception {
+        Path path = new Path("/tokens/written");
+        byte[] written = TestWriter.write((DistributedFileSystem) fs, conf, path, TestClusters.BLOCK_BYTES + 5, 4);
+        byte[] got = new byte[written.length];
+        try (FSDataInputStream in = fs.open(path)) {
+            in.readFully(0, got);
+        }
+        assertArrayEquals(written, got);
+        // OPENs of a block with a missing token, a forged one, and the token of another block (this file's first).
+        LocatedBlock block = ((DistributedFileSystem) fs).getClient().getLocatedBlocks(path.toString(), 0).get(0);
+        Token<BlockTokenIdentifier> token = block.getBlockToken();
+        byte[] password = token.getPassword().clone();
+        password[0] ^= 1;
+        Token<BlockTokenIdentifier> forged = new Token<>(token.getIdentifier(), password, token.getKind(), token.getService());
+        int xferPort = block.getLocations()[0].getXferPort();
+        try (FabricNode client = FabricNode.builder().start()) {
+            FabricEndpoint endpoint = client.endpoint("127.0.0.1", conf.getInt(HdfsConf.PORT.key(), 0));
+            for (byte[] bad : new byte[][] {new byte[0], encode(forged), encode(token)}) {
+                var open = new BlockWriteProtocol.Open(xferPort, 77, block.getBlock().getBlockPoolId(), block.getBlock().getBlockId() + 1000,
+                        block.getBlock().getGenerationStamp(), 2, 512, org.apache.hadoop.fs.StorageType.DEFAULT, "", bad, java.util.List.of());
+                FabricException e = assertThrows(FabricException.class, () -> endpoint.request(BlockWriteProtocol.OP_OPEN, open.encode()).close());
+                assertTrue(e.getMessage().contains("token"), e.getMessage());
+            }
+        }
+    }
+
     private static void assertRefused(FabricEndpoint endpoint, ByteBuffer request, String why) {
         FabricException e = assertThrows(FabricException.class, () -> endpoint.request(BlockReadProtocol.OP_READ, request).close());
         assertEquals(FabricException.Kind.REMOTE, e.kind());
