@@ -15,6 +15,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong FAILOVERS = new AtomicLong();
     static final AtomicLong BYTES_WRITTEN = new AtomicLong();
     static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
+    static final AtomicLong WRITES_DECLINED = new AtomicLong();
 
     private SlipstreamHdfsCounters() {
     }
@@ -59,10 +60,15 @@ public final class SlipstreamHdfsCounters {
         return BLOCKS_WRITTEN.get();
     }
 
+    /** Files {@code SlipstreamDistributedFileSystem} left to HDFS's own stream (fallback=auto: no fabric in the client or on the DataNodes). */
+    public static long writesDeclined() {
+        return WRITES_DECLINED.get();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
                 + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
-                + " blocksWritten=" + blocksWritten();
+                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined();
     }
 }

@@ -88,7 +88,12 @@ class HdfsBlockTokenTest {
     @Test
     void writesCarryTheNameNodesTokenAndWrongTokensAreRefused() throws Exception {
         Path path = new Path("/tokens/written");
-        byte[] written = TestWriter.write((DistributedFileSystem) fs, conf, path, TestClusters.BLOCK_BYTES + 5, 4);
+        byte[] written;
+        long before = SlipstreamHdfsCounters.bytesWritten();
+        try (FileSystem fabricFs = FileSystem.newInstance(fs.getUri(), HdfsWriteTest.fabricConf(conf))) {
+            written = TestClusters.write(fabricFs, path, TestClusters.BLOCK_BYTES + 5, 4);
+        }
+        assertEquals(written.length, SlipstreamHdfsCounters.bytesWritten() - before);
         byte[] got = new byte[written.length];
         try (FSDataInputStream in = fs.open(path)) {
             in.readFully(0, got);

@@ -22,6 +22,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.StorageType;
@@ -29,6 +30,7 @@ import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.tools.DFSck;
+import org.apache.hadoop.util.DataChecksum;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -39,19 +41,22 @@ import org.junit.jupiter.api.TestMethodOrder;
 /**
  * Block writes and pipeline replication over the fabric on a real HDFS 3.4 mini cluster (NameNode,
  * three DataNodes, replication 3, 256 KiB blocks, 16 KiB packets, 4 in flight), one cluster for the
- * class. Files are written by {@link TestWriter} (the NameNode calls of a writer, blocks through
- * the plugin's {@link FabricBlockWriter}) and read back by HDFS's own readers; the DataNode side is
- * what is tested: replicas created, written, replicated down the pipeline, finalized and reported,
- * hflush/hsync visibility, bad packets, limits, and a DataNode stopped mid-write.
+ * class. Files are written through {@link SlipstreamDistributedFileSystem} ({@code fs.hdfs.impl})
+ * and read back by HDFS's own readers: replicas created, written, replicated down the pipeline,
+ * finalized and reported, hflush/hsync visibility, bad packets, limits, fallback, and a DataNode
+ * stopped mid-write.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class HdfsWriteTest {
     private static final int PACKET_BYTES = 16 << 10;
     private static final int PACKETS_IN_FLIGHT = 4;
     private static final int MAX_WRITES = 4;
+    static final DataChecksum CRC32C_512 = DataChecksum.newDataChecksum(DataChecksum.Type.CRC32C, 512);
     private static Configuration conf;
     private static MiniDFSCluster cluster;
     private static DistributedFileSystem fs;
+    /** The plugin's client: {@code fs.hdfs.impl=SlipstreamDistributedFileSystem}. */
+    private static FileSystem fabricFs;
     /** HDFS's own readers only: no replica accessor. */
     private static FileSystem vanilla;
 
@@ -66,12 +71,23 @@ class HdfsWriteTest {
         Configuration plain = new Configuration(conf);
         plain.set("dfs.client.replica.accessor.builder.classes", "");
         vanilla = FileSystem.newInstance(fs.getUri(), plain);
+        fabricFs = FileSystem.newInstance(fs.getUri(), fabricConf(conf));
+    }
+
+    static Configuration fabricConf(Configuration base) {
+        Configuration c = new Configuration(base);
+        c.set("fs.hdfs.impl", SlipstreamDistributedFileSystem.class.getName());
+        c.setBoolean("fs.hdfs.impl.disable.cache", true);
+        return c;
     }
 
     @AfterAll
     static void stopCluster() throws IOException {
         if (vanilla != null) {
             vanilla.close();
+        }
+        if (fabricFs != null) {
+            fabricFs.close();
         }
         if (cluster != null) {
             cluster.shutdown();
@@ -87,7 +103,7 @@ class HdfsWriteTest {
             Path path = new Path("/written/" + size);
             long clientBefore = SlipstreamHdfsCounters.bytesWritten();
             long dataNodesBefore = dataNodeBytesWritten();
-            byte[] written = TestWriter.write(fs, conf, path, size, size);
+            byte[] written = TestClusters.write(fabricFs, path, size, size);
             assertEquals(size, SlipstreamHdfsCounters.bytesWritten() - clientBefore, "client bytes over the fabric for " + size);
             assertEquals(3L * size, dataNodeBytesWritten() - dataNodesBefore, "bytes the three DataNodes wrote for " + size);
             assertEquals(size, vanilla.getFileStatus(path).getLen());
@@ -107,18 +123,20 @@ class HdfsWriteTest {
         Path path = new Path("/hflush");
         byte[] data = new byte[3000];
         new Random(5).nextBytes(data);
-        try (TestWriter writer = new TestWriter(fs, conf, path, TestClusters.BLOCK_BYTES)) {
-            writer.write(data, 0, 1000);
-            writer.block().hflush();
-            assertEquals(1000, writer.block().bytesAcked());
+        long before = SlipstreamHdfsCounters.bytesWritten();
+        try (FSDataOutputStream out = fabricFs.create(path)) {
+            assertTrue(out.getWrappedStream() instanceof FabricOutputStream, String.valueOf(out.getWrappedStream()));
+            assertTrue(out.hasCapability("hflush") && out.hasCapability("hsync"));
+            out.write(data, 0, 1000);
+            out.hflush();
             assertArrayEquals(Arrays.copyOf(data, 1000), readAll(vanilla, path), "after hflush of 1000 bytes (mid-chunk)");
-            writer.write(data, 1000, 700);
-            writer.block().hsync();
+            out.write(data, 1000, 700);
+            out.hsync();
             assertArrayEquals(Arrays.copyOf(data, 1700), readAll(vanilla, path), "after hsync of 1700 bytes");
-            writer.block().hflush(); // nothing new: no packet, nothing changes
-            writer.write(data, 1700, 1300);
-            writer.complete();
+            out.hflush(); // nothing new: no packet, nothing changes
+            out.write(data, 1700, 1300);
         }
+        assertEquals(3000, SlipstreamHdfsCounters.bytesWritten() - before, "the partial chunk sent again counts once");
         assertArrayEquals(data, readAll(vanilla, path));
         assertArrayEquals(data, readAll(fs, path), "read over the fabric too");
     }
@@ -182,12 +200,41 @@ class HdfsWriteTest {
         // The three failed writes were counted where they failed, and the DataNodes write files on.
         assertTrue(dataNodes.stream().mapToLong(d -> writes(d).writesFailed.get()).sum() - failedBefore >= 3);
         Path path = new Path("/after-bad-messages");
-        byte[] written = TestWriter.write(fs, conf, path, TestClusters.BLOCK_BYTES + 100, 9);
+        byte[] written = TestClusters.write(fabricFs, path, TestClusters.BLOCK_BYTES + 100, 9);
         assertArrayEquals(written, readAll(vanilla, path));
     }
 
     @Test
     @Order(4)
+    void withoutAFabricOnTheDataNodesAutoWritesThroughHdfsAndNeverFails() throws IOException {
+        Configuration elsewhere = fabricConf(conf);
+        elsewhere.setInt(HdfsConf.PORT.key(), TestClusters.freePort());
+        elsewhere.set(HdfsConf.FALLBACK.key(), "auto");
+        long fabricBefore = SlipstreamHdfsCounters.bytesWritten();
+        long declinedBefore = SlipstreamHdfsCounters.writesDeclined();
+        Path path = new Path("/fallback/auto");
+        try (FileSystem auto = FileSystem.newInstance(fs.getUri(), elsewhere)) {
+            byte[] written = new byte[TestClusters.BLOCK_BYTES + 3];
+            new Random(21).nextBytes(written);
+            try (FSDataOutputStream out = auto.create(path)) {
+                out.write(written);
+                assertTrue(((FabricOutputStream) out.getWrappedStream()).fellBack());
+            }
+            assertArrayEquals(written, readAll(vanilla, path));
+        }
+        assertEquals(0, SlipstreamHdfsCounters.bytesWritten() - fabricBefore);
+        assertEquals(1, SlipstreamHdfsCounters.writesDeclined() - declinedBefore);
+        elsewhere.set(HdfsConf.FALLBACK.key(), "never");
+        try (FileSystem never = FileSystem.newInstance(fs.getUri(), elsewhere)) {
+            FSDataOutputStream out = never.create(new Path("/fallback/never"));
+            IOException e = assertThrows(IOException.class, () -> out.write(new byte[10]));
+            assertTrue(e.getMessage().contains("pipeline node"), e.getMessage());
+            assertThrows(IOException.class, out::close);
+        }
+    }
+
+    @Test
+    @Order(5)
     void fsckFindsEveryFileHealthy() throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         int status = new DFSck(conf, new PrintStream(out, true, "UTF-8")).run(new String[] {"/", "-files", "-blocks"});
@@ -198,15 +245,16 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(5)
+    @Order(6)
     void aDataNodeStoppedMidWriteFailsTheWriteNamingItAndTheOthersWriteOn() throws Exception {
         Path path = new Path("/stopped-mid-write");
         byte[] data = new byte[2 * TestClusters.BLOCK_BYTES];
         new Random(11).nextBytes(data);
-        try (TestWriter writer = new TestWriter(fs, conf, path, TestClusters.BLOCK_BYTES)) {
-            writer.write(data, 0, 100_000);
-            writer.block().hflush();
-            var victim = writer.located().getLocations()[1];
+        FSDataOutputStream out = fabricFs.create(path);
+        try {
+            out.write(data, 0, 100_000);
+            out.hflush();
+            var victim = ((FabricOutputStream) out.getWrappedStream()).pipeline()[1];
             int index = -1;
             for (int i = 0; i < cluster.getDataNodes().size(); i++) {
                 if (cluster.getDataNodes().get(i).getXferPort() == victim.getXferPort()) {
@@ -216,15 +264,17 @@ class HdfsWriteTest {
             assertTrue(index >= 0);
             cluster.stopDataNode(index);
             IOException failed = assertThrows(IOException.class, () -> {
-                writer.write(data, 100_000, 100_000);
-                writer.block().hflush();
+                out.write(data, 100_000, 100_000);
+                out.hflush();
             });
             assertEquals(victim.getXferAddr(), FabricBlockWriter.failedNode(failed), failed.getMessage());
+        } finally {
+            assertThrows(IOException.class, out::close, "a failed stream's close reports the failure");
         }
         // The two DataNodes left write a new file: the NameNode still lists the stopped one, whose
-        // pipeline fails to open naming it; the writer abandons the block and asks for another without it.
+        // pipeline fails to open naming it; the stream abandons the block and asks for another without it.
         Path after = new Path("/after-stop");
-        byte[] written = TestWriter.write(fs, conf, after, TestClusters.BLOCK_BYTES + 7, 12);
+        byte[] written = TestClusters.write(fabricFs, after, TestClusters.BLOCK_BYTES + 7, 12);
         assertArrayEquals(written, readAll(vanilla, after));
     }
 
@@ -255,7 +305,7 @@ class HdfsWriteTest {
         for (DataNode d : pipeline.subList(1, pipeline.size())) {
             downstream.add(new BlockWriteProtocol.Target("127.0.0.1", d.getXferPort(), StorageType.DEFAULT, ""));
         }
-        var open = new BlockWriteProtocol.Open(pipeline.get(0).getXferPort(), writeId, pool, blockId, 1001, TestWriter.CRC32C_512.getChecksumType().id,
+        var open = new BlockWriteProtocol.Open(pipeline.get(0).getXferPort(), writeId, pool, blockId, 1001, CRC32C_512.getChecksumType().id,
                 512, StorageType.DEFAULT, "", new byte[0], downstream);
         try (FabricBuffer answer = endpoint.request(BlockWriteProtocol.OP_OPEN, open.encode())) {
             assertEquals(1, answer.length());
@@ -268,7 +318,7 @@ class HdfsWriteTest {
         ByteBuffer out = ByteBuffer.allocate(BlockWriteProtocol.PACKET_HEADER_BYTES + chunks * 4 + data.length);
         new BlockWriteProtocol.PacketHeader(xferPort, writeId, seqno, offset, flags, data.length, chunks * 4).encode(out);
         byte[] sums = new byte[chunks * 4];
-        TestWriter.CRC32C_512.calculateChunkedSums(data, 0, data.length, sums, 0);
+        CRC32C_512.calculateChunkedSums(data, 0, data.length, sums, 0);
         out.put(sums);
         byte[] sent = data.clone();
         if (corrupt) {
