@@ -19,6 +19,8 @@ import org.apache.hadoop.fs.StorageType;
  * OPEN request   : u8 version, i32 xferPort, i64 write id, u16 n, n bytes pool id, i64 block id,
  *                  i64 generation stamp, u8 checksum type, i32 bytes per checksum, u8 storage type,
  *                  u16 s, s bytes storage id, u16 t, t bytes token (Token.write form),
+ *                  u8 stage (0 create, 1 recovery), i64 new generation stamp, i64 min bytes, i64 max bytes
+ *                  (recovery: the replica's acknowledged and sent lengths, as HDFS's writeBlock),
  *                  u8 d downstream targets, each: u16 h, h bytes IP address, i32 xferPort, u8 storage type,
  *                  u16 s, s bytes storage id                           -> response: u8 version
  * PACKET request : u8 version, i32 xferPort, i64 write id, i64 seqno, i64 offset in block (a chunk
@@ -39,6 +41,9 @@ final class BlockWriteProtocol {
     /** Offset of the xferPort in a packet header: a forwarding DataNode rewrites it in place. */
     static final int PACKET_XFER_PORT_OFFSET = 1;
     static final int ACK_BYTES = 1 + 8;
+    static final int STAGE_CREATE = 0;
+    /** Pipeline recovery: the replica being written is taken over with {@code recoverRbw} and a new generation stamp. */
+    static final int STAGE_RECOVERY = 1;
 
     private BlockWriteProtocol() {
     }
@@ -54,7 +59,15 @@ final class BlockWriteProtocol {
     }
 
     record Open(int xferPort, long writeId, String poolId, long blockId, long generationStamp, int checksumType, int bytesPerChecksum,
-            StorageType storageType, String storageId, byte[] token, List<Target> downstream) {
+            StorageType storageType, String storageId, byte[] token, int stage, long newGenerationStamp, long minBytes, long maxBytes,
+            List<Target> downstream) {
+        /** A create-stage OPEN. */
+        Open(int xferPort, long writeId, String poolId, long blockId, long generationStamp, int checksumType, int bytesPerChecksum,
+                StorageType storageType, String storageId, byte[] token, List<Target> downstream) {
+            this(xferPort, writeId, poolId, blockId, generationStamp, checksumType, bytesPerChecksum, storageType, storageId, token, STAGE_CREATE,
+                    generationStamp, 0, 0, downstream);
+        }
+
         ByteBuffer encode() {
             if (downstream.size() > DOWNSTREAM_MAX || token.length > BlockReadProtocol.TOKEN_BYTES_MAX) {
                 throw new IllegalArgumentException("too many targets or too long a token");
@@ -65,7 +78,8 @@ final class BlockWriteProtocol {
             out.putLong(blockId).putLong(generationStamp).put((byte) checksumType).putInt(bytesPerChecksum)
                     .put((byte) storageType.ordinal());
             putString(out, storageId, STORAGE_ID_BYTES_MAX);
-            out.putShort((short) token.length).put(token).put((byte) downstream.size());
+            out.putShort((short) token.length).put(token).put((byte) stage).putLong(newGenerationStamp).putLong(minBytes).putLong(maxBytes)
+                    .put((byte) downstream.size());
             for (Target t : downstream) {
                 putString(out, t.host(), HOST_BYTES_MAX);
                 out.putInt(t.xferPort()).put((byte) t.storageType().ordinal());
@@ -78,11 +92,11 @@ final class BlockWriteProtocol {
         Open forward() {
             Target next = downstream.get(0);
             return new Open(next.xferPort(), writeId, poolId, blockId, generationStamp, checksumType, bytesPerChecksum, next.storageType(),
-                    next.storageId(), token, downstream.subList(1, downstream.size()));
+                    next.storageId(), token, stage, newGenerationStamp, minBytes, maxBytes, downstream.subList(1, downstream.size()));
         }
 
         private int encodedBytesMax() {
-            return 1 + 4 + 8 + 2 + BlockReadProtocol.POOL_ID_BYTES_MAX + 8 + 8 + 1 + 4 + 1 + 2 + STORAGE_ID_BYTES_MAX + 2 + token.length + 1
+            return 1 + 4 + 8 + 2 + BlockReadProtocol.POOL_ID_BYTES_MAX + 8 + 8 + 1 + 4 + 1 + 2 + STORAGE_ID_BYTES_MAX + 2 + token.length + 1 + 24 + 1
                     + downstream.size() * (2 + HOST_BYTES_MAX + 4 + 1 + 2 + STORAGE_ID_BYTES_MAX);
         }
 
@@ -111,6 +125,13 @@ final class BlockWriteProtocol {
                 }
                 byte[] token = new byte[tokenLength];
                 b.get(token);
+                int stage = Byte.toUnsignedInt(b.get());
+                long newGenerationStamp = b.getLong();
+                long minBytes = b.getLong();
+                long maxBytes = b.getLong();
+                if (stage > STAGE_RECOVERY || minBytes < 0 || maxBytes < minBytes) {
+                    throw new MalformedException("stage " + stage + " with lengths " + minBytes + " to " + maxBytes);
+                }
                 int targets = Byte.toUnsignedInt(b.get());
                 if (targets > DOWNSTREAM_MAX) {
                     throw new MalformedException(targets + " downstream targets (at most " + DOWNSTREAM_MAX + ")");
@@ -128,7 +149,7 @@ final class BlockWriteProtocol {
                     throw new MalformedException(b.remaining() + " bytes after the open");
                 }
                 return new Open(xferPort, writeId, pool, blockId, generationStamp, checksumType, bytesPerChecksum, storageType, storageId, token,
-                        List.copyOf(downstream));
+                        stage, newGenerationStamp, minBytes, maxBytes, List.copyOf(downstream));
             } catch (BufferUnderflowException e) {
                 throw new MalformedException("truncated open");
             }

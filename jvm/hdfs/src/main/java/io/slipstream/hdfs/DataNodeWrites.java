@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
  * Serves one DataNode's block writes over the fabric, as its own write path ({@code DataXceiver.writeBlock},
  * {@code BlockReceiver}) does for a client's pipeline: checks the block token (WRITE), creates the
  * replica being written with {@code FsDatasetSpi.createRbw}, announces it ("receiving"), writes the
- * meta file's header, opens the rest of the pipeline downstream, then takes packets
+ * meta file's header (or, recovering a pipeline, takes the replica over with {@code recoverRbw} and
+ * a new generation stamp), opens the rest of the pipeline downstream, then takes packets
  * ({@link WriteSession}); after the last packet is acknowledged by every DataNode downstream it
  * finalizes the replica ({@code finalizeBlock}) and reports it received ({@code DataNode.closeBlock},
  * through the one bridge class). Writes per DataNode are bounded by {@code server.maxWrites}.
@@ -78,6 +79,10 @@ final class DataNodeWrites {
         if (open.checksumType() != DataChecksum.Type.CRC32.id && open.checksumType() != DataChecksum.Type.CRC32C.id) {
             throw new BlockReadProtocol.MalformedException("checksum type " + open.checksumType() + " (the fabric path writes CRC32 and CRC32C)");
         }
+        if (open.stage() == BlockWriteProtocol.STAGE_RECOVERY && open.newGenerationStamp() <= open.generationStamp()) {
+            throw new BlockReadProtocol.MalformedException("recovery to generation stamp " + open.newGenerationStamp() + " from "
+                    + open.generationStamp());
+        }
         if (sessions.size() >= conf.serverMaxWrites) {
             throw new IllegalStateException("busy: " + sessions.size() + " writes open on this DataNode (" + HdfsConf.SERVER_MAX_WRITES.key() + ")");
         }
@@ -86,23 +91,42 @@ final class DataNodeWrites {
         }
         DataChecksum checksum = DataChecksum.newDataChecksum(DataChecksum.Type.valueOf(open.checksumType()), open.bytesPerChecksum());
         String storageId = open.storageId().isEmpty() ? null : open.storageId();
-        ReplicaHandler handler = dataNode.getFSDataset().createRbw(open.storageType(), storageId, block, false);
+        boolean recovery = open.stage() == BlockWriteProtocol.STAGE_RECOVERY;
+        ReplicaHandler handler;
+        if (recovery) {
+            // As BlockReceiver for PIPELINE_SETUP_STREAMING_RECOVERY: an older write of the block here is stopped first.
+            for (WriteSession older : List.copyOf(sessions.values())) {
+                if (older.block.getBlockId() == open.blockId()) {
+                    older.fail(self() + ": superseded by the recovery of its pipeline");
+                }
+            }
+            handler = dataNode.getFSDataset().recoverRbw(block, open.newGenerationStamp(), open.minBytes(), open.maxBytes());
+            block.setGenerationStamp(open.newGenerationStamp());
+        } else {
+            handler = dataNode.getFSDataset().createRbw(open.storageType(), storageId, block, false);
+        }
         ReplicaOutputStreams streams = null;
         WriteSession session;
         try {
             ReplicaInPipeline replica = handler.getReplica();
-            SlipstreamDataNodeBridge.receivingBlock(dataNode, block, replica.getStorageUuid());
-            streams = replica.createStreams(true, checksum);
-            DataOutputStream meta = new DataOutputStream(streams.getChecksumOut());
-            BlockMetadataHeader.writeHeader(meta, checksum);
-            meta.flush();
+            // createRbw/recoverRbw made this handler thread the replica's writer; a later recovery would interrupt
+            // it and wait for it to end (a fabric handler thread never does). A write session has no thread of its own.
+            replica.setWriter(null);
+            streams = replica.createStreams(!recovery, checksum);
+            if (!recovery) {
+                SlipstreamDataNodeBridge.receivingBlock(dataNode, block, replica.getStorageUuid());
+                DataOutputStream meta = new DataOutputStream(streams.getChecksumOut());
+                BlockMetadataHeader.writeHeader(meta, checksum);
+                meta.flush();
+            }
             FabricEndpoint downstream = null;
             BlockWriteProtocol.Target next = open.downstream().isEmpty() ? null : open.downstream().get(0);
             if (next != null) {
                 downstream = fabric.node.endpoint(next.host(), conf.port);
             }
-            session = new WriteSession(this, open.writeId(), block, handler, streams, checksum, META_HEADER_BYTES, downstream,
-                    next == null ? 0 : next.xferPort(), next == null ? null : next.host() + ":" + next.xferPort(), conf.writePacketsInFlight);
+            session = new WriteSession(this, open.writeId(), block, handler, streams, checksum, META_HEADER_BYTES, replica.getBytesOnDisk(),
+                    downstream, next == null ? 0 : next.xferPort(), next == null ? null : next.host() + ":" + next.xferPort(),
+                    conf.writePacketsInFlight);
             if (sessions.putIfAbsent(open.writeId(), session) != null) {
                 throw new BlockReadProtocol.MalformedException("write id " + open.writeId() + " in use");
             }

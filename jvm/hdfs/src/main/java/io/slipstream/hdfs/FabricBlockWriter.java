@@ -11,6 +11,7 @@ import java.nio.ByteBuffer;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -35,7 +36,19 @@ import org.apache.hadoop.util.DataChecksum;
 final class FabricBlockWriter implements AutoCloseable {
     private static final SecureRandom IDS = new SecureRandom();
 
-    private record InFlight(long seqno, long end, CompletableFuture<FabricBuffer> ack) {
+    /** A packet sent and not acknowledged yet, with a copy of its data to send again after a pipeline recovery. */
+    private record InFlight(long seqno, long offset, byte[] data, CompletableFuture<FabricBuffer> ack) {
+        long end() {
+            return offset + data.length;
+        }
+    }
+
+    /**
+     * Taking over a block whose pipeline failed (HDFS's PIPELINE_SETUP_STREAMING_RECOVERY): the new
+     * generation stamp from {@code updateBlockForPipeline}, the lengths acknowledged and sent before,
+     * and where the data sent again starts (a chunk boundary at or below the acknowledged length).
+     */
+    record Recovery(long newGenerationStamp, long bytesAcked, long bytesSent, long resendOffset) {
     }
 
     private final FabricNode node;
@@ -51,14 +64,24 @@ final class FabricBlockWriter implements AutoCloseable {
     private long bufferOffset;
     private long seqno;
     private long bytesAcked;
-    /** End of the data sent so far (a resent partial chunk is counted once). */
+    /** End of the last packet this writer sent. */
     private long sentEnd;
+    /** End of the data counted as written over the fabric (bytes sent again are counted once; after a recovery, what the failed pipeline got). */
+    private long countedEnd;
     private final ArrayDeque<InFlight> inFlight = new ArrayDeque<>();
     private IOException failure;
     private boolean finished;
 
     /** Opens the pipeline of {@code located} (its DataNodes in order); throws when any DataNode refuses. */
     FabricBlockWriter(FabricNode node, HdfsConf conf, LocatedBlock located, DataChecksum checksum) throws IOException {
+        this(node, conf, located, checksum, null);
+    }
+
+    /**
+     * Opens the pipeline of {@code located}, or with {@code recovery} takes over its replicas being
+     * written (the caller then writes again what was not acknowledged, from {@code resendOffset}).
+     */
+    FabricBlockWriter(FabricNode node, HdfsConf conf, LocatedBlock located, DataChecksum checksum, Recovery recovery) throws IOException {
         this.node = node;
         this.conf = conf;
         this.located = located;
@@ -71,7 +94,16 @@ final class FabricBlockWriter implements AutoCloseable {
             throw new IOException("block " + located.getBlock() + " has " + targets.length + " DataNodes to write to");
         }
         first = node.endpoint(targets[0].getIpAddr(), conf.port);
-        try (FabricBuffer answer = first.request(BlockWriteProtocol.OP_OPEN, open().encode())) {
+        if (recovery != null) {
+            if (recovery.resendOffset() % bytesPerChecksum != 0 || recovery.resendOffset() > recovery.bytesAcked()) {
+                throw new IllegalArgumentException("resending from " + recovery.resendOffset() + " for " + recovery);
+            }
+            bufferOffset = recovery.resendOffset();
+            bytesAcked = recovery.bytesAcked();
+            sentEnd = recovery.resendOffset();
+            countedEnd = recovery.bytesSent();
+        }
+        try (FabricBuffer answer = first.request(BlockWriteProtocol.OP_OPEN, open(recovery).encode())) {
             if (answer.length() != 1 || answer.byteBuffer().get(0) != BlockReadProtocol.VERSION) {
                 throw new IOException("unexpected answer to opening " + located.getBlock() + " on " + targets[0]);
             }
@@ -80,7 +112,7 @@ final class FabricBlockWriter implements AutoCloseable {
         }
     }
 
-    private BlockWriteProtocol.Open open() throws IOException {
+    private BlockWriteProtocol.Open open(Recovery recovery) throws IOException {
         ExtendedBlock block = located.getBlock();
         DatanodeInfo[] targets = located.getLocations();
         StorageType[] types = located.getStorageTypes();
@@ -93,7 +125,9 @@ final class FabricBlockWriter implements AutoCloseable {
         located.getBlockToken().write(new DataOutputStream(token));
         return new BlockWriteProtocol.Open(targets[0].getXferPort(), writeId, block.getBlockPoolId(), block.getBlockId(),
                 block.getGenerationStamp(), checksum.getChecksumType().id, bytesPerChecksum, type(types, 0), id(ids, 0), token.toByteArray(),
-                downstream);
+                recovery == null ? BlockWriteProtocol.STAGE_CREATE : BlockWriteProtocol.STAGE_RECOVERY,
+                recovery == null ? block.getGenerationStamp() : recovery.newGenerationStamp(), recovery == null ? 0 : recovery.bytesAcked(),
+                recovery == null ? 0 : recovery.bytesSent(), downstream);
     }
 
     private static StorageType type(StorageType[] types, int i) {
@@ -104,7 +138,15 @@ final class FabricBlockWriter implements AutoCloseable {
         return ids != null && i < ids.length && ids[i] != null ? ids[i] : "";
     }
 
-    /** Buffers {@code b[off, off + len)}, sending full packets. */
+    /** Bytes {@link #write} takes before it sends a packet: a write of at most this many is all taken even if the send fails. */
+    int room() {
+        return buffer.length - buffered;
+    }
+
+    /**
+     * Buffers {@code b[off, off + len)}, sending full packets. A send fails only after the bytes
+     * before it were taken, so a caller writing at most {@link #room()} bytes knows they were taken.
+     */
     void write(byte[] b, int off, int len) throws IOException {
         check();
         while (len > 0) {
@@ -188,9 +230,11 @@ final class FabricBlockWriter implements AutoCloseable {
             throw e;
         }
         long end = bufferOffset + buffered;
-        inFlight.add(new InFlight(seqno++, end, first.requestAsync(BlockWriteProtocol.OP_PACKET, message)));
-        SlipstreamHdfsCounters.BYTES_WRITTEN.addAndGet(Math.max(0, end - Math.max(bufferOffset, sentEnd)));
-        sentEnd = Math.max(sentEnd, end);
+        byte[] copy = Arrays.copyOf(buffer, buffered);
+        inFlight.add(new InFlight(seqno++, bufferOffset, copy, first.requestAsync(BlockWriteProtocol.OP_PACKET, message)));
+        SlipstreamHdfsCounters.BYTES_WRITTEN.addAndGet(Math.max(0, end - Math.max(bufferOffset, countedEnd)));
+        countedEnd = Math.max(countedEnd, end);
+        sentEnd = end;
         int full = buffered - buffered % bytesPerChecksum;
         System.arraycopy(buffer, full, buffer, 0, buffered - full);
         bufferOffset += full;
@@ -204,12 +248,13 @@ final class FabricBlockWriter implements AutoCloseable {
     }
 
     private void awaitOldest() throws IOException {
-        InFlight oldest = inFlight.poll();
+        InFlight oldest = inFlight.peek();
         try (FabricBuffer answer = oldest.ack().get(conf.requestTimeout.toMillis() * 2, TimeUnit.MILLISECONDS)) {
             long acked = BlockWriteProtocol.decodeAck(answer.byteBuffer());
             if (acked != oldest.seqno()) {
                 throw new IOException("packet " + oldest.seqno() + " of " + located.getBlock() + " acknowledged as " + acked);
             }
+            inFlight.poll();
             bytesAcked = Math.max(bytesAcked, oldest.end());
         } catch (ExecutionException e) {
             throw failed(e.getCause());
@@ -243,6 +288,27 @@ final class FabricBlockWriter implements AutoCloseable {
         if (finished) {
             throw new IOException("block " + located.getBlock() + " is finished");
         }
+    }
+
+    /** Bytes sent to the pipeline so far (the most any DataNode can have). */
+    long bytesSent() {
+        return Math.max(sentEnd, countedEnd);
+    }
+
+    /** Where the bytes not acknowledged start: the first unacknowledged packet's offset, or what is buffered. */
+    long unacknowledgedOffset() {
+        return inFlight.isEmpty() ? bufferOffset : Math.min(inFlight.peek().offset(), bufferOffset);
+    }
+
+    /** The bytes from {@link #unacknowledgedOffset()} to {@link #bytesWritten()}: packets not acknowledged, then the buffer. */
+    byte[] unacknowledged() {
+        long start = unacknowledgedOffset();
+        byte[] out = new byte[Math.toIntExact(bytesWritten() - start)];
+        for (InFlight f : inFlight) {
+            System.arraycopy(f.data(), 0, out, Math.toIntExact(f.offset() - start), f.data().length);
+        }
+        System.arraycopy(buffer, 0, out, Math.toIntExact(bufferOffset - start), buffered);
+        return out;
     }
 
     /** Drops what is in flight (their answers are released as they come). */

@@ -19,8 +19,8 @@ import org.apache.hadoop.util.DataChecksum;
  * A file being written over the fabric (docs/hdfs.md, "Writes", and "The client's writes"): the
  * NameNode calls of HDFS's {@code DFSOutputStream}/{@code DataStreamer} ({@code addBlock} with the
  * previous block and excluded DataNodes, {@code abandonBlock} for a pipeline that fails to open,
- * {@code fsync} after a new block is flushed, {@code complete}), the blocks written through
- * {@link FabricBlockWriter}. The file's lease is renewed by {@link SlipstreamDistributedFileSystem}
+ * {@code fsync} after a new block is flushed, {@code complete}, pipeline recovery), the blocks
+ * written through {@link FabricBlockWriter}. The file's lease is renewed by {@link SlipstreamDistributedFileSystem}
  * while the stream is open. With {@code fallback=auto}, a first block whose DataNodes offer no
  * fabric sends the whole file through HDFS's own stream instead ({@link Fallback}). Not
  * thread-safe beyond what {@code DFSOutputStream} promises (one writer).
@@ -28,6 +28,8 @@ import org.apache.hadoop.util.DataChecksum;
 final class FabricOutputStream extends OutputStream implements Syncable, StreamCapabilities {
     /** Pipelines that fail to open per block before the write fails (HDFS: {@code dfs.client.block.write.retries}, 3). */
     static final int OPEN_ATTEMPTS = 3;
+    /** Pipeline recoveries per stream before it fails (HDFS's DataStreamer gives up after 5 per block). */
+    static final int RECOVERIES_MAX = 5;
     private static final long COMPLETE_WAIT_NANOS = 30_000_000_000L;
 
     /** Opens HDFS's own stream for the file when the fabric cannot be used for it. */
@@ -53,6 +55,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     /** A block was added since the last flush: the NameNode learns of it at the next one, as HDFS's persistBlocks. */
     private boolean newBlockSinceSync;
     private OutputStream delegate;
+    private int recoveries;
     private IOException failure;
     private boolean closed;
 
@@ -93,7 +96,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
                     }
                 }
                 int n = (int) Math.min(len, blockBytes - (written - blockStart));
-                block.write(b, off, n);
+                blockWrite(b, off, n);
                 written += n;
                 off += n;
                 len -= n;
@@ -137,9 +140,9 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         }
         try {
             if (toDisk) {
-                block.hsync();
+                blockOp(FabricBlockWriter::hsync);
             } else {
-                block.hflush();
+                blockOp(FabricBlockWriter::hflush);
             }
             if (newBlockSinceSync) {
                 nameNode.fsync(src, fileId, clientName, block.bytesAcked());
@@ -197,12 +200,100 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
 
     private void finishBlock() throws IOException {
         if (block != null) {
-            long length = block.finish();
+            long[] finished = new long[1];
+            blockOp(w -> finished[0] = w.finish());
+            long length = finished[0];
             block.close();
             block = null;
             previous = new ExtendedBlock(located.getBlock());
             previous.setNumBytes(length);
         }
+    }
+
+    private interface BlockOp {
+        void run(FabricBlockWriter writer) throws IOException;
+    }
+
+    /** Runs {@code op} on the current block, again on the recovered pipeline after a failure. */
+    private void blockOp(BlockOp op) throws IOException {
+        while (true) {
+            try {
+                op.run(block);
+                return;
+            } catch (IOException e) {
+                recover(e);
+            }
+        }
+    }
+
+    /** Writes into the current block in pieces the writer takes whole, so after a failure every byte is in what is sent again. */
+    private void blockWrite(byte[] b, int off, int len) throws IOException {
+        while (len > 0) {
+            int n = Math.min(len, block.room());
+            try {
+                block.write(b, off, n);
+            } catch (IOException e) {
+                recover(e);
+            }
+            off += n;
+            len -= n;
+        }
+    }
+
+    /**
+     * Pipeline recovery as HDFS's {@code DataStreamer} does it for a DataNode failed mid-block
+     * (docs/hdfs.md, "Pipeline recovery"): the DataNode the failure names is dropped; the NameNode
+     * gives a new generation stamp ({@code updateBlockForPipeline}); the survivors take their
+     * replicas over ({@code recoverRbw}, OPEN in the recovery stage); the NameNode learns the new
+     * pipeline ({@code updatePipeline}); what was not acknowledged is sent again. No DataNode is
+     * added in place of the failed one (HDFS's replace-datanode-on-failure is not done).
+     */
+    private void recover(IOException failure) throws IOException {
+        String failed = FabricBlockWriter.failedNode(failure);
+        DatanodeInfo[] nodes = located.getLocations();
+        int bad = -1;
+        for (int i = 0; i < nodes.length; i++) {
+            if (nodes[i].getXferAddr().equals(failed)) {
+                bad = i;
+            }
+        }
+        if (bad < 0 || nodes.length == 1 || ++recoveries > RECOVERIES_MAX) {
+            throw failure;
+        }
+        DatanodeInfo[] survivors = new DatanodeInfo[nodes.length - 1];
+        String[] ids = new String[survivors.length];
+        org.apache.hadoop.fs.StorageType[] types = new org.apache.hadoop.fs.StorageType[survivors.length];
+        for (int i = 0, j = 0; i < nodes.length; i++) {
+            if (i != bad) {
+                survivors[j] = nodes[i];
+                ids[j] = pick(located.getStorageIDs(), i);
+                types[j] = located.getStorageTypes() != null && i < located.getStorageTypes().length ? located.getStorageTypes()[i]
+                        : org.apache.hadoop.fs.StorageType.DEFAULT;
+                j++;
+            }
+        }
+        long acked = block.bytesAcked();
+        long sent = block.bytesSent();
+        long resendOffset = block.unacknowledgedOffset();
+        byte[] again = block.unacknowledged();
+        block.close();
+        ExtendedBlock old = located.getBlock();
+        LocatedBlock updated = nameNode.updateBlockForPipeline(old, clientName);
+        long newGenerationStamp = updated.getBlock().getGenerationStamp();
+        LocatedBlock pipeline = new LocatedBlock(new ExtendedBlock(old), survivors, ids, types);
+        pipeline.setBlockToken(updated.getBlockToken());
+        block = new FabricBlockWriter(fabric.node, conf, pipeline, checksum,
+                new FabricBlockWriter.Recovery(newGenerationStamp, acked, sent, resendOffset));
+        ExtendedBlock recovered = new ExtendedBlock(old.getBlockPoolId(), old.getBlockId(), acked, newGenerationStamp);
+        nameNode.updatePipeline(clientName, old, recovered, survivors, ids);
+        located = new LocatedBlock(recovered, survivors, ids, types);
+        located.setBlockToken(updated.getBlockToken());
+        SlipstreamHdfsCounters.PIPELINE_RECOVERIES.incrementAndGet();
+        blockWrite(again, 0, again.length);
+    }
+
+    private static String pick(String[] ids, int i) {
+        return ids != null && i < ids.length ? ids[i] : null;
     }
 
     /** The DataNodes of the block being written (for tests), or an empty array. */

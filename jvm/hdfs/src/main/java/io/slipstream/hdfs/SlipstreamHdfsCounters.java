@@ -16,6 +16,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong BYTES_WRITTEN = new AtomicLong();
     static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
     static final AtomicLong WRITES_DECLINED = new AtomicLong();
+    static final AtomicLong PIPELINE_RECOVERIES = new AtomicLong();
 
     private SlipstreamHdfsCounters() {
     }
@@ -65,10 +66,15 @@ public final class SlipstreamHdfsCounters {
         return WRITES_DECLINED.get();
     }
 
+    /** Pipelines recovered after a DataNode failed mid-block (the block went on with the others). */
+    public static long pipelineRecoveries() {
+        return PIPELINE_RECOVERIES.get();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
                 + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
-                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined();
+                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries();
     }
 }

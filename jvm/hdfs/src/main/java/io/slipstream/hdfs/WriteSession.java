@@ -60,7 +60,7 @@ final class WriteSession {
     volatile long lastActiveNanos = System.nanoTime();
 
     WriteSession(DataNodeWrites writes, long writeId, ExtendedBlock block, ReplicaHandler handler, ReplicaOutputStreams streams,
-            DataChecksum checksum, int metaHeaderBytes, FabricEndpoint downstream, int downstreamXferPort, String downstreamName,
+            DataChecksum checksum, int metaHeaderBytes, long bytesOnDisk, FabricEndpoint downstream, int downstreamXferPort, String downstreamName,
             int packetsInFlightMax) {
         this.writes = writes;
         this.writeId = writeId;
@@ -70,6 +70,7 @@ final class WriteSession {
         this.streams = streams;
         this.checksum = checksum;
         this.metaHeaderBytes = metaHeaderBytes;
+        this.bytesReceived = bytesOnDisk;
         this.downstream = downstream;
         this.downstreamXferPort = downstreamXferPort;
         this.downstreamName = downstreamName;
@@ -172,10 +173,9 @@ final class WriteSession {
             throw new BlockReadProtocol.MalformedException("packet " + h.seqno() + " has " + h.checksumLength() + " checksum bytes for "
                     + h.dataLength() + " data bytes");
         }
-        // Only the last, partial chunk may be sent again (after an hflush): at a chunk boundary, not shrinking.
-        boolean resend = h.offset() < bytesReceived;
-        if (h.offset() % bytesPerChecksum != 0 || h.offset() > bytesReceived
-                || (resend && (bytesReceived - h.offset() >= bytesPerChecksum || h.offset() + h.dataLength() < bytesReceived))) {
+        // Bytes received may be sent again (a partial chunk after an hflush; after a pipeline recovery, what was
+        // not acknowledged): from a chunk boundary, reaching at least to what is here, rewritten in place.
+        if (h.offset() % bytesPerChecksum != 0 || h.offset() > bytesReceived || h.offset() + h.dataLength() < bytesReceived) {
             throw new BlockReadProtocol.MalformedException("packet " + h.seqno() + " at offset " + h.offset() + " of " + h.dataLength()
                     + " bytes after " + bytesReceived + " bytes received");
         }
@@ -193,8 +193,8 @@ final class WriteSession {
     private void write(BlockWriteProtocol.PacketHeader h, ByteBuffer data, ByteBuffer sums) throws IOException {
         if (h.dataLength() > 0) {
             long checksumOffset = metaHeaderBytes + h.offset() / checksum.getBytesPerChecksum() * checksum.getChecksumSize();
-            writeAt(streams.getDataOut(), h.offset(), data, h.offset() != bytesReceived);
-            writeAt(streams.getChecksumOut(), checksumOffset, sums, h.offset() != bytesReceived);
+            writeAt(streams.getDataOut(), h.offset(), data);
+            writeAt(streams.getChecksumOut(), checksumOffset, sums);
             bytesReceived = h.offset() + h.dataLength();
             byte[] lastChecksum = new byte[checksum.getChecksumSize()];
             sums.get(sums.limit() - lastChecksum.length, lastChecksum);
@@ -212,10 +212,11 @@ final class WriteSession {
         }
     }
 
-    private static void writeAt(OutputStream out, long position, ByteBuffer from, boolean reposition) throws IOException {
+    /** Writes at {@code position} (always set: a stream opened for recovery starts where FsDataset left it). */
+    private static void writeAt(OutputStream out, long position, ByteBuffer from) throws IOException {
         if (out instanceof FileOutputStream file) {
             var channel = file.getChannel();
-            if (reposition) {
+            if (channel.position() != position) {
                 channel.position(position);
             }
             ByteBuffer b = from.duplicate();
@@ -224,12 +225,8 @@ final class WriteSession {
             }
             return;
         }
-        if (reposition) {
-            throw new IOException("cannot rewrite a partial chunk through " + out.getClass().getName());
-        }
-        byte[] copy = new byte[from.remaining()];
-        from.duplicate().get(copy);
-        out.write(copy);
+        // FsDatasetImpl's streams are file streams; another FsDatasetSpi would need its own positioning.
+        throw new IOException("cannot write at a position through " + out.getClass().getName() + " (not a file)");
     }
 
     private Void downstreamAcked(FabricBuffer answer, Throwable err, long seqno) {
