@@ -50,7 +50,7 @@ final class DataNodeFabric {
             t.setDaemon(true);
             return t;
         });
-        long idleNanos = conf.requestTimeout.toNanos() * 2;
+        long idleNanos = conf.writeIdleTimeout.toNanos();
         finisher.scheduleWithFixedDelay(() -> dataNodes.values().forEach(d -> d.writes().failIdle(idleNanos)), 1, 1, TimeUnit.SECONDS);
         node.serve(this::handle, conf.serverThreads);
         LOG.info("slipstream: DataNode block reads and writes served over the fabric at {} ({} transport)", node.localAddress(), conf.transport);

@@ -187,6 +187,16 @@ final class FabricBlockWriter implements AutoCloseable {
         awaitAll();
     }
 
+    /**
+     * A heartbeat (HDFS's, for an idle pipeline): an empty packet, or the buffered partial chunk
+     * sent again, through every DataNode and back, so none fails the write as idle.
+     */
+    void heartbeat() throws IOException {
+        check();
+        send(0);
+        awaitAll();
+    }
+
     /** Sends the last packet and waits until every DataNode finalized its replica; returns the block's length. */
     long finish() throws IOException {
         check();

@@ -56,6 +56,8 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     private boolean newBlockSinceSync;
     private OutputStream delegate;
     private int recoveries;
+    /** When the current block last sent or was opened (heartbeats go after a third of the idle timeout). */
+    private long lastSentNanos = System.nanoTime();
     private IOException failure;
     private boolean closed;
 
@@ -73,13 +75,30 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         this.onClose = onClose;
     }
 
+    /**
+     * Called periodically by the file system: sends a heartbeat through the pipeline when nothing
+     * was sent for a third of {@code write.idleTimeout.ms}, so the DataNodes keep the write open.
+     */
+    synchronized void keepAlive() {
+        if (closed || failure != null || delegate != null || block == null
+                || System.nanoTime() - lastSentNanos < conf.writeIdleTimeout.toNanos() / 3) {
+            return;
+        }
+        try {
+            blockOp(FabricBlockWriter::heartbeat);
+            lastSentNanos = System.nanoTime();
+        } catch (IOException e) {
+            fail(e);
+        }
+    }
+
     @Override
     public void write(int b) throws IOException {
         write(new byte[] {(byte) b}, 0, 1);
     }
 
     @Override
-    public void write(byte[] b, int off, int len) throws IOException {
+    public synchronized void write(byte[] b, int off, int len) throws IOException {
         java.util.Objects.checkFromIndexSize(off, len, b.length);
         check();
         if (delegate != null) {
@@ -107,7 +126,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     }
 
     @Override
-    public void flush() throws IOException {
+    public synchronized void flush() throws IOException {
         // As DFSOutputStream: flush() does not send a partial packet; hflush() does.
         check();
         if (delegate != null) {
@@ -125,7 +144,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         sync(true);
     }
 
-    private void sync(boolean toDisk) throws IOException {
+    private synchronized void sync(boolean toDisk) throws IOException {
         check();
         if (delegate instanceof Syncable s) {
             if (toDisk) {
@@ -219,6 +238,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         while (true) {
             try {
                 op.run(block);
+                lastSentNanos = System.nanoTime();
                 return;
             } catch (IOException e) {
                 recover(e);
@@ -235,6 +255,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
             } catch (IOException e) {
                 recover(e);
             }
+            lastSentNanos = System.nanoTime();
             off += n;
             len -= n;
         }
@@ -308,7 +329,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
 
     /** Finishes the last block and completes the file, retrying while the NameNode waits for the replicas' reports. */
     @Override
-    public void close() throws IOException {
+    public synchronized void close() throws IOException {
         if (closed) {
             return;
         }

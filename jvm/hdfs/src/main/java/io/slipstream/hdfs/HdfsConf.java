@@ -49,12 +49,15 @@ final class HdfsConf {
     static final Setting WRITE_PACKETS_IN_FLIGHT = new Setting(PREFIX + "write.packetsInFlight", "8",
             "packets a writer sends ahead of their acknowledgements (1 to 256); a DataNode fails a write with more unacknowledged "
             + "or out of order than its own setting");
+    static final Setting WRITE_IDLE_TIMEOUT_MS = new Setting(PREFIX + "write.idleTimeout.ms", "120000",
+            "a DataNode fails a write without a packet for this long (a writer that went away); writers send an empty packet "
+            + "after a third of it without data (HDFS's heartbeat packets)");
     static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "30000",
             "a block read request without an answer by then fails over to another replica");
     /** Every user setting, in the order the documentation lists them. */
     static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
             SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, SERVER_MAX_WRITES, WRITE_PACKET_BYTES, WRITE_PACKETS_IN_FLIGHT,
-            REQUEST_TIMEOUT_MS);
+            WRITE_IDLE_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 
     static final int REQUEST_BYTES_MIN = 64 << 10;
     static final int REQUEST_BYTES_MAX = 64 << 20;
@@ -80,6 +83,7 @@ final class HdfsConf {
     /** Data bytes per packet a writer sends: {@code write.packet.bytes}, at most {@code request.bytes}. */
     final int writePacketBytes;
     final int writePacketsInFlight;
+    final Duration writeIdleTimeout;
 
     HdfsConf(Configuration conf) {
         fallback = Setting.parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
@@ -95,6 +99,10 @@ final class HdfsConf {
         serverMaxWrites = conf.getInt(SERVER_MAX_WRITES.key(), Integer.parseInt(SERVER_MAX_WRITES.defaultValue()));
         long packet = conf.getLongBytes(WRITE_PACKET_BYTES.key(), bytes(WRITE_PACKET_BYTES));
         writePacketsInFlight = conf.getInt(WRITE_PACKETS_IN_FLIGHT.key(), Integer.parseInt(WRITE_PACKETS_IN_FLIGHT.defaultValue()));
+        writeIdleTimeout = Duration.ofMillis(conf.getLong(WRITE_IDLE_TIMEOUT_MS.key(), Long.parseLong(WRITE_IDLE_TIMEOUT_MS.defaultValue())));
+        if (writeIdleTimeout.toMillis() < 1000) {
+            throw new IllegalArgumentException(WRITE_IDLE_TIMEOUT_MS.key() + "=" + writeIdleTimeout.toMillis() + ": must be at least 1000");
+        }
         if (serverMaxWrites < 1 || serverMaxWrites > 1024) {
             throw new IllegalArgumentException(SERVER_MAX_WRITES.key() + "=" + serverMaxWrites + ": must be 1 to 1024");
         }

@@ -34,7 +34,8 @@ import org.slf4j.LoggerFactory;
  * than CREATE/OVERWRITE (append, lazy persist, ...), erasure-coded or encrypted files, encrypted
  * data transfer, and with {@code fallback=auto} a client whose fabric cannot start or a file whose
  * first block's DataNodes offer none; with {@code fallback=never} the last two fail with the reason.
- * Leases of the files it writes are renewed here (HDFS's renewer only knows its own streams).
+ * Leases of the files it writes are renewed here (HDFS's renewer only knows its own streams), and
+ * their idle pipelines get heartbeats.
  */
 public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     private static final Logger LOG = LoggerFactory.getLogger(SlipstreamDistributedFileSystem.class);
@@ -47,6 +48,7 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     private final Set<FabricOutputStream> open = ConcurrentHashMap.newKeySet();
     private ScheduledExecutorService leaseRenewer;
     private ScheduledFuture<?> renewal;
+    private ScheduledFuture<?> heartbeats;
 
     @Override
     public void initialize(URI uri, Configuration conf) throws IOException {
@@ -99,11 +101,15 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
             if (leaseRenewer == null) {
                 leaseRenewer = Executors.newSingleThreadScheduledExecutor(r -> {
                     Thread t = new Thread(r, "slipstream-hdfs-lease-renewer");
+                    // Also sends the open streams' heartbeats (FabricOutputStream.keepAlive).
                     t.setDaemon(true);
                     return t;
                 });
             }
             renewal = leaseRenewer.scheduleWithFixedDelay(this::renewLeases, LEASE_RENEWAL_MS, LEASE_RENEWAL_MS, TimeUnit.MILLISECONDS);
+            long heartbeatMs = Math.max(100, hdfsConf.writeIdleTimeout.toMillis() / 6);
+            heartbeats = leaseRenewer.scheduleWithFixedDelay(() -> open.forEach(FabricOutputStream::keepAlive), heartbeatMs, heartbeatMs,
+                    TimeUnit.MILLISECONDS);
         }
     }
 
@@ -112,6 +118,8 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         if (open.isEmpty() && renewal != null) {
             renewal.cancel(false);
             renewal = null;
+            heartbeats.cancel(false);
+            heartbeats = null;
         }
     }
 

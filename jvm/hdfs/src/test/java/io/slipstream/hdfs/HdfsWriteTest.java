@@ -51,6 +51,7 @@ class HdfsWriteTest {
     private static final int PACKET_BYTES = 16 << 10;
     private static final int PACKETS_IN_FLIGHT = 4;
     private static final int MAX_WRITES = 4;
+    private static final long IDLE_TIMEOUT_MS = 2000;
     static final DataChecksum CRC32C_512 = DataChecksum.newDataChecksum(DataChecksum.Type.CRC32C, 512);
     private static Configuration conf;
     private static MiniDFSCluster cluster;
@@ -66,6 +67,7 @@ class HdfsWriteTest {
         conf.setInt(HdfsConf.WRITE_PACKET_BYTES.key(), PACKET_BYTES);
         conf.setInt(HdfsConf.WRITE_PACKETS_IN_FLIGHT.key(), PACKETS_IN_FLIGHT);
         conf.setInt(HdfsConf.SERVER_MAX_WRITES.key(), MAX_WRITES);
+        conf.setLong(HdfsConf.WRITE_IDLE_TIMEOUT_MS.key(), IDLE_TIMEOUT_MS);
         cluster = TestClusters.start(conf, "write");
         fs = cluster.getFileSystem();
         Configuration plain = new Configuration(conf);
@@ -206,6 +208,30 @@ class HdfsWriteTest {
 
     @Test
     @Order(4)
+    void anIdleWriteIsFailedByItsDataNodeButAnOpenStreamKeepsItsPipelineWithHeartbeats() throws Exception {
+        List<DataNode> dataNodes = cluster.getDataNodes();
+        FabricEndpoint endpoint = ClientFabric.get(new HdfsConf(conf)).node.endpoint("127.0.0.1", conf.getInt(HdfsConf.PORT.key(), 0));
+        long writeId = 2_000_001;
+        open(endpoint, cluster.getNamesystem().getBlockPoolId(), (1L << 40) + 500, writeId, dataNodes.subList(0, 1));
+        Path path = new Path("/idle");
+        byte[] data = new byte[5000];
+        new Random(13).nextBytes(data);
+        long recoveriesBefore = SlipstreamHdfsCounters.pipelineRecoveries();
+        try (FSDataOutputStream out = fabricFs.create(path)) {
+            out.write(data, 0, 1000);
+            out.hflush();
+            Thread.sleep(2 * IDLE_TIMEOUT_MS);
+            out.write(data, 1000, 4000);
+        }
+        assertEquals(0, SlipstreamHdfsCounters.pipelineRecoveries() - recoveriesBefore, "heartbeats kept the pipeline open");
+        assertArrayEquals(data, readAll(vanilla, path));
+        // The raw write opened above sent nothing: its DataNode failed it as idle.
+        assertRefused(endpoint, BlockWriteProtocol.OP_PACKET, packet(dataNodes.get(0).getXferPort(), writeId, 0, 0, 0, new byte[10], false),
+                "no open write " + writeId);
+    }
+
+    @Test
+    @Order(5)
     void withoutAFabricOnTheDataNodesAutoWritesThroughHdfsAndNeverFails() throws IOException {
         Configuration elsewhere = fabricConf(conf);
         elsewhere.setInt(HdfsConf.PORT.key(), TestClusters.freePort());
@@ -234,7 +260,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(5)
+    @Order(6)
     void fsckFindsEveryFileHealthy() throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         int status = new DFSck(conf, new PrintStream(out, true, "UTF-8")).run(new String[] {"/", "-files", "-blocks"});
@@ -245,7 +271,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(6)
+    @Order(7)
     void aDataNodeStoppedMidWriteIsDroppedFromThePipelineAndTheFileIsComplete() throws Exception {
         Path path = new Path("/stopped-mid-write");
         byte[] data = new byte[2 * TestClusters.BLOCK_BYTES + 5000];
