@@ -361,6 +361,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         long deadline = System.nanoTime() + COMPLETE_WAIT_NANOS;
         long sleepMs = 50;
         while (!nameNode.complete(src, clientName, previous, fileId)) {
+            SlipstreamHdfsCounters.COMPLETE_RETRIES.incrementAndGet();
             if (System.nanoTime() - deadline > 0) {
                 throw new IOException("the NameNode did not complete " + src + " within " + COMPLETE_WAIT_NANOS / 1_000_000_000L + " s");
             }

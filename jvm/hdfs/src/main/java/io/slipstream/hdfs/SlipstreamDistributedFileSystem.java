@@ -77,7 +77,9 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         Path absolute = makeQualified(f);
         String src = absolute.toUri().getPath();
         DFSClient client = getClient();
-        FsPermission masked = (permission == null ? FsPermission.getFileDefault() : permission).applyUMask(FsPermission.getUMask(getConf()));
+        // As DFSClient.create: masked and unmasked, so default ACLs of the parent apply as in HDFS.
+        FsPermission masked = org.apache.hadoop.fs.permission.FsCreateModes.applyUMask(
+                permission == null ? FsPermission.getFileDefault() : permission, FsPermission.getUMask(getConf()));
         HdfsFileStatus status = client.getNamenode().create(src, masked, client.getClientName(), new EnumSetWritable<>(flags, CreateFlag.class),
                 true, replication, blockSize, CryptoProtocolVersion.supported(), null, null);
         FabricOutputStream.Fallback hdfsStream = () -> {

@@ -17,6 +17,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
     static final AtomicLong WRITES_DECLINED = new AtomicLong();
     static final AtomicLong PIPELINE_RECOVERIES = new AtomicLong();
+    static final AtomicLong COMPLETE_RETRIES = new AtomicLong();
 
     private SlipstreamHdfsCounters() {
     }
@@ -71,10 +72,16 @@ public final class SlipstreamHdfsCounters {
         return PIPELINE_RECOVERIES.get();
     }
 
+    /** {@code complete} calls the NameNode answered "not yet" (it waits for the last block's replicas to be reported). */
+    public static long completeRetries() {
+        return COMPLETE_RETRIES.get();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
                 + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
-                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries();
+                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries()
+                + " completeRetries=" + completeRetries();
     }
 }
