@@ -19,6 +19,9 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -145,6 +148,37 @@ class HdfsWriteTest {
 
     @Test
     @Order(3)
+    void concurrentWritersWhileOthersReadEachGetTheirFile() throws Exception {
+        int writers = MAX_WRITES;
+        int size = TestClusters.BLOCK_BYTES + 54321;
+        Path readPath = new Path("/concurrent/read");
+        byte[] readData = TestClusters.write(fabricFs, readPath, 2 * TestClusters.BLOCK_BYTES, 77);
+        long before = SlipstreamHdfsCounters.bytesWritten();
+        ExecutorService pool = Executors.newFixedThreadPool(writers + 2);
+        try {
+            List<Future<byte[]>> written = new ArrayList<>();
+            for (int w = 0; w < writers; w++) {
+                int seed = 100 + w;
+                written.add(pool.submit(() -> TestClusters.write(fabricFs, new Path("/concurrent/" + seed), size, seed)));
+            }
+            List<Future<byte[]>> reads = new ArrayList<>();
+            for (int r = 0; r < 2; r++) {
+                reads.add(pool.submit(() -> readAll(fs, readPath)));
+            }
+            for (int w = 0; w < writers; w++) {
+                assertArrayEquals(written.get(w).get(60, TimeUnit.SECONDS), readAll(vanilla, new Path("/concurrent/" + (100 + w))));
+            }
+            for (Future<byte[]> read : reads) {
+                assertArrayEquals(readData, read.get(60, TimeUnit.SECONDS));
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals((long) writers * size, SlipstreamHdfsCounters.bytesWritten() - before);
+    }
+
+    @Test
+    @Order(4)
     void badMessagesFailTheirWriteAndTheDataNodesKeepServing() throws Exception {
         List<DataNode> dataNodes = cluster.getDataNodes();
         int first = dataNodes.get(0).getXferPort();
@@ -207,7 +241,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(4)
+    @Order(5)
     void anIdleWriteIsFailedByItsDataNodeButAnOpenStreamKeepsItsPipelineWithHeartbeats() throws Exception {
         List<DataNode> dataNodes = cluster.getDataNodes();
         FabricEndpoint endpoint = ClientFabric.get(new HdfsConf(conf)).node.endpoint("127.0.0.1", conf.getInt(HdfsConf.PORT.key(), 0));
@@ -231,7 +265,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(5)
+    @Order(6)
     void withoutAFabricOnTheDataNodesAutoWritesThroughHdfsAndNeverFails() throws IOException {
         Configuration elsewhere = fabricConf(conf);
         elsewhere.setInt(HdfsConf.PORT.key(), TestClusters.freePort());
@@ -260,7 +294,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(6)
+    @Order(7)
     void fsckFindsEveryFileHealthy() throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         int status = new DFSck(conf, new PrintStream(out, true, "UTF-8")).run(new String[] {"/", "-files", "-blocks"});
@@ -271,7 +305,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(7)
+    @Order(8)
     void aDataNodeStoppedMidWriteIsDroppedFromThePipelineAndTheFileIsComplete() throws Exception {
         Path path = new Path("/stopped-mid-write");
         byte[] data = new byte[2 * TestClusters.BLOCK_BYTES + 5000];
