@@ -22,6 +22,7 @@ import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.protocol.HdfsFileStatus;
 import org.apache.hadoop.io.EnumSetWritable;
+import org.apache.hadoop.util.DataChecksum;
 import org.apache.hadoop.util.Progressable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -32,7 +33,7 @@ import org.slf4j.LoggerFactory;
  * Everything else is HDFS's: reads (with the plugin's replica accessor if configured), appends,
  * metadata. A create that the fabric path does not write goes to HDFS's own stream: flags other
  * than CREATE/OVERWRITE (append, lazy persist, ...), erasure-coded or encrypted files, encrypted
- * data transfer, and with {@code fallback=auto} a client whose fabric cannot start or a file whose
+ * data transfer, checksums other than CRC32/CRC32C in 64 B to 64 KiB chunks, and with {@code fallback=auto} a client whose fabric cannot start or a file whose
  * first block's DataNodes offer none; with {@code fallback=never} the last two fail with the reason.
  * Leases of the files it writes are renewed here (HDFS's renewer only knows its own streams), and
  * their idle pipelines get heartbeats.
@@ -60,7 +61,8 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     @Override
     public FSDataOutputStream create(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
             long blockSize, Progressable progress, ChecksumOpt checksumOpt) throws IOException {
-        if (encryptedTransfer || !FABRIC_FLAGS.containsAll(flags) || !flags.contains(CreateFlag.CREATE)) {
+        DataChecksum checksum = getClient().getConf().createChecksum(checksumOpt);
+        if (encryptedTransfer || !FABRIC_FLAGS.containsAll(flags) || !flags.contains(CreateFlag.CREATE) || !fabricWrites(checksum)) {
             return super.create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt);
         }
         ClientFabric fabric;
@@ -92,9 +94,17 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         }
         FabricOutputStream[] stream = new FabricOutputStream[1];
         stream[0] = new FabricOutputStream(client.getNamenode(), client.getClientName(), src, status.getFileId(), status.getBlockSize(), fabric,
-                hdfsConf, client.getConf().createChecksum(checksumOpt), hdfsStream, () -> closed(stream[0]));
+                hdfsConf, checksum, hdfsStream, () -> closed(stream[0]));
         opened(stream[0]);
         return new FSDataOutputStream(stream[0], statistics);
+    }
+
+    /** The checksums the DataNodes' fabric path writes: CRC32 or CRC32C, 64 B to 64 KiB chunks (others: HDFS's stream). */
+    static boolean fabricWrites(DataChecksum checksum) {
+        DataChecksum.Type type = checksum.getChecksumType();
+        return (type == DataChecksum.Type.CRC32 || type == DataChecksum.Type.CRC32C)
+                && checksum.getBytesPerChecksum() >= BlockReadProtocol.BYTES_PER_CHECKSUM_MIN
+                && checksum.getBytesPerChecksum() <= BlockReadProtocol.BYTES_PER_CHECKSUM_MAX;
     }
 
     private synchronized void opened(FabricOutputStream stream) {

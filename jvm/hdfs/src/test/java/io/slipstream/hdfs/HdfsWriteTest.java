@@ -284,6 +284,14 @@ class HdfsWriteTest {
         }
         assertEquals(0, SlipstreamHdfsCounters.bytesWritten() - fabricBefore);
         assertEquals(1, SlipstreamHdfsCounters.writesDeclined() - declinedBefore);
+        // A checksum the fabric path does not write (NULL): HDFS's stream, whatever the fallback.
+        Configuration nullChecksums = fabricConf(conf);
+        nullChecksums.set("dfs.checksum.type", "NULL");
+        try (FileSystem plain = FileSystem.newInstance(fs.getUri(), nullChecksums);
+                FSDataOutputStream out = plain.create(new Path("/fallback/null-checksum"))) {
+            assertTrue(!(out.getWrappedStream() instanceof FabricOutputStream), String.valueOf(out.getWrappedStream()));
+            out.write(new byte[100]);
+        }
         elsewhere.set(HdfsConf.FALLBACK.key(), "never");
         try (FileSystem never = FileSystem.newInstance(fs.getUri(), elsewhere)) {
             FSDataOutputStream out = never.create(new Path("/fallback/never"));
