@@ -142,6 +142,17 @@ class HdfsWriteTest {
             out.write(data, 1700, 1300);
         }
         assertEquals(3000, SlipstreamHdfsCounters.bytesWritten() - before, "the partial chunk sent again counts once");
+        // Appends are HDFS's own path, onto the replicas the fabric wrote.
+        byte[] more = new byte[700];
+        new Random(6).nextBytes(more);
+        try (FSDataOutputStream out = fabricFs.append(path)) {
+            assertTrue(!(out.getWrappedStream() instanceof FabricOutputStream));
+            out.write(more);
+        }
+        byte[] appended = Arrays.copyOf(data, data.length + more.length);
+        System.arraycopy(more, 0, appended, data.length, more.length);
+        assertArrayEquals(appended, readAll(vanilla, path), "after an append by HDFS's stream");
+        data = appended;
         assertArrayEquals(data, readAll(vanilla, path));
         assertArrayEquals(data, readAll(fs, path), "read over the fabric too");
     }
