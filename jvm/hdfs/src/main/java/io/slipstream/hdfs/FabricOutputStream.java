@@ -183,7 +183,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         finishBlock();
         List<DatanodeInfo> excluded = new ArrayList<>();
         for (int attempt = 1;; attempt++) {
-            LocatedBlock next = nameNode.addBlock(src, clientName, previous, excluded.toArray(new DatanodeInfo[0]), fileId, null, null);
+            LocatedBlock next = addBlock(excluded.toArray(new DatanodeInfo[0]));
             try {
                 block = new FabricBlockWriter(fabric.node, conf, next, checksum);
                 located = next;
@@ -205,6 +205,37 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
                 }
                 excluded.add(bad);
             }
+        }
+    }
+
+    /**
+     * {@code addBlock}, retried as {@code DataStreamer.locateFollowingBlock} does while the NameNode
+     * answers {@code NotReplicatedYetException} (the previous block's replicas not reported yet).
+     */
+    private LocatedBlock addBlock(DatanodeInfo[] excluded) throws IOException {
+        long deadline = System.nanoTime() + COMPLETE_WAIT_NANOS;
+        long sleepMs = 50;
+        while (true) {
+            try {
+                return nameNode.addBlock(src, clientName, previous, excluded, fileId, null, null);
+            } catch (org.apache.hadoop.ipc.RemoteException e) {
+                if (!e.getClassName().equals(org.apache.hadoop.hdfs.server.namenode.NotReplicatedYetException.class.getName())
+                        || System.nanoTime() - deadline > 0) {
+                    throw e.unwrapRemoteException();
+                }
+            }
+            SlipstreamHdfsCounters.ADD_BLOCK_RETRIES.incrementAndGet();
+            sleep(sleepMs);
+            sleepMs = Math.min(sleepMs * 2, 800);
+        }
+    }
+
+    private void sleep(long ms) throws InterruptedIOException {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException("interrupted writing " + src);
         }
     }
 
@@ -365,12 +396,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
             if (System.nanoTime() - deadline > 0) {
                 throw new IOException("the NameNode did not complete " + src + " within " + COMPLETE_WAIT_NANOS / 1_000_000_000L + " s");
             }
-            try {
-                Thread.sleep(sleepMs);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new InterruptedIOException("interrupted completing " + src);
-            }
+            sleep(sleepMs);
             sleepMs = Math.min(sleepMs * 2, 800);
         }
     }

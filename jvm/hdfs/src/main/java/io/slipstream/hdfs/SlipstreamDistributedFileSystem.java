@@ -61,9 +61,21 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     @Override
     public FSDataOutputStream create(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
             long blockSize, Progressable progress, ChecksumOpt checksumOpt) throws IOException {
+        return create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt, true);
+    }
+
+    /** As HDFS's: the parent directory must exist (HBase writes its WALs this way). */
+    @Override
+    public FSDataOutputStream createNonRecursive(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
+            long blockSize, Progressable progress) throws IOException {
+        return create(f, permission, flags, bufferSize, replication, blockSize, progress, null, false);
+    }
+
+    private FSDataOutputStream create(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
+            long blockSize, Progressable progress, ChecksumOpt checksumOpt, boolean createParent) throws IOException {
         DataChecksum checksum = getClient().getConf().createChecksum(checksumOpt);
         if (encryptedTransfer || !FABRIC_FLAGS.containsAll(flags) || !flags.contains(CreateFlag.CREATE) || !fabricWrites(checksum)) {
-            return super.create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt);
+            return hdfsCreate(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt, createParent);
         }
         ClientFabric fabric;
         try {
@@ -73,7 +85,7 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
                 throw new IOException("slipstream: the fabric cannot start in this client and " + HdfsConf.FALLBACK.key() + "=never", e);
             }
             SlipstreamHdfsCounters.WRITES_DECLINED.incrementAndGet();
-            return super.create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt);
+            return hdfsCreate(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt, createParent);
         }
         statistics.incrementWriteOps(1);
         Path absolute = makeQualified(f);
@@ -82,12 +94,18 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         // As DFSClient.create: masked and unmasked, so default ACLs of the parent apply as in HDFS.
         FsPermission masked = org.apache.hadoop.fs.permission.FsCreateModes.applyUMask(
                 permission == null ? FsPermission.getFileDefault() : permission, FsPermission.getUMask(getConf()));
-        HdfsFileStatus status = client.getNamenode().create(src, masked, client.getClientName(), new EnumSetWritable<>(flags, CreateFlag.class),
-                true, replication, blockSize, CryptoProtocolVersion.supported(), null, null);
+        HdfsFileStatus status;
+        try {
+            status = client.getNamenode().create(src, masked, client.getClientName(), new EnumSetWritable<>(flags, CreateFlag.class),
+                    createParent, replication, blockSize, CryptoProtocolVersion.supported(), null, null);
+        } catch (org.apache.hadoop.ipc.RemoteException e) {
+            // As DFSClient: the NameNode's own exception (FileNotFoundException, FileAlreadyExistsException, ...).
+            throw e.unwrapRemoteException();
+        }
         FabricOutputStream.Fallback hdfsStream = () -> {
             // The file was created for the fabric path; HDFS's stream creates it again.
             client.getNamenode().delete(src, false);
-            return super.create(absolute, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt);
+            return hdfsCreate(absolute, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt, createParent);
         };
         if (status.getErasureCodingPolicy() != null || status.getFileEncryptionInfo() != null) {
             return hdfsStream.open();
@@ -97,6 +115,13 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
                 hdfsConf, checksum, hdfsStream, () -> closed(stream[0]));
         opened(stream[0]);
         return new FSDataOutputStream(stream[0], statistics);
+    }
+
+    /** HDFS's own stream for the file. */
+    private FSDataOutputStream hdfsCreate(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
+            long blockSize, Progressable progress, ChecksumOpt checksumOpt, boolean createParent) throws IOException {
+        return createParent ? super.create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt)
+                : super.createNonRecursive(f, permission, flags, bufferSize, replication, blockSize, progress);
     }
 
     /** The checksums the DataNodes' fabric path writes: CRC32 or CRC32C, 64 B to 64 KiB chunks (others: HDFS's stream). */

@@ -18,6 +18,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong WRITES_DECLINED = new AtomicLong();
     static final AtomicLong PIPELINE_RECOVERIES = new AtomicLong();
     static final AtomicLong COMPLETE_RETRIES = new AtomicLong();
+    static final AtomicLong ADD_BLOCK_RETRIES = new AtomicLong();
 
     private SlipstreamHdfsCounters() {
     }
@@ -77,11 +78,16 @@ public final class SlipstreamHdfsCounters {
         return COMPLETE_RETRIES.get();
     }
 
+    /** {@code addBlock} calls the NameNode answered "not replicated yet" (the previous block's replicas not reported yet). */
+    public static long addBlockRetries() {
+        return ADD_BLOCK_RETRIES.get();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
                 + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
                 + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries()
-                + " completeRetries=" + completeRetries();
+                + " completeRetries=" + completeRetries() + " addBlockRetries=" + addBlockRetries();
     }
 }

@@ -142,6 +142,17 @@ class HdfsWriteTest {
             out.write(data, 1700, 1300);
         }
         assertEquals(3000, SlipstreamHdfsCounters.bytesWritten() - before, "the partial chunk sent again counts once");
+        // createNonRecursive (HBase's WALs) writes over the fabric too, and needs the parent.
+        long nonRecursiveBefore = SlipstreamHdfsCounters.bytesWritten();
+        try (FSDataOutputStream out = fabricFs.createNonRecursive(new Path("/written/non-recursive"), true, 4096, (short) 3,
+                TestClusters.BLOCK_BYTES, null)) {
+            assertTrue(out.getWrappedStream() instanceof FabricOutputStream);
+            out.write(data);
+        }
+        assertEquals(data.length, SlipstreamHdfsCounters.bytesWritten() - nonRecursiveBefore);
+        assertArrayEquals(data, readAll(vanilla, new Path("/written/non-recursive")));
+        assertThrows(java.io.FileNotFoundException.class,
+                () -> fabricFs.createNonRecursive(new Path("/no-such-dir/file"), true, 4096, (short) 3, TestClusters.BLOCK_BYTES, null));
         // Appends are HDFS's own path, onto the replicas the fabric wrote.
         byte[] more = new byte[700];
         new Random(6).nextBytes(more);
