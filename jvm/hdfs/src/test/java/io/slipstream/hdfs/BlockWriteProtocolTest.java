@@ -32,6 +32,23 @@ class BlockWriteProtocolTest {
     }
 
     @Test
+    void aRecoveryOpenCarriesItsStageAndLengthsDownThePipeline() {
+        var recovery = new BlockWriteProtocol.Open(9866, 42, "BP-1", 7, 1001, 2, 512, StorageType.DISK, "", new byte[0],
+                BlockWriteProtocol.STAGE_RECOVERY, 1002, 4096, 8192, open(1).downstream());
+        var forwarded = BlockWriteProtocol.Open.decode(BlockWriteProtocol.Open.decode(recovery.encode()).forward().encode());
+        assertEquals(BlockWriteProtocol.STAGE_RECOVERY, forwarded.stage());
+        assertEquals(1002, forwarded.newGenerationStamp());
+        assertEquals(4096, forwarded.minBytes());
+        assertEquals(8192, forwarded.maxBytes());
+        var backwards = new BlockWriteProtocol.Open(9866, 42, "BP-1", 7, 1001, 2, 512, StorageType.DISK, "", new byte[0],
+                BlockWriteProtocol.STAGE_RECOVERY, 1002, 8192, 4096, List.of());
+        assertThrows(BlockReadProtocol.MalformedException.class, () -> BlockWriteProtocol.Open.decode(backwards.encode()));
+        var unknownStage = new BlockWriteProtocol.Open(9866, 42, "BP-1", 7, 1001, 2, 512, StorageType.DISK, "", new byte[0], 7, 1002, 0, 0,
+                List.of());
+        assertThrows(BlockReadProtocol.MalformedException.class, () -> BlockWriteProtocol.Open.decode(unknownStage.encode()));
+    }
+
+    @Test
     void openLengthsAreBoundedBeforeUse() {
         ByteBuffer b = open(1).encode();
         ByteBuffer hugePool = ByteBuffer.allocate(b.remaining()).put(b.duplicate()).putShort(13, (short) 0xffff).flip();
