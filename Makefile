@@ -146,7 +146,8 @@ smoke: build spark-homes
 	$(OHB) mapreduce avg --quick --no-progress --json build/smoke-mapreduce.json >build/smoke-mapreduce.txt
 	$(OHB) rpc lat --quick --no-progress --json build/smoke-rpc-lat.json >build/smoke-rpc-lat.txt
 	$(OHB) hdfs srl --quick --iterations 3 --no-progress --json build/smoke-hdfs.json >build/smoke-hdfs.txt
-	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark groupby/sortby and MapReduce: vanilla, plugin, plugin over TCP; Spark SQL: vanilla, plugin; Hadoop RPC lat: vanilla, fabric, fabric over TCP; HDFS srl: also short-circuit); tables in build/smoke-*.txt"
+	$(OHB) hdfs swl --quick --iterations 3 --no-progress --json build/smoke-hdfs-swl.json >build/smoke-hdfs-swl.txt
+	@echo "smoke: ohb ran (fabric: Rust and JVM; cache: memcached, TCP, fabric, hybrid with extstore; Spark groupby/sortby and MapReduce: vanilla, plugin, plugin over TCP; Spark SQL: vanilla, plugin; Hadoop RPC lat: vanilla, fabric, fabric over TCP; HDFS srl: also short-circuit; HDFS swl); tables in build/smoke-*.txt"
 
 # Every suite once, side by side, then the report. MapReduce at a quarter of its benchmark size
 # (256 MiB of map output per test instead of 1.05 GB: nine jobs on two mini clusters); `make bench`

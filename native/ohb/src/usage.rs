@@ -116,6 +116,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as rpc lat",
     },
     TestInfo {
+        name: "hdfs swl",
+        description: "OHB's HDFS SWL: create a file, write it sequentially and close it (1 MiB files, one per iteration); latency p50/p99",
+        variants: "vanilla (HDFS's own writer), plugin (SlipstreamDistributedFileSystem + DataNode plugin, fabric bytes checked), plugin-tcp",
+    },
+    TestInfo {
         name: "hdfs srl",
         description: "OHB's HDFS SRL: open and read a file sequentially (1 MiB files, one per iteration); latency p50/p99",
         variants: "vanilla (HDFS's TCP reader, short-circuit off), plugin (Slipstream replica accessor, fabric bytes checked), plugin-tcp, vanilla-sc (short-circuit reads: local reference)",
@@ -124,6 +129,11 @@ pub const TESTS: &[TestInfo] = &[
         name: "hdfs rrl",
         description: "OHB's HDFS RRL: open a file and read 4 KiB at every 64 KiB offset in a random order; latency p50/p99",
         variants: "as hdfs srl",
+    },
+    TestInfo {
+        name: "hdfs swt",
+        description: "OHB's HDFS SWT: writers write their own files sequentially at once; aggregate MB/s",
+        variants: "as hdfs swl",
     },
     TestInfo {
         name: "hdfs srt",
@@ -140,7 +150,7 @@ pub fn usage() -> String {
          \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb rpc lat|thr [options]\n\
-         \x20      ohb hdfs srl|rrl|srt|all [options]\n\
+         \x20      ohb hdfs swl|srl|rrl|swt|srt|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -260,15 +270,15 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
 
-Options for hdfs srl / rrl / srt / all (Hadoop 3.4 mini HDFS cluster, 3 DataNodes, replication 3, one JVM per
-configuration, the reader in it):
-  --quick              5 iterations; srt: 2 readers x 16 MiB, 2 runs
-  --file-bytes N       file size (default 1 MiB for srl/rrl, 256 MiB per reader for srt)
+Options for hdfs swl / srl / rrl / swt / srt / all (Hadoop 3.4 mini HDFS cluster, 3 DataNodes, replication 3,
+one JVM per configuration, the reader or writer in it):
+  --quick              5 iterations; swt/srt: 2 writers/readers x 16 MiB, 2 runs
+  --file-bytes N       file size (default 1 MiB for swl/srl/rrl, 256 MiB per writer/reader for swt/srt)
   --block-bytes N      HDFS block size (default 128 MiB)
-  --readers N          srt's concurrent readers, each on its own file (default 2)
+  --readers N          swt's writers / srt's readers, each on its own file (default 2)
   --seek-bytes N       rrl's interval between reads (default 64 KiB)
   --read-bytes N       rrl's read size (default 4 KiB)
-  --iterations N       files read (srl/rrl, one per iteration) or srt runs; medians reported
+  --iterations N       files written or read (swl/srl/rrl, one per iteration) or swt/srt runs; medians reported
   --configs LIST       subset of vanilla,plugin,plugin-tcp,vanilla-sc (vanilla required)
   --json PATH          default results/ohb-hdfs-<test>.json
 

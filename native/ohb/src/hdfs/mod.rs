@@ -1,18 +1,20 @@
-//! `ohb hdfs srl|rrl|srt|all`: OHB's HDFS read benchmarks (sequential read latency, random read
-//! latency, sequential read throughput) on real HDFS 3.4, four configurations side by side in one
-//! run, each in its own JVM with its own mini cluster (a NameNode and three DataNodes, replication
-//! 3, the reader in the same JVM):
+//! `ohb hdfs swl|srl|rrl|swt|srt|all`: OHB's HDFS benchmarks (sequential write latency, sequential
+//! and random read latency, sequential write and read throughput) on real HDFS 3.4, four
+//! configurations side by side in one run, each in its own JVM with its own mini cluster (a
+//! NameNode and three DataNodes, replication 3, the reader or writer in the same JVM):
 //!
-//! - `vanilla`: HDFS's own TCP block reader, short-circuit reads off (as for remote readers);
-//! - `plugin`: the Slipstream DataNode plugin and replica accessor (`jvm/hdfs`), default transports;
+//! - `vanilla`: HDFS's own TCP block reader and writer, short-circuit reads off (as for remote readers);
+//! - `plugin`: the Slipstream DataNode plugin, replica accessor and `SlipstreamDistributedFileSystem`
+//!   (`jvm/hdfs`), default transports;
 //! - `plugin-tcp`: the plugin with the fabric forced to TCP;
 //! - `vanilla-sc`: HDFS with short-circuit reads on, the local-read reference (HDFS's legacy local
-//!   reader: Maven's Hadoop has no libhadoop for domain sockets).
+//!   reader: Maven's Hadoop has no libhadoop for domain sockets); read tests only.
 //!
 //! The JVM side (`io.slipstream.ohb.hdfs.HdfsBench` in `jvm/ohb-hdfs`) writes the files, checks
-//! every file's CRC on an untimed read, measures, and prints `OHB_HDFS_RESULT {json}`; it exits
-//! non-zero when a read fails or the configuration's path was not taken (plugin: every measured
-//! byte over the fabric, by the plugin's counters; vanilla-sc: short-circuit bytes read). ohb then
+//! every file's CRC on an untimed read (after writing, for the write tests), measures, and prints
+//! `OHB_HDFS_RESULT {json}`; it exits non-zero when a read or write fails or the configuration's
+//! path was not taken (plugin: every measured byte over the fabric, by the plugin's counters;
+//! vanilla-sc: short-circuit bytes read). ohb then
 //! exits non-zero too. Logs go to `build/ohb-hdfs-<test>-<config>.log`.
 
 pub mod cli;
@@ -20,6 +22,19 @@ pub mod render;
 
 /// The configurations, in the order they run.
 pub const CONFIGS: [&str; 4] = ["vanilla", "plugin", "plugin-tcp", "vanilla-sc"];
+
+/// The tests `all` runs, in order.
+pub const TESTS: [&str; 5] = ["swl", "srl", "rrl", "swt", "srt"];
+
+/// True for the throughput tests (MB/s, higher is better); the others are latencies.
+pub fn is_throughput(test: &str) -> bool {
+    test == "srt" || test == "swt"
+}
+
+/// True for the write tests (no short-circuit reference: it is a read path).
+pub fn is_write(test: &str) -> bool {
+    test == "swl" || test == "swt"
+}
 
 /// One test's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,10 +50,10 @@ pub struct Workload {
 
 impl Workload {
     /// Defaults: latency on 1 MiB files (the size the latency targets are stated for), 20 files,
-    /// 4 KiB reads every 64 KiB for rrl; throughput: 2 readers of 256 MiB files, 3 runs.
-    /// `--quick`: 5 iterations; throughput 2 readers of 16 MiB files, 2 runs.
+    /// 4 KiB reads every 64 KiB for rrl; throughput: 2 readers or writers of 256 MiB files, 3 runs.
+    /// `--quick`: 5 iterations; throughput 2 of 16 MiB files, 2 runs.
     pub fn new(test: &str, quick: bool) -> Workload {
-        let throughput = test == "srt";
+        let throughput = is_throughput(test);
         let (file_bytes, iterations) = match (throughput, quick) {
             (false, false) => (1 << 20, 20),
             (false, true) => (1 << 20, 5),

@@ -1,6 +1,6 @@
-//! The JVM side's result lines to the table, its ratios and the read targets.
+//! The JVM side's result lines to the table, its ratios and the targets.
 
-use super::{Workload, CONFIGS};
+use super::{is_throughput, Workload, CONFIGS};
 use crate::table::format_ratio;
 use serde_json::Value;
 
@@ -15,26 +15,26 @@ pub fn parse_result(stdout: &str) -> Result<Value, String> {
     serde_json::from_str(line).map_err(|e| format!("bad result line {line}: {e}"))
 }
 
-/// The measured figure of a result: latency p50 in ms (srl, rrl) or MB/s (srt).
+/// The measured figure of a result: latency p50 in ms (swl, srl, rrl) or MB/s (swt, srt).
 pub fn figure(test: &str, result: &Value) -> Option<f64> {
-    let key = if test == "srt" { "throughput_mb_s" } else { "latency_ms_p50" };
+    let key = if is_throughput(test) { "throughput_mb_s" } else { "latency_ms_p50" };
     result[key].as_f64()
 }
 
 /// How much better than vanilla: above 1 is better (less time, or more MB/s).
 pub fn gain(test: &str, vanilla: f64, this: f64) -> f64 {
-    if test == "srt" {
+    if is_throughput(test) {
         this / vanilla
     } else {
         vanilla / this
     }
 }
 
-/// The read target for a configuration, as (minimum gain over vanilla, its text).
+/// The target for a configuration, as (minimum gain over vanilla, its text).
 pub fn target(test: &str, config: &str) -> Option<(f64, &'static str)> {
     match (test, config) {
-        ("srt", "plugin") => Some((1.5, ">= 1.5x vanilla")),
-        ("srl" | "rrl", "plugin") => Some((2.0, ">= 2x lower latency (1 MiB files)")),
+        ("srt" | "swt", "plugin") => Some((1.5, ">= 1.5x vanilla")),
+        ("swl" | "srl" | "rrl", "plugin") => Some((2.0, ">= 2x lower latency (1 MiB files)")),
         (_, "plugin-tcp") => Some((0.9, ">= 0.9x vanilla")),
         _ => None,
     }
@@ -43,7 +43,7 @@ pub fn target(test: &str, config: &str) -> Option<(f64, &'static str)> {
 /// The table for one test, rows in [`CONFIGS`] order.
 pub fn render(workload: &Workload, results: &[Value]) -> String {
     let test = workload.test.as_str();
-    let unit = if test == "srt" { "MB/s" } else { "ms p50" };
+    let unit = if is_throughput(test) { "MB/s" } else { "ms p50" };
     let mut out = format!(
         "ohb hdfs {test}: file {} B, block {} B, readers {}, seek {} B, read {} B, iterations {}\n",
         workload.file_bytes, workload.block_bytes, workload.readers, workload.seek_bytes, workload.read_bytes, workload.iterations
@@ -53,7 +53,7 @@ pub fn render(workload: &Workload, results: &[Value]) -> String {
     for config in CONFIGS {
         let Some(r) = results.iter().find(|r| r["config"] == config) else { continue };
         let value = figure(test, r);
-        let spread = if test == "srt" { r["throughput_mb_s_max"].as_f64() } else { r["latency_ms_p99"].as_f64() };
+        let spread = if is_throughput(test) { r["throughput_mb_s_max"].as_f64() } else { r["latency_ms_p99"].as_f64() };
         let ratio = match (vanilla, value) {
             (Some(v), Some(x)) if v > 0.0 && x > 0.0 => Some(gain(test, v, x)),
             _ => None,
@@ -87,6 +87,9 @@ mod tests {
     fn ratios_point_the_right_way_and_targets_are_judged() {
         assert_eq!(gain("srl", 30.0, 10.0), 3.0);
         assert_eq!(gain("srt", 100.0, 150.0), 1.5);
+        assert_eq!(gain("swt", 100.0, 150.0), 1.5);
+        assert_eq!(gain("swl", 30.0, 10.0), 3.0);
+        assert_eq!(target("swt", "plugin").map(|t| t.0), Some(1.5));
         let w = Workload::new("srl", true);
         let results = vec![
             json!({"config": "vanilla", "latency_ms_p50": 30.0, "latency_ms_p99": 40.0, "fabric_bytes": 0}),

@@ -62,7 +62,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         }
         "rpc lat" => rpc_chart(&mut run, v, &id, "bytes", "p50_us", "payload", "p50 latency, us", true),
         "rpc thr" => rpc_chart(&mut run, v, &id, "clients", "calls_per_s", "client threads", "calls/s", false),
-        "hdfs srl" | "hdfs rrl" | "hdfs srt" => hdfs_charts(&mut run, v, &id),
+        "hdfs swl" | "hdfs srl" | "hdfs rrl" | "hdfs swt" | "hdfs srt" => hdfs_charts(&mut run, v, &id),
         "hdfs all" => {
             for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
                 hdfs_charts(&mut run, test, &id);
@@ -317,7 +317,7 @@ fn mapreduce_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
-/// One bar per HDFS configuration: the figure `hdfs/render.rs` shows (p50 latency, or MB/s for srt).
+/// One bar per HDFS configuration: the figure `hdfs/render.rs` shows (p50 latency, or MB/s for swt and srt).
 fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     let bench = test.get("bench").and_then(Value::as_str).unwrap_or("hdfs");
     let name = bench.trim_start_matches("hdfs ");
@@ -330,7 +330,12 @@ fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
         })
         .collect();
     if !values.is_empty() {
-        let (title, unit) = if name == "srt" { ("read throughput (median)", "MB/s") } else { ("read latency (p50)", "ms") };
+        let kind = if crate::hdfs::is_write(name) { "write" } else { "read" };
+        let (title, unit) = if crate::hdfs::is_throughput(name) {
+            (format!("{kind} throughput (median)"), "MB/s")
+        } else {
+            (format!("{kind} latency (p50)"), "ms")
+        };
         run.charts.push(bars(id(bench), format!("{bench}: {title}"), "configuration", unit, values));
     }
 }

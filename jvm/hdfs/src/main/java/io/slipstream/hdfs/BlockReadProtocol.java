@@ -48,7 +48,7 @@ final class BlockReadProtocol {
         private static final long serialVersionUID = 1L;
 
         MalformedException(String message) {
-            super("malformed block read message: " + message);
+            super("malformed block message: " + message);
         }
     }
 

@@ -4,8 +4,10 @@ import io.slipstream.fabric.FabricBuffer;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.FabricUnavailableException;
+import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -15,8 +17,11 @@ import org.slf4j.LoggerFactory;
 /**
  * The DataNode side's one fabric node per process, shared by every DataNode of the process (one on
  * a real DataNode; three in a mini cluster) and counted: the first plugin to start opens it, the
- * last to stop closes it. A request names its DataNode by data-transfer port. Response bytes being
- * prepared are bounded by {@code server.maxBytesInFlight}, requests by the fabric's queue limits.
+ * last to stop closes it. A request names its DataNode by data-transfer port and goes to its reads
+ * ({@link DataNodeReads}) or writes ({@link DataNodeWrites}). Read response bytes being prepared
+ * are bounded by {@code server.maxBytesInFlight}, writes by {@code server.maxWrites} per DataNode,
+ * requests by the fabric's queue limits. Handler threads never wait for another request: a write's
+ * acknowledgements are sent from the fabric's completions and from {@link #finisher}.
  */
 final class DataNodeFabric {
     private static final Logger LOG = LoggerFactory.getLogger(DataNodeFabric.class);
@@ -27,7 +32,9 @@ final class DataNodeFabric {
 
     final FabricNode node;
     private final HdfsConf conf;
-    private final Map<Integer, DataNodeReads> dataNodes = new ConcurrentHashMap<>();
+    private final Map<Integer, Served> dataNodes = new ConcurrentHashMap<>();
+    /** Finalizes replicas after their last packet (disk work kept off the fabric's completer) and fails idle writes. */
+    final ScheduledThreadPoolExecutor finisher;
     /** Response bytes being prepared, in KiB (a long budget in int permits). */
     private final Semaphore budgetKib;
     final AtomicLong bytesServed = new AtomicLong();
@@ -38,12 +45,23 @@ final class DataNodeFabric {
         this.conf = conf;
         this.budgetKib = new Semaphore((int) Math.min(Integer.MAX_VALUE, conf.serverMaxBytesInFlight >> 10));
         node = conf.nodeBuilder().listen(conf.bindAddress, conf.port).start();
+        finisher = new ScheduledThreadPoolExecutor(2, r -> {
+            Thread t = new Thread(r, "slipstream-hdfs-finisher");
+            t.setDaemon(true);
+            return t;
+        });
+        long idleNanos = conf.writeIdleTimeout.toNanos();
+        finisher.scheduleWithFixedDelay(() -> dataNodes.values().forEach(d -> d.writes().failIdle(idleNanos)), 1, 1, TimeUnit.SECONDS);
         node.serve(this::handle, conf.serverThreads);
-        LOG.info("slipstream: DataNode block reads served over the fabric at {} ({} transport)", node.localAddress(), conf.transport);
+        LOG.info("slipstream: DataNode block reads and writes served over the fabric at {} ({} transport)", node.localAddress(), conf.transport);
+    }
+
+    /** One DataNode of this process: its reads and its writes. */
+    record Served(DataNodeReads reads, DataNodeWrites writes) {
     }
 
     /** Registers the DataNode serving data transfer on {@code xferPort}, opening the node if it is the first. */
-    static DataNodeFabric acquire(HdfsConf conf, int xferPort, DataNodeReads reads) throws FabricUnavailableException {
+    static DataNodeFabric acquire(HdfsConf conf, int xferPort, DataNodeReads reads, DataNodeWrites writes) throws FabricUnavailableException {
         synchronized (LOCK) {
             if (shared == null) {
                 shared = new DataNodeFabric(conf);
@@ -51,7 +69,8 @@ final class DataNodeFabric {
                 LOG.warn("slipstream: this process's fabric node listens on {}; {}={} of a later DataNode ignored",
                         shared.node.localAddress(), HdfsConf.PORT.key(), conf.port);
             }
-            if (shared.dataNodes.putIfAbsent(xferPort, reads) != null) {
+            writes.attach(shared);
+            if (shared.dataNodes.putIfAbsent(xferPort, new Served(reads, writes)) != null) {
                 throw new IllegalStateException("two DataNodes of this process on data-transfer port " + xferPort);
             }
             return shared;
@@ -61,10 +80,14 @@ final class DataNodeFabric {
     /** Unregisters a DataNode; closes the node after the last one. */
     void release(int xferPort) {
         synchronized (LOCK) {
-            dataNodes.remove(xferPort);
+            Served gone = dataNodes.remove(xferPort);
+            if (gone != null) {
+                gone.writes().failAll("the DataNode stops");
+            }
             if (dataNodes.isEmpty() && shared == this) {
                 LOG.info("slipstream: served {} block reads, {} bytes, refused {}", readsServed.get(), bytesServed.get(), requestsRefused.get());
                 shared = null;
+                finisher.shutdownNow();
                 node.close();
             }
         }
@@ -85,6 +108,27 @@ final class DataNodeFabric {
                     request.respond(new byte[] {BlockReadProtocol.VERSION});
                 }
                 case BlockReadProtocol.OP_READ -> read(request);
+                case BlockWriteProtocol.OP_OPEN -> {
+                    BlockWriteProtocol.Open open = BlockWriteProtocol.Open.decode(request.payloadBuffer());
+                    dataNode(open.xferPort()).writes().open(request, open);
+                }
+                case BlockWriteProtocol.OP_PACKET -> {
+                    ByteBuffer payload = request.payloadBuffer();
+                    BlockWriteProtocol.PacketHeader header;
+                    try {
+                        header = BlockWriteProtocol.PacketHeader.decode(payload, request.payload().length(), conf.requestBytes);
+                    } catch (BlockReadProtocol.MalformedException e) {
+                        // A malformed packet of an open write fails that write (its replica stays for HDFS's recovery).
+                        if (payload.remaining() >= BlockWriteProtocol.PACKET_XFER_PORT_OFFSET + 12) {
+                            Served served = dataNodes.get(payload.getInt(BlockWriteProtocol.PACKET_XFER_PORT_OFFSET));
+                            if (served != null) {
+                                served.writes().fail(payload.getLong(BlockWriteProtocol.PACKET_XFER_PORT_OFFSET + 4), e.getMessage());
+                            }
+                        }
+                        throw e;
+                    }
+                    dataNode(header.xferPort()).writes().packet(request, header);
+                }
                 default -> throw new BlockReadProtocol.MalformedException("unknown operation " + request.op());
             }
         } catch (Exception e) {
@@ -97,7 +141,7 @@ final class DataNodeFabric {
 
     private void read(FabricRequest request) throws Exception {
         BlockReadProtocol.ReadRequest read = BlockReadProtocol.ReadRequest.decode(request.payloadBuffer(), conf.requestBytes);
-        DataNodeReads reads = dataNode(read.xferPort());
+        DataNodeReads reads = dataNode(read.xferPort()).reads();
         int budget = (BlockReadProtocol.responseBytesMax(read.length()) >> 10) + 1;
         if (!budgetKib.tryAcquire(budget, BUDGET_WAIT_MS, TimeUnit.MILLISECONDS)) {
             throw new IllegalStateException("busy: " + HdfsConf.SERVER_MAX_BYTES_IN_FLIGHT.key() + " in use for " + BUDGET_WAIT_MS + " ms");
@@ -116,15 +160,21 @@ final class DataNodeFabric {
 
     /** Response bytes the DataNode of {@code xferPort} served so far (0 for one this node does not know). */
     long bytesServedBy(int xferPort) {
-        DataNodeReads reads = dataNodes.get(xferPort);
-        return reads == null ? 0 : reads.bytesServed.get();
+        Served served = dataNodes.get(xferPort);
+        return served == null ? 0 : served.reads().bytesServed.get();
     }
 
-    private DataNodeReads dataNode(int xferPort) {
-        DataNodeReads reads = dataNodes.get(xferPort);
-        if (reads == null || !reads.isUp()) {
+    /** The writes of the DataNode of {@code xferPort}, or null for one this node does not know (for tests and ohb). */
+    DataNodeWrites writesOf(int xferPort) {
+        Served served = dataNodes.get(xferPort);
+        return served == null ? null : served.writes();
+    }
+
+    private Served dataNode(int xferPort) {
+        Served served = dataNodes.get(xferPort);
+        if (served == null || !served.reads().isUp()) {
             throw new IllegalStateException("no running DataNode of data-transfer port " + xferPort + " in this process");
         }
-        return reads;
+        return served;
     }
 }

@@ -26,7 +26,7 @@ import org.apache.hadoop.util.DataChecksum;
  * ({@code DataXceiver.checkAccess}: only with {@code dfs.block.access.token.enable}), finds the
  * finalized replica, and answers the requested range widened to checksum-chunk boundaries with the
  * chunks' checksums as stored in the replica's meta file, so the client verifies end to end what
- * is on disk. Reads only: writes will get their own class beside this one.
+ * is on disk. Reads only: {@link DataNodeWrites} writes.
  */
 final class DataNodeReads {
     /** Meta file header: a 2-byte version, then DataChecksum's 5-byte header (type, bytes per checksum). */
@@ -64,7 +64,7 @@ final class DataNodeReads {
     FabricBuffer read(BlockReadProtocol.ReadRequest request, FabricNode node) throws IOException {
         ExtendedBlock block = new ExtendedBlock(request.poolId(), request.blockId(), 0, request.generationStamp());
         if (blockTokens) {
-            checkToken(request.token(), block);
+            checkToken(dataNode, request.token(), block, BlockTokenIdentifier.AccessMode.READ);
         }
         FsDatasetSpi<?> dataset = dataNode.getFSDataset();
         Replica replica = dataset.getReplica(request.poolId(), request.blockId());
@@ -121,14 +121,16 @@ final class DataNodeReads {
         }
     }
 
-    private void checkToken(byte[] encoded, ExtendedBlock block) throws AccessDeniedException {
+    /** Checks a block token as {@code DataXceiver.checkAccess} does, for reads here and for writes in {@link DataNodeWrites}. */
+    static void checkToken(DataNode dataNode, byte[] encoded, ExtendedBlock block, BlockTokenIdentifier.AccessMode mode)
+            throws AccessDeniedException {
         if (encoded.length == 0) {
             throw new AccessDeniedException("block access token required for " + block);
         }
         Token<BlockTokenIdentifier> token = new Token<>();
         try {
             token.readFields(new DataInputStream(new ByteArrayInputStream(encoded)));
-            dataNode.getBlockPoolTokenSecretManager().checkAccess(token, null, block, BlockTokenIdentifier.AccessMode.READ);
+            dataNode.getBlockPoolTokenSecretManager().checkAccess(token, null, block, mode);
         } catch (InvalidToken e) {
             throw new AccessDeniedException("block access token refused for " + block + ": " + e.getMessage());
         } catch (IOException | RuntimeException e) {

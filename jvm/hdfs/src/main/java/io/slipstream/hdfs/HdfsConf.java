@@ -41,11 +41,23 @@ final class HdfsConf {
             "block bytes per fabric request at most (64 KiB to 64 MiB): a client read of 64 KiB or more asks for this much; a "
             + "smaller one starts at what it wants (at least 4 KiB) and grows 4x per sequential window; the DataNode refuses "
             + "larger requests than its own setting");
+    static final Setting SERVER_MAX_WRITES = new Setting(PREFIX + "server.maxWrites", "16",
+            "block writes open at once per DataNode (1 to 1024); an open beyond is refused as busy");
+    static final Setting WRITE_PACKET_BYTES = new Setting(PREFIX + "write.packet.bytes", "1m",
+            "block bytes per write packet (4 KiB to 64 MiB; a writer sends at most `request.bytes`, which is also what a DataNode "
+            + "accepts)");
+    static final Setting WRITE_PACKETS_IN_FLIGHT = new Setting(PREFIX + "write.packetsInFlight", "8",
+            "packets a writer sends ahead of their acknowledgements (1 to 256); a DataNode fails a write with more unacknowledged "
+            + "or out of order than its own setting");
+    static final Setting WRITE_IDLE_TIMEOUT_MS = new Setting(PREFIX + "write.idleTimeout.ms", "120000",
+            "a DataNode fails a write without a packet for this long (a writer that went away); writers send an empty packet "
+            + "after a third of it without data (HDFS's heartbeat packets)");
     static final Setting REQUEST_TIMEOUT_MS = new Setting(PREFIX + "requestTimeout.ms", "30000",
             "a block read request without an answer by then fails over to another replica");
     /** Every user setting, in the order the documentation lists them. */
     static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
-            SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, REQUEST_TIMEOUT_MS);
+            SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, SERVER_MAX_WRITES, WRITE_PACKET_BYTES, WRITE_PACKETS_IN_FLIGHT,
+            WRITE_IDLE_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 
     static final int REQUEST_BYTES_MIN = 64 << 10;
     static final int REQUEST_BYTES_MAX = 64 << 20;
@@ -67,6 +79,11 @@ final class HdfsConf {
     final long serverMaxBytesInFlight;
     final int requestBytes;
     final Duration requestTimeout;
+    final int serverMaxWrites;
+    /** Data bytes per packet a writer sends: {@code write.packet.bytes}, at most {@code request.bytes}. */
+    final int writePacketBytes;
+    final int writePacketsInFlight;
+    final Duration writeIdleTimeout;
 
     HdfsConf(Configuration conf) {
         fallback = Setting.parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
@@ -79,6 +96,22 @@ final class HdfsConf {
         serverMaxBytesInFlight = conf.getLongBytes(SERVER_MAX_BYTES_IN_FLIGHT.key(), bytes(SERVER_MAX_BYTES_IN_FLIGHT));
         long request = conf.getLongBytes(REQUEST_BYTES.key(), bytes(REQUEST_BYTES));
         requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS.key(), Long.parseLong(REQUEST_TIMEOUT_MS.defaultValue())));
+        serverMaxWrites = conf.getInt(SERVER_MAX_WRITES.key(), Integer.parseInt(SERVER_MAX_WRITES.defaultValue()));
+        long packet = conf.getLongBytes(WRITE_PACKET_BYTES.key(), bytes(WRITE_PACKET_BYTES));
+        writePacketsInFlight = conf.getInt(WRITE_PACKETS_IN_FLIGHT.key(), Integer.parseInt(WRITE_PACKETS_IN_FLIGHT.defaultValue()));
+        writeIdleTimeout = Duration.ofMillis(conf.getLong(WRITE_IDLE_TIMEOUT_MS.key(), Long.parseLong(WRITE_IDLE_TIMEOUT_MS.defaultValue())));
+        if (writeIdleTimeout.toMillis() < 1000) {
+            throw new IllegalArgumentException(WRITE_IDLE_TIMEOUT_MS.key() + "=" + writeIdleTimeout.toMillis() + ": must be at least 1000");
+        }
+        if (serverMaxWrites < 1 || serverMaxWrites > 1024) {
+            throw new IllegalArgumentException(SERVER_MAX_WRITES.key() + "=" + serverMaxWrites + ": must be 1 to 1024");
+        }
+        if (packet < 4 << 10 || packet > REQUEST_BYTES_MAX) {
+            throw new IllegalArgumentException(WRITE_PACKET_BYTES.key() + "=" + packet + ": must be 4 KiB to 64 MiB");
+        }
+        if (writePacketsInFlight < 1 || writePacketsInFlight > 256) {
+            throw new IllegalArgumentException(WRITE_PACKETS_IN_FLIGHT.key() + "=" + writePacketsInFlight + ": must be 1 to 256");
+        }
         if (port <= 0 || port > 0xffff) {
             throw new IllegalArgumentException(PORT.key() + "=" + port + ": a fixed TCP port (1 to 65535) is needed");
         }
@@ -89,6 +122,7 @@ final class HdfsConf {
             throw new IllegalArgumentException(REQUEST_BYTES.key() + "=" + request + ": must be 64 KiB to 64 MiB");
         }
         requestBytes = (int) request;
+        writePacketBytes = (int) Math.min(packet, requestBytes);
         if (serverMaxBytesInFlight < BlockReadProtocol.responseBytesMax(requestBytes) || serverMaxBytesInFlight > bufferCapBytes / 2) {
             throw new IllegalArgumentException(SERVER_MAX_BYTES_IN_FLIGHT.key() + "=" + serverMaxBytesInFlight
                     + ": must hold one full response (" + BlockReadProtocol.responseBytesMax(requestBytes) + " bytes) and be at most half of "

@@ -10,8 +10,9 @@ import org.slf4j.LoggerFactory;
 /**
  * The DataNode side, loaded by {@code dfs.datanode.plugins=io.slipstream.hdfs.SlipstreamDataNodePlugin}:
  * registers this DataNode with its process's fabric node ({@link DataNodeFabric}), which serves its
- * block reads. HDFS's own data-transfer server keeps running beside it, for clients without the
- * plugin and for writes.
+ * block reads and block writes (with pipeline replication to the next DataNodes). HDFS's own
+ * data-transfer server keeps running beside it, for clients without the plugin, HDFS's own writes,
+ * re-replication and the balancer.
  */
 public final class SlipstreamDataNodePlugin implements ServicePlugin {
     private static final Logger LOG = LoggerFactory.getLogger(SlipstreamDataNodePlugin.class);
@@ -31,7 +32,7 @@ public final class SlipstreamDataNodePlugin implements ServicePlugin {
         HdfsConf conf = new HdfsConf(dataNode.getConf());
         xferPort = dataNode.getXferPort();
         try {
-            fabric = DataNodeFabric.acquire(conf, xferPort, new DataNodeReads(dataNode));
+            fabric = DataNodeFabric.acquire(conf, xferPort, new DataNodeReads(dataNode), new DataNodeWrites(dataNode, conf));
         } catch (FabricUnavailableException e) {
             if (conf.fallback == HdfsConf.Fallback.NEVER) {
                 // HDFS's plugin loader logs a failing plugin and starts the DataNode anyway; clients

@@ -4,7 +4,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * What this process's HDFS clients did over the fabric, so tests and benchmarks can prove which
- * path carried a read (HDFS's own statistics count an accessor's bytes as remote reads).
+ * path carried a read or a write (HDFS's own statistics count an accessor's bytes as remote reads).
  */
 public final class SlipstreamHdfsCounters {
     static final AtomicLong BYTES_READ = new AtomicLong();
@@ -13,6 +13,12 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong DECLINED = new AtomicLong();
     static final AtomicLong CORRUPT_REPLICAS = new AtomicLong();
     static final AtomicLong FAILOVERS = new AtomicLong();
+    static final AtomicLong BYTES_WRITTEN = new AtomicLong();
+    static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
+    static final AtomicLong WRITES_DECLINED = new AtomicLong();
+    static final AtomicLong PIPELINE_RECOVERIES = new AtomicLong();
+    static final AtomicLong COMPLETE_RETRIES = new AtomicLong();
+    static final AtomicLong ADD_BLOCK_RETRIES = new AtomicLong();
 
     private SlipstreamHdfsCounters() {
     }
@@ -47,9 +53,41 @@ public final class SlipstreamHdfsCounters {
         return FAILOVERS.get();
     }
 
+    /** Block bytes sent to pipelines over the fabric (a partial chunk sent again after an hflush counts once). */
+    public static long bytesWritten() {
+        return BYTES_WRITTEN.get();
+    }
+
+    /** Blocks written over the fabric and finalized by every DataNode of their pipeline. */
+    public static long blocksWritten() {
+        return BLOCKS_WRITTEN.get();
+    }
+
+    /** Files {@code SlipstreamDistributedFileSystem} left to HDFS's own stream (fallback=auto: no fabric in the client or on the DataNodes). */
+    public static long writesDeclined() {
+        return WRITES_DECLINED.get();
+    }
+
+    /** Pipelines recovered after a DataNode failed mid-block (the block went on with the others). */
+    public static long pipelineRecoveries() {
+        return PIPELINE_RECOVERIES.get();
+    }
+
+    /** {@code complete} calls the NameNode answered "not yet" (it waits for the last block's replicas to be reported). */
+    public static long completeRetries() {
+        return COMPLETE_RETRIES.get();
+    }
+
+    /** {@code addBlock} calls the NameNode answered "not replicated yet" (the previous block's replicas not reported yet). */
+    public static long addBlockRetries() {
+        return ADD_BLOCK_RETRIES.get();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
-                + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers();
+                + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
+                + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries()
+                + " completeRetries=" + completeRetries() + " addBlockRetries=" + addBlockRetries();
     }
 }

@@ -1,6 +1,7 @@
 package io.slipstream.ohb.hdfs;
 
 import io.slipstream.hdfs.SlipstreamDataNodePlugin;
+import io.slipstream.hdfs.SlipstreamDistributedFileSystem;
 import io.slipstream.hdfs.SlipstreamHdfsCounters;
 import io.slipstream.hdfs.SlipstreamReplicaAccessorBuilder;
 import java.io.IOException;
@@ -29,20 +30,25 @@ import org.apache.hadoop.hdfs.client.HdfsDataInputStream;
 import org.apache.hadoop.security.UserGroupInformation;
 
 /**
- * The JVM side of {@code ohb hdfs srl|rrl|srt}: one configuration per JVM, a mini HDFS cluster of a
- * NameNode and three DataNodes (replication 3) in it, the reader in the same JVM. Configurations:
- * {@code vanilla} (HDFS's TCP reader, short-circuit off), {@code plugin} (the Slipstream DataNode
- * plugin and replica accessor, fallback never), {@code plugin-tcp} (the same, fabric forced to TCP),
- * {@code vanilla-sc} (short-circuit reads on: the local-read reference). Tests, after OHB's HDFS suite:
+ * The JVM side of {@code ohb hdfs swl|srl|rrl|swt|srt}: one configuration per JVM, a mini HDFS
+ * cluster of a NameNode and three DataNodes (replication 3) in it, the reader or writer in the same
+ * JVM. Configurations: {@code vanilla} (HDFS's TCP reader and writer, short-circuit off),
+ * {@code plugin} (the Slipstream DataNode plugin, replica accessor and
+ * {@code SlipstreamDistributedFileSystem}, fallback never), {@code plugin-tcp} (the same, fabric
+ * forced to TCP), {@code vanilla-sc} (short-circuit reads on: the local-read reference). Tests,
+ * after OHB's HDFS suite:
  * <ul>
+ *   <li>{@code swl}: create a file, write it sequentially and close it; one file per iteration;</li>
+ *   <li>{@code swt}: {@code readers} threads each write their own file; aggregate MB/s;</li>
  *   <li>{@code srl}: open a file and read it sequentially to the end; one file per iteration;</li>
  *   <li>{@code rrl}: open a file and read {@code read-bytes} at every {@code seek-bytes} offset of it, in
  *       a random order; one file per iteration;</li>
  *   <li>{@code srt}: {@code readers} threads each read their own file sequentially; aggregate MB/s.</li>
  * </ul>
- * Every file's contents are checked (CRC32) on an untimed read first. Prints one
- * {@code OHB_HDFS_RESULT {json}} line; exits 1 when a read fails or the configuration's path was not
- * used (plugin: every byte over the fabric; vanilla-sc: short-circuit bytes read).
+ * Every file's contents are checked (CRC32) on an untimed read (before the read tests, after the
+ * write tests). Prints one {@code OHB_HDFS_RESULT {json}} line; exits 1 when a read or write fails
+ * or the configuration's path was not used (plugin: every byte over the fabric; vanilla-sc:
+ * short-circuit bytes read).
  */
 public final class HdfsBench {
     private HdfsBench() {}
@@ -62,7 +68,7 @@ public final class HdfsBench {
         for (int i = 0; i < args.length; i++) {
             String key = args[i].replaceFirst("^--", "");
             if (!o.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: HdfsBench --test srl|rrl|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
+                System.err.println("usage: HdfsBench --test swl|srl|rrl|swt|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
                         + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]");
                 System.exit(2);
             }
@@ -86,81 +92,11 @@ public final class HdfsBench {
         try {
             cluster.waitActive();
             FileSystem fs = cluster.getFileSystem();
-            int files = test.equals("srt") ? readers : iterations + 2;
-            long[] crcs = new long[files];
-            for (int f = 0; f < files; f++) {
-                crcs[f] = write(fs, file(f), fileBytes, f);
-            }
-            long sc = 0;
-            for (int f = 0; f < files; f++) {
-                Read read = readAll(fs, file(f), bufferBytes);
-                sc += read.shortCircuitBytes;
-                if (read.crc != crcs[f]) {
-                    throw new IOException("file " + f + ": CRC " + read.crc + ", written " + crcs[f]);
-                }
-            }
-            long fabricBefore = SlipstreamHdfsCounters.bytesRead();
-            long bytesMeasured = 0;
-            switch (test) {
-                case "srl", "rrl" -> {
-                    // Files 0 and 1 warm up (untimed), 2.. are timed, each read once: a fresh open per iteration.
-                    for (int f = 0; f < 2; f++) {
-                        bytesMeasured += test.equals("srl") ? readAll(fs, file(f), bufferBytes).bytes : randomReads(fs, file(f), fileBytes, seekBytes, readBytes, f);
-                    }
-                    double[] ms = new double[iterations];
-                    for (int i = 0; i < iterations; i++) {
-                        long start = System.nanoTime();
-                        bytesMeasured += test.equals("srl") ? readAll(fs, file(i + 2), bufferBytes).bytes
-                                : randomReads(fs, file(i + 2), fileBytes, seekBytes, readBytes, i);
-                        ms[i] = (System.nanoTime() - start) / 1e6;
-                    }
-                    Arrays.sort(ms);
-                    result.put("latency_ms_p50", ms[ms.length / 2]);
-                    result.put("latency_ms_p99", ms[Math.min(ms.length - 1, (int) Math.ceil(ms.length * 0.99) - 1)]);
-                    result.put("latency_ms_min", ms[0]);
-                }
-                case "srt" -> {
-                    double[] mbs = new double[iterations];
-                    ExecutorService pool = Executors.newFixedThreadPool(readers);
-                    try {
-                        for (int i = 0; i < iterations; i++) {
-                            long start = System.nanoTime();
-                            List<Future<Read>> reads = new ArrayList<>();
-                            for (int r = 0; r < readers; r++) {
-                                int f = r;
-                                reads.add(pool.submit(() -> readAll(fs, file(f), bufferBytes)));
-                            }
-                            long bytes = 0;
-                            for (Future<Read> read : reads) {
-                                bytes += read.get().bytes;
-                            }
-                            mbs[i] = bytes / 1e6 / ((System.nanoTime() - start) / 1e9);
-                            bytesMeasured += bytes;
-                        }
-                    } finally {
-                        pool.shutdownNow();
-                    }
-                    Arrays.sort(mbs);
-                    result.put("throughput_mb_s", mbs[mbs.length / 2]);
-                    result.put("throughput_mb_s_max", mbs[mbs.length - 1]);
-                }
-                default -> throw new IllegalArgumentException("unknown test " + test);
-            }
-            long fabricBytes = SlipstreamHdfsCounters.bytesRead() - fabricBefore;
-            result.put("bytes_measured", bytesMeasured);
-            result.put("fabric_bytes", fabricBytes);
-            result.put("short_circuit_bytes_check_pass", sc);
-            if (config.startsWith("plugin") && fabricBytes < bytesMeasured) {
+            String why = test.startsWith("sw") ? writeTest(fs, config, test, fileBytes, readers, iterations, bufferBytes, result)
+                    : readTest(fs, test, config, fileBytes, readers, iterations, bufferBytes, seekBytes, readBytes, result);
+            if (why != null) {
                 ok = false;
-                failure = config + ": " + fabricBytes + " of " + bytesMeasured + " bytes over the fabric (" + SlipstreamHdfsCounters.summary() + ")";
-            }
-            if (!config.startsWith("plugin") && fabricBytes != 0) {
-                ok = false;
-                failure = config + ": " + fabricBytes + " bytes over the fabric in a vanilla configuration";
-            }
-            if (config.equals("vanilla-sc") && sc == 0) {
-                ok = false;
-                failure = "vanilla-sc: no byte was read by short-circuit";
+                failure = why;
             }
         } catch (Exception e) {
             ok = false;
@@ -187,6 +123,153 @@ public final class HdfsBench {
         System.exit(ok ? 0 : 1);
     }
 
+    /** srl, rrl, srt on files written first (untimed, CRCs checked); returns null or why the run failed. */
+    private static String readTest(FileSystem fs, String test, String config, long fileBytes, int readers, int iterations, int bufferBytes,
+            long seekBytes, int readBytes, Map<String, Object> result) throws Exception {
+        int files = test.equals("srt") ? readers : iterations + 2;
+        long[] crcs = new long[files];
+        for (int f = 0; f < files; f++) {
+            crcs[f] = write(fs, file(f), fileBytes, f);
+        }
+        long sc = 0;
+        for (int f = 0; f < files; f++) {
+            Read read = readAll(fs, file(f), bufferBytes);
+            sc += read.shortCircuitBytes;
+            if (read.crc != crcs[f]) {
+                throw new IOException("file " + f + ": CRC " + read.crc + ", written " + crcs[f]);
+            }
+        }
+        long fabricBefore = SlipstreamHdfsCounters.bytesRead();
+        long bytesMeasured = 0;
+        switch (test) {
+            case "srl", "rrl" -> {
+                // Files 0 and 1 warm up (untimed), 2.. are timed, each read once: a fresh open per iteration.
+                for (int f = 0; f < 2; f++) {
+                    bytesMeasured += test.equals("srl") ? readAll(fs, file(f), bufferBytes).bytes : randomReads(fs, file(f), fileBytes, seekBytes, readBytes, f);
+                }
+                double[] ms = new double[iterations];
+                for (int i = 0; i < iterations; i++) {
+                    long start = System.nanoTime();
+                    bytesMeasured += test.equals("srl") ? readAll(fs, file(i + 2), bufferBytes).bytes
+                            : randomReads(fs, file(i + 2), fileBytes, seekBytes, readBytes, i);
+                    ms[i] = (System.nanoTime() - start) / 1e6;
+                }
+                Arrays.sort(ms);
+                result.put("latency_ms_p50", ms[ms.length / 2]);
+                result.put("latency_ms_p99", ms[Math.min(ms.length - 1, (int) Math.ceil(ms.length * 0.99) - 1)]);
+                result.put("latency_ms_min", ms[0]);
+            }
+            case "srt" -> {
+                double[] mbs = new double[iterations];
+                ExecutorService pool = Executors.newFixedThreadPool(readers);
+                try {
+                    for (int i = 0; i < iterations; i++) {
+                        long start = System.nanoTime();
+                        List<Future<Read>> reads = new ArrayList<>();
+                        for (int r = 0; r < readers; r++) {
+                            int f = r;
+                            reads.add(pool.submit(() -> readAll(fs, file(f), bufferBytes)));
+                        }
+                        long bytes = 0;
+                        for (Future<Read> read : reads) {
+                            bytes += read.get().bytes;
+                        }
+                        mbs[i] = bytes / 1e6 / ((System.nanoTime() - start) / 1e9);
+                        bytesMeasured += bytes;
+                    }
+                } finally {
+                    pool.shutdownNow();
+                }
+                Arrays.sort(mbs);
+                result.put("throughput_mb_s", mbs[mbs.length / 2]);
+                result.put("throughput_mb_s_max", mbs[mbs.length - 1]);
+            }
+            default -> throw new IllegalArgumentException("unknown test " + test);
+        }
+        long fabricBytes = SlipstreamHdfsCounters.bytesRead() - fabricBefore;
+        result.put("bytes_measured", bytesMeasured);
+        result.put("fabric_bytes", fabricBytes);
+        result.put("short_circuit_bytes_check_pass", sc);
+        if (config.startsWith("plugin") && fabricBytes < bytesMeasured) {
+            return config + ": " + fabricBytes + " of " + bytesMeasured + " bytes over the fabric (" + SlipstreamHdfsCounters.summary() + ")";
+        }
+        if (!config.startsWith("plugin") && fabricBytes != 0) {
+            return config + ": " + fabricBytes + " bytes over the fabric in a vanilla configuration";
+        }
+        if (config.equals("vanilla-sc") && sc == 0) {
+            return "vanilla-sc: no byte was read by short-circuit";
+        }
+        return null;
+    }
+
+    /**
+     * swl: 2 untimed files, then one file created, written and closed per iteration (latency);
+     * swt: {@code writers} threads each write their own file per iteration (aggregate MB/s). Every
+     * file is read back untimed and its CRC checked. Returns null or why the run failed.
+     */
+    private static String writeTest(FileSystem fs, String config, String test, long fileBytes, int writers, int iterations, int bufferBytes,
+            Map<String, Object> result) throws Exception {
+        long fabricBefore = SlipstreamHdfsCounters.bytesWritten();
+        Map<Integer, Long> crcs = new LinkedHashMap<>();
+        long bytesMeasured = 0;
+        if (test.equals("swl")) {
+            for (int f = 0; f < 2; f++) {
+                crcs.put(f, write(fs, file(f), fileBytes, f));
+            }
+            double[] ms = new double[iterations];
+            for (int i = 0; i < iterations; i++) {
+                long start = System.nanoTime();
+                crcs.put(i + 2, write(fs, file(i + 2), fileBytes, i + 2));
+                ms[i] = (System.nanoTime() - start) / 1e6;
+                bytesMeasured += fileBytes;
+            }
+            Arrays.sort(ms);
+            result.put("latency_ms_p50", ms[ms.length / 2]);
+            result.put("latency_ms_p99", ms[Math.min(ms.length - 1, (int) Math.ceil(ms.length * 0.99) - 1)]);
+            result.put("latency_ms_min", ms[0]);
+        } else {
+            double[] mbs = new double[iterations];
+            ExecutorService pool = Executors.newFixedThreadPool(writers);
+            try {
+                for (int i = 0; i < iterations; i++) {
+                    long start = System.nanoTime();
+                    Map<Integer, Future<Long>> written = new LinkedHashMap<>();
+                    for (int w = 0; w < writers; w++) {
+                        int f = i * writers + w;
+                        written.put(f, pool.submit(() -> write(fs, file(f), fileBytes, f)));
+                    }
+                    for (Map.Entry<Integer, Future<Long>> e : written.entrySet()) {
+                        crcs.put(e.getKey(), e.getValue().get());
+                    }
+                    mbs[i] = writers * fileBytes / 1e6 / ((System.nanoTime() - start) / 1e9);
+                    bytesMeasured += writers * fileBytes;
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+            Arrays.sort(mbs);
+            result.put("throughput_mb_s", mbs[mbs.length / 2]);
+            result.put("throughput_mb_s_max", mbs[mbs.length - 1]);
+        }
+        long fabricBytes = SlipstreamHdfsCounters.bytesWritten() - fabricBefore;
+        result.put("bytes_measured", bytesMeasured);
+        result.put("fabric_bytes", fabricBytes);
+        for (Map.Entry<Integer, Long> e : crcs.entrySet()) {
+            Read read = readAll(fs, file(e.getKey()), bufferBytes);
+            if (read.crc != e.getValue() || read.bytes != fileBytes) {
+                return "file " + e.getKey() + ": " + read.bytes + " bytes of CRC " + read.crc + " read, " + fileBytes + " of CRC " + e.getValue()
+                        + " written";
+            }
+        }
+        if (config.startsWith("plugin") && fabricBytes < bytesMeasured) {
+            return config + ": " + fabricBytes + " of " + bytesMeasured + " bytes written over the fabric (" + SlipstreamHdfsCounters.summary() + ")";
+        }
+        if (!config.startsWith("plugin") && fabricBytes != 0) {
+            return config + ": " + fabricBytes + " bytes written over the fabric in a vanilla configuration";
+        }
+        return null;
+    }
+
     private static Configuration conf(String config, long blockBytes, String work) throws IOException {
         Configuration conf = new HdfsConfiguration();
         Path base = Files.createDirectories(Path.of(work)).resolve(config);
@@ -201,6 +284,7 @@ public final class HdfsBench {
             case "plugin", "plugin-tcp" -> {
                 conf.set("dfs.datanode.plugins", SlipstreamDataNodePlugin.class.getName());
                 conf.set("dfs.client.replica.accessor.builder.classes", SlipstreamReplicaAccessorBuilder.class.getName());
+                conf.set("fs.hdfs.impl", SlipstreamDistributedFileSystem.class.getName());
                 conf.set("slipstream.hdfs.fallback", "never");
                 conf.set("slipstream.hdfs.transport", config.equals("plugin-tcp") ? "tcp" : "auto");
             }
