@@ -1,0 +1,35 @@
+package org.apache.hadoop.hdfs.server.datanode.fsdataset.impl;
+
+import io.slipstream.hdfs.tiers.TieredFsDatasetFactory;
+import java.io.IOException;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.hdfs.server.datanode.DataStorage;
+import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
+
+/**
+ * The tiers module's one class in HDFS's dataset package: HDFS's own dataset (whose class and constructor
+ * are package-private; its lazy writer casts the DataNode's dataset to that class, so a wrapper will not
+ * do), with the volume of a new replica chosen by {@link TieredFsDatasetFactory#newReplicaTarget}. Nothing
+ * else is changed.
+ */
+public class SlipstreamTieredFsDataset extends FsDatasetImpl {
+    public static FsDatasetImpl create(DataNode datanode, DataStorage storage, Configuration conf) throws IOException {
+        return new SlipstreamTieredFsDataset(datanode, storage, conf);
+    }
+
+    SlipstreamTieredFsDataset(DataNode datanode, DataStorage storage, Configuration conf) throws IOException {
+        super(datanode, storage, conf);
+    }
+
+    /** Every new replica of a write pipeline comes here (the four-argument form calls this one). */
+    @Override
+    public ReplicaHandler createRbw(StorageType storageType, String storageId, ExtendedBlock block,
+            boolean allowLazyPersist, long estimateBlockLen) throws IOException {
+        TieredFsDatasetFactory.NewReplicaTarget target =
+                TieredFsDatasetFactory.newReplicaTarget(storageType, storageId, block.getNumBytes(), this);
+        return super.createRbw(target.type(), target.storageId(), block, target.lazyPersist(), estimateBlockLen);
+    }
+}
