@@ -61,7 +61,7 @@ public final class TiersConf {
         } else {
             try {
                 hhhmBudgetBytes = conf.getLongBytes(HHHM_BUDGET_BYTES.key(), -1);
-            } catch (NumberFormatException e) {
+            } catch (IllegalArgumentException e) { // NumberFormatException, or a bad size suffix
                 throw new IllegalArgumentException(HHHM_BUDGET_BYTES.key() + "=" + budget
                         + ": expected a size such as 512m or 8g", e);
             }
