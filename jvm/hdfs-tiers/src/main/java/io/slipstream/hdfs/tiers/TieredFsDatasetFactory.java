@@ -3,6 +3,8 @@ package io.slipstream.hdfs.tiers;
 import java.io.IOException;
 import java.util.EnumMap;
 import java.util.Map;
+import java.util.function.LongConsumer;
+import java.util.function.LongSupplier;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
@@ -46,6 +48,21 @@ public class TieredFsDatasetFactory extends FsDatasetSpi.Factory<FsDatasetSpi<?>
                     DFSConfigKeys.DFS_DATANODE_MAX_LOCKED_MEMORY_KEY, lockedBytes, DFSConfigKeys.DFS_BLOCK_SIZE_KEY,
                     blockBytes);
         }
+    }
+
+    /**
+     * Starts the DataNode's RAM evictor ({@code ram.evictCheck.ms} > 0) over HDFS's locked-memory use and
+     * eviction; null when turned off. A bad setting fails the DataNode's start, naming it.
+     */
+    public static AutoCloseable startRamEvictor(Configuration conf, LongSupplier usedBytes, LongSupplier capacityBytes,
+            LongConsumer evictUntilFreeBytes, String datanodeName) {
+        TiersConf tiers = new TiersConf(conf);
+        if (tiers.ramEvictCheckMs == 0) {
+            return null;
+        }
+        long blockBytes = conf.getLongBytes(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, DFSConfigKeys.DFS_BLOCK_SIZE_DEFAULT);
+        return new RamEvictor(usedBytes, capacityBytes, evictUntilFreeBytes, tiers.ramHighWater, tiers.ramLowWater,
+                blockBytes, tiers.ramEvictCheckMs, datanodeName);
     }
 
     /** The largest free space of any volume of each storage type this DataNode has. */

@@ -5,8 +5,8 @@ import org.apache.hadoop.conf.Configuration;
 
 /**
  * The tiers module's settings, all under {@code slipstream.hdfs.tiers.*}, each declared once below
- * ({@link #SETTINGS}) and read from the NameNode's configuration (the DataNode side has no setting of its
- * own: it follows the storage types the NameNode chose). docs/configuration.md's table is generated from
+ * ({@link #SETTINGS}), read from the NameNode's configuration for placement and from the DataNodes' for
+ * RAM eviction (the DataNodes otherwise follow the storage types the NameNode chose). docs/configuration.md's table is generated from
  * {@link #SETTINGS}; TiersConfTest fails when they disagree.
  */
 public final class TiersConf {
@@ -18,6 +18,12 @@ public final class TiersConf {
     static final TierSetting RAM_HIGH_WATER = new TierSetting(PREFIX + "ram.highWater", "0.9",
             "fraction of the cluster's RAM_DISK capacity above which a new block gets no RAM replica (it goes to the "
             + "next tier instead, the write does not fail); 0 < x <= 1");
+    static final TierSetting RAM_LOW_WATER = new TierSetting(PREFIX + "ram.lowWater", "0.75",
+            "DataNode: when one more block would take its RAM replicas past `ram.highWater` of its locked memory, "
+            + "persisted ones are evicted (HDFS's LRU eviction) down to this fraction; below `ram.highWater`");
+    static final TierSetting RAM_EVICT_CHECK_MS = new TierSetting(PREFIX + "ram.evictCheck.ms", "1000",
+            "DataNode: how often it checks its RAM use against `ram.highWater`; 0 turns the check off (HDFS then evicts "
+            + "only when a new RAM write finds no room)");
     static final TierSetting SSD_HIGH_WATER = new TierSetting(PREFIX + "ssd.highWater", "0.9",
             "fraction of the cluster's SSD capacity above which persistent replicas go to DISK instead; 0 < x <= 1");
     static final TierSetting RAM_MIN_REPLICATION = new TierSetting(PREFIX + "hhh.ramMinReplication", "2",
@@ -29,13 +35,15 @@ public final class TiersConf {
             + "is refused with TierBudgetExceededException; empty: 70% of the RAM_DISK capacity the DataNodes report");
     /** Every user setting, in the order the documentation lists them. */
     static final List<TierSetting> SETTINGS =
-            List.of(MODE, RAM_HIGH_WATER, SSD_HIGH_WATER, RAM_MIN_REPLICATION, HHHM_BUDGET_BYTES);
+            List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, RAM_MIN_REPLICATION, HHHM_BUDGET_BYTES);
 
     /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
     static final double DEFAULT_BUDGET_FRACTION = 0.7;
 
     public final TierMode mode;
     public final double ramHighWater;
+    public final double ramLowWater;
+    public final long ramEvictCheckMs;
     public final double ssdHighWater;
     public final int ramMinReplication;
     /** Negative: {@link #DEFAULT_BUDGET_FRACTION} of the reported RAM_DISK capacity. */
@@ -44,6 +52,20 @@ public final class TiersConf {
     public TiersConf(Configuration conf) {
         mode = TierMode.parse(conf.get(MODE.key(), MODE.defaultValue()), MODE.key());
         ramHighWater = fraction(conf, RAM_HIGH_WATER);
+        ramLowWater = fraction(conf, RAM_LOW_WATER);
+        if (ramLowWater >= ramHighWater) {
+            throw new IllegalArgumentException(RAM_LOW_WATER.key() + "=" + ramLowWater + ": must be below "
+                    + RAM_HIGH_WATER.key() + "=" + ramHighWater);
+        }
+        String check = conf.getTrimmed(RAM_EVICT_CHECK_MS.key(), RAM_EVICT_CHECK_MS.defaultValue());
+        try {
+            ramEvictCheckMs = Long.parseLong(check);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(RAM_EVICT_CHECK_MS.key() + "=" + check + ": not a number", e);
+        }
+        if (ramEvictCheckMs < 0 || ramEvictCheckMs > 3_600_000) {
+            throw new IllegalArgumentException(RAM_EVICT_CHECK_MS.key() + "=" + check + ": expected 0 to 3600000");
+        }
         ssdHighWater = fraction(conf, SSD_HIGH_WATER);
         String minReplication = conf.getTrimmed(RAM_MIN_REPLICATION.key(), RAM_MIN_REPLICATION.defaultValue());
         try {
@@ -92,7 +114,8 @@ public final class TiersConf {
 
     @Override
     public String toString() {
-        return "mode=" + mode.setting + " ram.highWater=" + ramHighWater + " ssd.highWater=" + ssdHighWater
+        return "mode=" + mode.setting + " ram.highWater=" + ramHighWater + " ram.lowWater=" + ramLowWater
+                + " ram.evictCheck.ms=" + ramEvictCheckMs + " ssd.highWater=" + ssdHighWater
                 + " hhh.ramMinReplication=" + ramMinReplication + " hhhm.budget.bytes="
                 + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes);
     }

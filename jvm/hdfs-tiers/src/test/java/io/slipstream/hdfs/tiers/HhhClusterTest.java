@@ -9,6 +9,7 @@ import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
@@ -28,7 +29,10 @@ class HhhClusterTest {
 
     @BeforeAll
     static void start() throws Exception {
-        cluster = TierClusters.start(TierClusters.conf("hhh"), "hhh");
+        Configuration conf = TierClusters.conf("hhh");
+        // HDFS's own on-demand eviction only, so that RAM fills up here (TierEvictionTest covers the evictor).
+        conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
+        cluster = TierClusters.start(conf, "hhh");
         fs = cluster.getFileSystem();
     }
 

@@ -1,6 +1,5 @@
 package io.slipstream.hdfs.tiers;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -37,7 +36,8 @@ import org.apache.hadoop.io.nativeio.NativeIO;
  */
 final class TierClusters {
     static final int BLOCK_BYTES = 1 << 20;
-    static final long RAM_BYTES = 4L * BLOCK_BYTES;
+    /** Four blocks and room for their meta files (a RAM disk of exactly four blocks takes three). */
+    static final long RAM_BYTES = 4L * BLOCK_BYTES + (128 << 10);
     static final long SSD_BYTES = 8L * BLOCK_BYTES;
     static final long DISK_BYTES = 64L * BLOCK_BYTES;
     static final StorageType[] TYPES = {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK};

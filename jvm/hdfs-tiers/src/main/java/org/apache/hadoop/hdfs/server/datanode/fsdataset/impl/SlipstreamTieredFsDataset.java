@@ -12,16 +12,33 @@ import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
 /**
  * The tiers module's one class in HDFS's dataset package: HDFS's own dataset (whose class and constructor
  * are package-private; its lazy writer casts the DataNode's dataset to that class, so a wrapper will not
- * do), with the volume of a new replica chosen by {@link TieredFsDatasetFactory#newReplicaTarget}. Nothing
- * else is changed.
+ * do), with the volume of a new replica chosen by {@link TieredFsDatasetFactory#newReplicaTarget} and a
+ * RAM evictor started and stopped with it. Nothing else is changed.
  */
 public class SlipstreamTieredFsDataset extends FsDatasetImpl {
     public static FsDatasetImpl create(DataNode datanode, DataStorage storage, Configuration conf) throws IOException {
         return new SlipstreamTieredFsDataset(datanode, storage, conf);
     }
 
+    /** Keeps the RAM tier below its high-water mark; null when the check is turned off. */
+    private final AutoCloseable ramEvictor;
+
     SlipstreamTieredFsDataset(DataNode datanode, DataStorage storage, Configuration conf) throws IOException {
         super(datanode, storage, conf);
+        ramEvictor = TieredFsDatasetFactory.startRamEvictor(conf, this::getCacheUsed, this::getCacheCapacity,
+                this::evictLazyPersistBlocks, String.valueOf(datanode.getDisplayName()));
+    }
+
+    @Override
+    public void shutdown() {
+        if (ramEvictor != null) {
+            try {
+                ramEvictor.close();
+            } catch (Exception e) {
+                throw new IllegalStateException("stopping the RAM evictor", e);
+            }
+        }
+        super.shutdown();
     }
 
     /** Every new replica of a write pipeline comes here (the four-argument form calls this one). */
