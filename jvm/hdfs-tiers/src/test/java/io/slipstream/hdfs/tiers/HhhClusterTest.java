@@ -50,7 +50,7 @@ class HhhClusterTest {
         Path path = new Path("/hhh/placement");
         byte[] data = TierClusters.write(fs, path, 2 * BLOCK_BYTES, 1);
         Map<StorageType, Integer> persistent = new EnumMap<>(StorageType.class);
-        for (List<TierClusters.Replica> block : TierClusters.replicas(fs, path)) {
+        for (List<TierClusters.Replica> block : TierClusters.awaitReplicas(fs, path, 3)) {
             assertEquals(3, block.size(), "replicas of " + block);
             int ram = 0;
             for (TierClusters.Replica replica : block) {
@@ -77,7 +77,7 @@ class HhhClusterTest {
         Path path = new Path("/hhh/persist");
         TierClusters.write(fs, path, BLOCK_BYTES, 2);
         List<TierClusters.Replica> ram = new ArrayList<>();
-        for (List<TierClusters.Replica> block : TierClusters.replicas(fs, path)) {
+        for (List<TierClusters.Replica> block : TierClusters.awaitReplicas(fs, path, 3)) {
             block.stream().filter(r -> r.type() == StorageType.RAM_DISK).forEach(ram::add);
         }
         assertEquals(1, ram.size(), "one RAM replica");
@@ -108,7 +108,7 @@ class HhhClusterTest {
         Map<StorageType, Integer> replicasByTier = new EnumMap<>(StorageType.class);
         int blocksWithoutRam = 0;
         for (Path path : written.keySet()) {
-            for (List<TierClusters.Replica> block : TierClusters.replicas(fs, path)) {
+            for (List<TierClusters.Replica> block : TierClusters.awaitReplicas(fs, path, 3)) {
                 assertEquals(3, block.size(), "fully replicated: " + block);
                 long ram = block.stream().filter(r -> r.type() == StorageType.RAM_DISK).count();
                 assertTrue(ram <= 1, "HHH puts at most one replica in RAM: " + block);

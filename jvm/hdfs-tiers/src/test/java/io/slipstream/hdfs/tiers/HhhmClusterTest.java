@@ -56,7 +56,7 @@ class HhhmClusterTest {
     void shortLivedFileKeepsEveryReplicaInRam() throws Exception {
         Path path = new Path(SHORT_LIVED, "a");
         byte[] data = TierClusters.write(fs, path, BLOCK_BYTES, 1);
-        List<List<TierClusters.Replica>> blocks = TierClusters.replicas(fs, path);
+        List<List<TierClusters.Replica>> blocks = TierClusters.awaitReplicas(fs, path, 3);
         assertEquals(1, blocks.size());
         assertEquals(3, blocks.get(0).size(), blocks.toString());
         for (TierClusters.Replica replica : blocks.get(0)) {
@@ -84,7 +84,7 @@ class HhhmClusterTest {
         // The budget holds short-lived files only: an unmarked file is placed as under HHH.
         Path other = new Path("/kept");
         byte[] data = TierClusters.write(fs, other, BLOCK_BYTES, 3);
-        List<TierClusters.Replica> replicas = TierClusters.replicas(fs, other).get(0);
+        List<TierClusters.Replica> replicas = TierClusters.awaitReplicas(fs, other, 3).get(0);
         assertEquals(3, replicas.size(), replicas.toString());
         assertTrue(replicas.stream().filter(r -> r.type() != StorageType.RAM_DISK).count() >= 2, replicas.toString());
         TierClusters.assertReadsBack(fs, other, data);

@@ -109,6 +109,27 @@ final class TierClusters {
         return blocks;
     }
 
+    /**
+     * The replicas of every block of {@code path} once the NameNode has heard of {@code count} per block (a
+     * file closes when each block has its minimum replication reported; the other DataNodes' reports may come
+     * a moment later). Fails after 30 s naming the file.
+     */
+    static List<List<Replica>> awaitReplicas(DistributedFileSystem fs, org.apache.hadoop.fs.Path path, int count)
+            throws Exception {
+        List<List<List<Replica>>> last = new ArrayList<>();
+        await(count + " replicas of each block of " + path + " reported (last seen: " + last + ")", 30, () -> {
+            try {
+                List<List<Replica>> blocks = replicas(fs, path);
+                last.clear();
+                last.add(blocks);
+                return blocks.stream().allMatch(b -> b.size() == count);
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        });
+        return last.get(0);
+    }
+
     static DataNode datanode(MiniDFSCluster cluster, DatanodeInfo info) {
         for (DataNode dn : cluster.getDataNodes()) {
             if (dn.getDatanodeUuid().equals(info.getDatanodeUuid())) {

@@ -68,7 +68,7 @@ class TierEvictionTest {
         // Evicted replicas live on in their persisted copies: every block still has three replicas.
         int onRam = 0;
         for (Map.Entry<Path, byte[]> file : written.entrySet()) {
-            for (List<TierClusters.Replica> block : TierClusters.replicas(fs, file.getKey())) {
+            for (List<TierClusters.Replica> block : TierClusters.awaitReplicas(fs, file.getKey(), 3)) {
                 assertEquals(3, block.size(), block.toString());
                 onRam += (int) block.stream().filter(r -> r.type() == StorageType.RAM_DISK).count();
             }
@@ -84,10 +84,10 @@ class TierEvictionTest {
                 Path after = new Path("/evict/after-" + attempt[0]++);
                 byte[] data = TierClusters.write(fs, after, BLOCK_BYTES, 99);
                 TierClusters.assertReadsBack(fs, after, data);
-                return TierClusters.replicas(fs, after).get(0).stream()
+                return TierClusters.awaitReplicas(fs, after, 3).get(0).stream()
                         .filter(r -> r.type() == StorageType.RAM_DISK).count() == 1;
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
             }
         });
         TierClusters.assertFsckHealthy(cluster);

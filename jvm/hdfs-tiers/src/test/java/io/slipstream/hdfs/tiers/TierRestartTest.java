@@ -93,13 +93,14 @@ class TierRestartTest {
         assertTrue(TierClusters.fsck(cluster, "/kept").contains("is HEALTHY"), "HHH's file is healthy");
     }
 
-    private static long ramReplicas(Path path) throws IOException {
-        return TierClusters.replicas(fs, path).get(0).stream().filter(r -> r.type() == StorageType.RAM_DISK).count();
+    private static long ramReplicas(Path path) throws Exception {
+        return TierClusters.awaitReplicas(fs, path, 3).get(0).stream().filter(r -> r.type() == StorageType.RAM_DISK).count();
     }
 
+    /** RAM replicas of the file's block the NameNode knows of now. */
     private static long ramReplicasOrFail(Path path) {
         try {
-            return ramReplicas(path);
+            return TierClusters.replicas(fs, path).get(0).stream().filter(r -> r.type() == StorageType.RAM_DISK).count();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }

@@ -8,6 +8,8 @@ import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.server.datanode.DataStorage;
 import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The tiers module's one class in HDFS's dataset package: HDFS's own dataset (whose class and constructor
@@ -16,6 +18,8 @@ import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
  * RAM evictor started and stopped with it. Nothing else is changed.
  */
 public class SlipstreamTieredFsDataset extends FsDatasetImpl {
+    private static final Logger LOG = LoggerFactory.getLogger(SlipstreamTieredFsDataset.class);
+
     public static FsDatasetImpl create(DataNode datanode, DataStorage storage, Configuration conf) throws IOException {
         return new SlipstreamTieredFsDataset(datanode, storage, conf);
     }
@@ -47,6 +51,13 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
             boolean allowLazyPersist, long estimateBlockLen) throws IOException {
         TieredFsDatasetFactory.NewReplicaTarget target =
                 TieredFsDatasetFactory.newReplicaTarget(storageType, storageId, block.getNumBytes(), this);
-        return super.createRbw(target.type(), target.storageId(), block, target.lazyPersist(), estimateBlockLen);
+        ReplicaHandler handler =
+                super.createRbw(target.type(), target.storageId(), block, target.lazyPersist(), estimateBlockLen);
+        StorageType landed = handler.getReplica().getVolume().getStorageType();
+        if (landed != storageType) {
+            LOG.info("Triple-H: replica of {} planned on {} spilled to {} (locked memory used {} of {} bytes)", block,
+                    storageType, landed, getCacheUsed(), getCacheCapacity());
+        }
+        return handler;
     }
 }
