@@ -130,4 +130,19 @@ class HhhClusterTest {
                 "replicas past RAM and SSD on DISK: " + replicasByTier);
         TierClusters.assertFsckHealthy(cluster);
     }
+
+    /** The status command lists every tier with the cluster's capacity and each DataNode's storages. */
+    @Test
+    @Order(4)
+    void statusShowsEachTierAndDataNode() throws Exception {
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        TierStatus.print(fs, new java.io.PrintStream(bytes, true, java.nio.charset.StandardCharsets.UTF_8));
+        String status = bytes.toString(java.nio.charset.StandardCharsets.UTF_8);
+        long[] capacities = {TierClusters.RAM_BYTES, TierClusters.SSD_BYTES, TierClusters.DISK_BYTES};
+        for (int i = 0; i < TierClusters.TYPES.length; i++) {
+            assertTrue(java.util.regex.Pattern.compile("(?m)^" + TierClusters.TYPES[i] + "\\s+" + 3 * capacities[i] + "\\s")
+                    .matcher(status).find(), TierClusters.TYPES[i] + " line in:\n" + status);
+        }
+        assertEquals(3, status.lines().filter(l -> l.startsWith("datanode ") && l.contains("RAM_DISK=")).count(), status);
+    }
 }
