@@ -1,0 +1,122 @@
+package io.slipstream.hdfs.tiers;
+
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+
+/**
+ * The tiers module's settings, all under {@code slipstream.hdfs.tiers.*}, each declared once below
+ * ({@link #SETTINGS}), read from the NameNode's configuration for placement and from the DataNodes' for
+ * RAM eviction (the DataNodes otherwise follow the storage types the NameNode chose). docs/configuration.md's table is generated from
+ * {@link #SETTINGS}; TiersConfTest fails when they disagree.
+ */
+public final class TiersConf {
+    static final String PREFIX = "slipstream.hdfs.tiers.";
+    static final TierSetting MODE = new TierSetting(PREFIX + "mode", "hhh",
+            "Triple-H mode: `hhh` (first replica of each new block in RAM, persisted in the background, the others on "
+            + "SSD up to its high-water mark, then DISK) or `hhh-m` (as `hhh`, and files with storage policy LAZY_PERSIST keep every replica "
+            + "in RAM within `hhhm.budget.bytes`); `hhh-l` and `hhh-l-bb` are refused as not built yet");
+    static final TierSetting RAM_HIGH_WATER = new TierSetting(PREFIX + "ram.highWater", "0.9",
+            "fraction of the cluster's RAM_DISK capacity above which a new block gets no RAM replica (it goes to the "
+            + "next tier instead, the write does not fail); 0 < x <= 1");
+    static final TierSetting RAM_LOW_WATER = new TierSetting(PREFIX + "ram.lowWater", "0.75",
+            "DataNode: when one more block would take its RAM replicas past `ram.highWater` of its locked memory, "
+            + "persisted ones are evicted (HDFS's LRU eviction) down to this fraction; below `ram.highWater`");
+    static final TierSetting RAM_EVICT_CHECK_MS = new TierSetting(PREFIX + "ram.evictCheck.ms", "1000",
+            "DataNode: how often it checks its RAM use against `ram.highWater`; 0 turns the check off (HDFS then evicts "
+            + "only when a new RAM write finds no room)");
+    static final TierSetting SSD_HIGH_WATER = new TierSetting(PREFIX + "ssd.highWater", "0.9",
+            "fraction of the cluster's SSD capacity above which persistent replicas go to DISK instead; 0 < x <= 1");
+    static final TierSetting RAM_MIN_REPLICATION = new TierSetting(PREFIX + "hhh.ramMinReplication", "2",
+            "a file without a storage policy of its own gets a RAM replica only when its replication is at least this, "
+            + "so that a closed file always has a replica on a persistent tier, as under HDFS's default policy; 1 puts "
+            + "single-replica files in RAM too (what LAZY_PERSIST promises, not what HOT does)");
+    static final TierSetting HHHM_BUDGET_BYTES = new TierSetting(PREFIX + "hhhm.budget.bytes", "",
+            "`hhh-m`: bytes the cluster's RAM_DISK storages may hold (every replica counted) before a new all-RAM block "
+            + "is refused with TierBudgetExceededException; empty: 70% of the RAM_DISK capacity the DataNodes report");
+    /** Every user setting, in the order the documentation lists them. */
+    static final List<TierSetting> SETTINGS =
+            List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, RAM_MIN_REPLICATION, HHHM_BUDGET_BYTES);
+
+    /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
+    static final double DEFAULT_BUDGET_FRACTION = 0.7;
+
+    public final TierMode mode;
+    public final double ramHighWater;
+    public final double ramLowWater;
+    public final long ramEvictCheckMs;
+    public final double ssdHighWater;
+    public final int ramMinReplication;
+    /** Negative: {@link #DEFAULT_BUDGET_FRACTION} of the reported RAM_DISK capacity. */
+    public final long hhhmBudgetBytes;
+
+    public TiersConf(Configuration conf) {
+        mode = TierMode.parse(conf.get(MODE.key(), MODE.defaultValue()), MODE.key());
+        ramHighWater = fraction(conf, RAM_HIGH_WATER);
+        ramLowWater = fraction(conf, RAM_LOW_WATER);
+        if (ramLowWater >= ramHighWater) {
+            throw new IllegalArgumentException(RAM_LOW_WATER.key() + "=" + ramLowWater + ": must be below "
+                    + RAM_HIGH_WATER.key() + "=" + ramHighWater);
+        }
+        String check = conf.getTrimmed(RAM_EVICT_CHECK_MS.key(), RAM_EVICT_CHECK_MS.defaultValue());
+        try {
+            ramEvictCheckMs = Long.parseLong(check);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(RAM_EVICT_CHECK_MS.key() + "=" + check + ": not a number", e);
+        }
+        if (ramEvictCheckMs < 0 || ramEvictCheckMs > 3_600_000) {
+            throw new IllegalArgumentException(RAM_EVICT_CHECK_MS.key() + "=" + check + ": expected 0 to 3600000");
+        }
+        ssdHighWater = fraction(conf, SSD_HIGH_WATER);
+        String minReplication = conf.getTrimmed(RAM_MIN_REPLICATION.key(), RAM_MIN_REPLICATION.defaultValue());
+        try {
+            ramMinReplication = Integer.parseInt(minReplication);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(RAM_MIN_REPLICATION.key() + "=" + minReplication + ": not a number", e);
+        }
+        if (ramMinReplication < 1 || ramMinReplication > Short.MAX_VALUE) {
+            throw new IllegalArgumentException(RAM_MIN_REPLICATION.key() + "=" + ramMinReplication
+                    + ": expected 1 to " + Short.MAX_VALUE);
+        }
+        String budget = conf.getTrimmed(HHHM_BUDGET_BYTES.key(), "");
+        if (budget.isEmpty()) {
+            hhhmBudgetBytes = -1;
+        } else {
+            try {
+                hhhmBudgetBytes = conf.getLongBytes(HHHM_BUDGET_BYTES.key(), -1);
+            } catch (IllegalArgumentException e) { // NumberFormatException, or a bad size suffix
+                throw new IllegalArgumentException(HHHM_BUDGET_BYTES.key() + "=" + budget
+                        + ": expected a size such as 512m or 8g", e);
+            }
+            if (hhhmBudgetBytes < 0) {
+                throw new IllegalArgumentException(HHHM_BUDGET_BYTES.key() + "=" + budget + ": must not be negative");
+            }
+        }
+    }
+
+    private static double fraction(Configuration conf, TierSetting setting) {
+        String text = conf.getTrimmed(setting.key(), setting.defaultValue());
+        double value;
+        try {
+            value = Double.parseDouble(text);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": not a number", e);
+        }
+        if (!(value > 0 && value <= 1)) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": expected a fraction, 0 < x <= 1");
+        }
+        return value;
+    }
+
+    /** The HHH-M budget in bytes for a cluster whose RAM_DISK storages report {@code ramCapacityBytes} in all. */
+    long budgetBytes(long ramCapacityBytes) {
+        return hhhmBudgetBytes >= 0 ? hhhmBudgetBytes : (long) (ramCapacityBytes * DEFAULT_BUDGET_FRACTION);
+    }
+
+    @Override
+    public String toString() {
+        return "mode=" + mode.setting + " ram.highWater=" + ramHighWater + " ram.lowWater=" + ramLowWater
+                + " ram.evictCheck.ms=" + ramEvictCheckMs + " ssd.highWater=" + ssdHighWater
+                + " hhh.ramMinReplication=" + ramMinReplication + " hhhm.budget.bytes="
+                + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes);
+    }
+}

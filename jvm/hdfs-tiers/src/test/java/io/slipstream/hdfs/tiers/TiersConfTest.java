@@ -1,0 +1,96 @@
+package io.slipstream.hdfs.tiers;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.conf.Configuration;
+import org.junit.jupiter.api.Test;
+
+class TiersConfTest {
+    static final String BEGIN = "<!-- generated from TiersConf.SETTINGS: do not edit by hand -->";
+    static final String END = "<!-- end of HDFS tiers section -->";
+
+    @Test
+    void defaultsParse() {
+        TiersConf conf = new TiersConf(new Configuration(false));
+        assertEquals(TierMode.HHH, conf.mode);
+        assertEquals(0.9, conf.ramHighWater);
+        assertEquals(2, conf.ramMinReplication);
+        assertEquals(700, conf.budgetBytes(1000));
+        Configuration m = new Configuration(false);
+        m.set(TiersConf.MODE.key(), " HHH-M ");
+        m.set(TiersConf.HHHM_BUDGET_BYTES.key(), "8m");
+        TiersConf hhhm = new TiersConf(m);
+        assertEquals(TierMode.HHH_M, hhhm.mode);
+        assertEquals(8L << 20, hhhm.budgetBytes(1000));
+    }
+
+    @Test
+    void lustreModesAreRefusedAsNotBuiltYet() {
+        for (String mode : new String[] {"hhh-l", "HHH-L-BB"}) {
+            Configuration conf = new Configuration(false);
+            conf.set(TiersConf.MODE.key(), mode);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new TiersConf(conf));
+            assertTrue(e.getMessage().contains("not built yet") && e.getMessage().contains(TiersConf.MODE.key()),
+                    e.getMessage());
+        }
+    }
+
+    @Test
+    void badValuesAreRefusedByName() {
+        String[][] bad = {
+            {TiersConf.MODE.key(), "hhhh"},
+            {TiersConf.RAM_HIGH_WATER.key(), "0"},
+            {TiersConf.RAM_HIGH_WATER.key(), "1.5"},
+            {TiersConf.SSD_HIGH_WATER.key(), "lots"},
+            {TiersConf.RAM_LOW_WATER.key(), "0.95"},
+            {TiersConf.RAM_EVICT_CHECK_MS.key(), "-1"},
+            {TiersConf.RAM_EVICT_CHECK_MS.key(), "soon"},
+            {TiersConf.RAM_MIN_REPLICATION.key(), "0"},
+            {TiersConf.RAM_MIN_REPLICATION.key(), "two"},
+            {TiersConf.HHHM_BUDGET_BYTES.key(), "-1"},
+            {TiersConf.HHHM_BUDGET_BYTES.key(), "much"},
+        };
+        for (String[] setting : bad) {
+            Configuration conf = new Configuration(false);
+            conf.set(setting[0], setting[1]);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new TiersConf(conf),
+                    setting[0] + "=" + setting[1]);
+            assertTrue(e.getMessage().contains(setting[0]), e.getMessage());
+        }
+    }
+
+    /** docs/configuration.md's tiers table is generated from TiersConf.SETTINGS (SLIPSTREAM_BLESS=1 regenerates it). */
+    @Test
+    void configurationDocumentMatchesTheDeclarations() throws Exception {
+        Set<String> declared = new HashSet<>();
+        TiersConf.SETTINGS.forEach(s -> declared.add(s.key()));
+        Matcher keys = Pattern.compile("PREFIX \\+ \"([a-zA-Z.-]+)\"").matcher(
+                Files.readString(Path.of("src/main/java/io/slipstream/hdfs/tiers/TiersConf.java")));
+        int found = 0;
+        while (keys.find()) {
+            found++;
+            assertTrue(declared.contains(TiersConf.PREFIX + keys.group(1)), keys.group(1) + " is not in SETTINGS");
+        }
+        assertEquals(TiersConf.SETTINGS.size(), found, "every declared setting appears once in the source");
+        Path doc = Path.of("../../docs/configuration.md");
+        String text = Files.readString(doc);
+        int start = text.indexOf(BEGIN);
+        int end = text.indexOf(END, Math.max(start, 0));
+        assertTrue(start >= 0 && end > start, "docs/configuration.md lacks the generated HDFS tiers section");
+        String generated = TierSetting.markdownTable(TiersConf.SETTINGS).strip();
+        if (System.getenv("SLIPSTREAM_BLESS") != null) {
+            Files.writeString(doc, text.substring(0, start + BEGIN.length()) + "\n\n" + generated + "\n\n" + text.substring(end));
+            return;
+        }
+        assertEquals(generated, text.substring(start + BEGIN.length(), end).strip(),
+                "docs/configuration.md disagrees with TiersConf.SETTINGS (SLIPSTREAM_BLESS=1 regenerates it)");
+    }
+}
