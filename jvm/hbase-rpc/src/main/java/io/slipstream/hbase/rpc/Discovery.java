@@ -31,7 +31,7 @@ final class Discovery {
     static final String SERVICE_NAME = "SlipstreamFabricDiscovery";
 
     /** What a server answers: where its fabric listens and the session opened, or why none. */
-    record Offer(int version, String host, int port, long sessionId, int frameBytesMax, String refusal) {
+    record Offer(int version, String host, int port, long sessionId, int frameBytesMax, int maxRequestBytes, String refusal) {
     }
 
     static final ServiceDescriptor SERVICE;
@@ -43,6 +43,7 @@ final class Discovery {
     private static final FieldDescriptor SESSION;
     private static final FieldDescriptor FRAME_BYTES_MAX;
     private static final FieldDescriptor REFUSAL;
+    private static final FieldDescriptor MAX_REQUEST_BYTES;
 
     static {
         FileDescriptorProto file = FileDescriptorProto.newBuilder()
@@ -55,7 +56,8 @@ final class Discovery {
                         .addField(field("port", 3, FieldDescriptorProto.Type.TYPE_UINT32))
                         .addField(field("session", 4, FieldDescriptorProto.Type.TYPE_FIXED64))
                         .addField(field("frame_bytes_max", 5, FieldDescriptorProto.Type.TYPE_UINT32))
-                        .addField(field("refusal", 6, FieldDescriptorProto.Type.TYPE_STRING)))
+                        .addField(field("refusal", 6, FieldDescriptorProto.Type.TYPE_STRING))
+                        .addField(field("max_request_bytes", 7, FieldDescriptorProto.Type.TYPE_UINT32)))
                 .addService(ServiceDescriptorProto.newBuilder().setName(SERVICE_NAME)
                         .addMethod(MethodDescriptorProto.newBuilder().setName("OpenSession")
                                 .setInputType("." + ConnectionHeader.getDescriptor().getFullName())
@@ -76,6 +78,7 @@ final class Discovery {
         SESSION = OFFER.findFieldByName("session");
         FRAME_BYTES_MAX = OFFER.findFieldByName("frame_bytes_max");
         REFUSAL = OFFER.findFieldByName("refusal");
+        MAX_REQUEST_BYTES = OFFER.findFieldByName("max_request_bytes");
     }
 
     private static FieldDescriptorProto.Builder field(String name, int number, FieldDescriptorProto.Type type) {
@@ -93,7 +96,8 @@ final class Discovery {
             return b.setField(REFUSAL, offer.refusal()).build();
         }
         return b.setField(HOST, offer.host()).setField(PORT, offer.port()).setField(SESSION, offer.sessionId())
-                .setField(FRAME_BYTES_MAX, offer.frameBytesMax()).build();
+                .setField(FRAME_BYTES_MAX, offer.frameBytesMax()).setField(MAX_REQUEST_BYTES, offer.maxRequestBytes())
+                .build();
     }
 
     /** The offer in an answer; a malformed one is an error, an unknown version a refusal. */
@@ -103,18 +107,20 @@ final class Discovery {
         }
         int version = (Integer) m.getField(VERSION);
         if (m.hasField(REFUSAL)) {
-            return new Offer(version, null, 0, 0, 0, (String) m.getField(REFUSAL));
+            return new Offer(version, null, 0, 0, 0, 0, (String) m.getField(REFUSAL));
         }
         if (version != Frames.FRAME_VERSION) {
-            return new Offer(version, null, 0, 0, 0, "frame version " + version + " (this client speaks "
+            return new Offer(version, null, 0, 0, 0, 0, "frame version " + version + " (this client speaks "
                     + Frames.FRAME_VERSION + ")");
         }
         int port = (Integer) m.getField(PORT);
         int frameBytesMax = (Integer) m.getField(FRAME_BYTES_MAX);
-        if (!m.hasField(HOST) || port < 1 || port > 65535 || frameBytesMax <= Frames.PREFIX_BYTES) {
+        int maxRequestBytes = (Integer) m.getField(MAX_REQUEST_BYTES);
+        if (!m.hasField(HOST) || port < 1 || port > 65535 || frameBytesMax <= Frames.PREFIX_BYTES || maxRequestBytes < 1) {
             throw new IllegalArgumentException("slipstream: a malformed FabricOffer: " + m);
         }
-        return new Offer(version, (String) m.getField(HOST), port, (Long) m.getField(SESSION), frameBytesMax, null);
+        return new Offer(version, (String) m.getField(HOST), port, (Long) m.getField(SESSION), frameBytesMax,
+                maxRequestBytes, null);
     }
 
     /** The server side: {@code open} runs on an RPC handler, inside the socket call. */

@@ -20,6 +20,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.client.MetricsConnection;
@@ -252,13 +253,18 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
 
         @Override
         public CompletableFuture<byte[]> send(byte[] frame) {
+            int length = frame.length - Frames.PREFIX_BYTES;
             if (frame.length > offer.frameBytesMax()) {
-                // Beyond what the server's fabric takes: HBase's error, in its words, without sending.
-                int length = frame.length - Frames.PREFIX_BYTES;
-                return CompletableFuture.failedFuture(new RequestTooBigException("RPC data length of " + length
-                        + " is greater than max allowed " + (offer.frameBytesMax() - Frames.PREFIX_BYTES
-                        - HBaseRpcConf.TOO_BIG_SLACK_BYTES) + " on " + target.server() + ". Set \""
-                        + RpcServer.MAX_REQUEST_SIZE + "\" on server to override this limit (not recommended)"));
+                if (length > offer.maxRequestBytes()) {
+                    // HBase's error, in its words, without sending what the server's fabric would not take.
+                    return CompletableFuture.failedFuture(new RequestTooBigException("RPC data length of " + length
+                            + " to " + target.server() + " is greater than max allowed " + offer.maxRequestBytes()
+                            + ". Set \"" + RpcServer.MAX_REQUEST_SIZE
+                            + "\" on server to override this limit (not recommended)"));
+                }
+                return CompletableFuture.failedFuture(new DoNotRetryIOException("slipstream: a call of " + length
+                        + " bytes is larger than the fabric messages of " + target.server() + " ("
+                        + offer.frameBytesMax() + " bytes; raise " + HBaseRpcConf.BUFFER_CAP + " there)"));
             }
             ByteBuffer prefix = ByteBuffer.wrap(frame, 0, Frames.PREFIX_BYTES);
             prefix.put(Frames.FRAME_VERSION).putLong(offer.sessionId());

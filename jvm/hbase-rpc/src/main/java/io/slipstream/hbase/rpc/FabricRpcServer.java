@@ -223,7 +223,7 @@ public class FabricRpcServer extends NettyRpcServer {
     private Discovery.Offer openSession(ConnectionHeader header) throws IOException {
         FabricNode n = node;
         if (n == null) {
-            return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, rpcConf.securityRefusal != null
+            return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, 0, rpcConf.securityRefusal != null
                     ? "the fabric does not carry calls with " + rpcConf.securityRefusal : "the fabric is not running here");
         }
         RpcCall call = getCurrentCall().orElseThrow(() -> new IOException("slipstream: OpenSession outside an RPC call"));
@@ -244,7 +244,7 @@ public class FabricRpcServer extends NettyRpcServer {
         synchronized (sessionLock) {
             if (sessions.size() >= rpcConf.sessionsMax && !evictIdle()) {
                 connection.close();
-                return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, "this server holds its maximum of "
+                return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, 0, "this server holds its maximum of "
                         + rpcConf.sessionsMax + " fabric sessions (" + HBaseRpcConf.SESSIONS_MAX + "), none idle");
             }
             do {
@@ -254,7 +254,8 @@ public class FabricRpcServer extends NettyRpcServer {
         InetSocketAddress at = n.localAddress();
         // A wildcard listener: the client reaches the fabric at the host it reached the socket at.
         String host = at.getAddress().isAnyLocalAddress() ? "" : at.getAddress().getHostAddress();
-        return new Discovery.Offer(Frames.FRAME_VERSION, host, at.getPort(), id, rpcConf.serverFrameBytesMax(), null);
+        return new Discovery.Offer(Frames.FRAME_VERSION, host, at.getPort(), id, rpcConf.serverFrameBytesMax(), maxRequestSize,
+                null);
     }
 
     /** Removes the session idle longest if it is idle past the timeout. */

@@ -68,6 +68,9 @@ final class HBaseRpcConf {
         }
         sessionIdleMs = conf.getLong(SESSION_IDLE_MS, 600_000);
         bufferCapBytes = conf.getLongBytes(BUFFER_CAP, 256L << 20);
+        if (bufferCapBytes < (1 << 20)) {
+            throw new IllegalArgumentException("slipstream: " + BUFFER_CAP + "=" + bufferCapBytes + " is below 1 MiB");
+        }
         receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
         if (receiverThreads < 1 || receiverThreads > 64) {
             throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
@@ -100,9 +103,17 @@ final class HBaseRpcConf {
         return null;
     }
 
-    /** The largest frame a server's fabric node takes: HBase's limit, its slack, the session prefix. */
+    /**
+     * The largest frame a server's fabric node takes: HBase's limit, its slack and the session prefix, at
+     * most the largest message the registered memory holds (a power of two within the buffer cap).
+     */
     int serverFrameBytesMax() {
-        return (int) Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT, (long) maxRequestBytes + TOO_BIG_SLACK_BYTES + Frames.PREFIX_BYTES);
+        return (int) Math.min(messageBytesCap(), (long) maxRequestBytes + TOO_BIG_SLACK_BYTES + Frames.PREFIX_BYTES);
+    }
+
+    /** The largest message the fabric's pool holds: it rounds a message up to a power of two. */
+    long messageBytesCap() {
+        return Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT, Long.highestOneBit(bufferCapBytes));
     }
 
     /** The fabric node of a server listening on {@code bindHost}, or of a client (null). */
@@ -113,8 +124,9 @@ final class HBaseRpcConf {
                     .listen(bindHost, port)
                     .netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindHost, NET_DEVICES) : netDevices);
         } else {
-            // A client's responses are as large as the server makes them (HBase sets no limit on them).
-            b.maxMessageBytes(FabricConfig.MAX_MESSAGE_BYTES_LIMIT);
+            // A client's responses are as large as the server makes them (HBase sets no limit on them): as
+            // large as the registered memory allows.
+            b.maxMessageBytes((int) messageBytesCap());
             if (!netDevices.isEmpty()) {
                 b.netDevices(netDevices);
             }

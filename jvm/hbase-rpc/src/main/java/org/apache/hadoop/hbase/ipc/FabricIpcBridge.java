@@ -108,7 +108,8 @@ public final class FabricIpcBridge {
         @Override
         public void sendRequest(Call call, HBaseRpcController hrc) {
             if (call.isConnectionRegistryCall() || owner.socketOnlyService(target.serviceName())) {
-                socket(call, hrc);
+                // Not counted: the registry preamble and discovery always take the socket path.
+                super.sendRequest(call, hrc);
                 return;
             }
             CompletableFuture<Route> route;
@@ -192,7 +193,14 @@ public final class FabricIpcBridge {
                 call.param.writeTo(out);
             }
             if (cellBlock != null) {
-                out.writeRawBytes(cellBlock);
+                // Not writeRawBytes(ByteBuffer): for a heap buffer it writes the whole capacity, not position to limit.
+                if (cellBlock.hasArray()) {
+                    out.writeRawBytes(cellBlock.array(), cellBlock.arrayOffset() + cellBlock.position(), cellBlock.remaining());
+                } else {
+                    byte[] cells = new byte[cellBlock.remaining()];
+                    cellBlock.duplicate().get(cells);
+                    out.writeRawBytes(cells);
+                }
             }
             out.checkNoSpaceLeft();
             call.callStats.setRequestSizeBytes(total);
