@@ -8,7 +8,14 @@ import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.FabricUnavailableException;
 import java.io.IOException;
 import java.net.SocketAddress;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.SpanContext;
+import io.opentelemetry.api.trace.TraceFlags;
+import io.opentelemetry.api.trace.TraceState;
+import io.opentelemetry.context.Context;
+import io.opentelemetry.context.Scope;
 import java.nio.ByteBuffer;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.EnumMap;
@@ -176,6 +183,19 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         ServerName server = ServerName.valueOf(target.server().getHostString(), target.server().getPort(), 0L);
         RpcChannel channel = createRpcChannel(server, target.ticket(), discoveryTimeoutMs);
         HBaseRpcController controller = new HBaseRpcControllerImpl();
+        // OpenSession is the transport's business, not the caller's: it runs under a parent span that is
+        // not sampled, so that neither its client nor its server span joins the caller's trace.
+        try (Scope untraced = Context.root().with(Span.wrap(UNSAMPLED)).makeCurrent()) {
+            openSession(channel, controller, header, target, node, result);
+        }
+    }
+
+    private static final SpanContext UNSAMPLED = SpanContext.create(
+            String.format("%016x%016x", 0x5eedL, new SecureRandom().nextLong() | 1L),
+            String.format("%016x", new SecureRandom().nextLong() | 1L), TraceFlags.getDefault(), TraceState.getDefault());
+
+    private void openSession(RpcChannel channel, HBaseRpcController controller, ConnectionHeader header,
+            FabricIpcBridge.Target target, FabricNode node, CompletableFuture<FabricIpcBridge.Route> result) {
         channel.callMethod(Discovery.OPEN_SESSION, controller, header, Discovery.offerPrototype(), (Message answer) -> {
             if (controller.failed()) {
                 IOException e = controller.getFailed();

@@ -1,5 +1,6 @@
 package org.apache.hadoop.hbase.ipc;
 
+import io.opentelemetry.context.Scope;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
@@ -150,7 +151,9 @@ public final class FabricIpcBridge {
                     return;
                 }
                 byte[] frame;
-                try {
+                // The request header carries the trace context current while it is built: the call's span,
+                // as NettyRpcDuplexHandler.write makes it (this may run on the thread that finished discovery).
+                try (Scope ignored = call.span.makeCurrent()) {
                     frame = frame(route.prefixBytes(), call);
                 } catch (IOException | RuntimeException e) {
                     call.setException(IPCUtil.toIOE(e));
