@@ -199,8 +199,10 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         channel.callMethod(Discovery.OPEN_SESSION, controller, header, Discovery.offerPrototype(), (Message answer) -> {
             if (controller.failed()) {
                 IOException e = controller.getFailed();
-                if (e instanceof RemoteWithExtrasException || e instanceof org.apache.hadoop.ipc.RemoteException) {
-                    // A server without this RPC server (UnknownServiceException) or one that refused the session.
+                if (e instanceof RemoteWithExtrasException || e instanceof org.apache.hadoop.ipc.RemoteException
+                        || e instanceof ConnectionClosedException) {
+                    // A server that refused the session, or one without this RPC server: HBase's server closes a
+                    // connection whose header names a service it does not host (UnknownServiceException).
                     LOG.debug("slipstream: no fabric session at {}", target.server(), e);
                     if (rpcConf.fallback == HBaseRpcConf.Fallback.NEVER) {
                         result.completeExceptionally(new IOException("slipstream: RPC server " + target.server()

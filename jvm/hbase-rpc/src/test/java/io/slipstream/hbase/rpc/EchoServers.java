@@ -29,7 +29,12 @@ final class EchoServers {
         RpcServer server = RpcServerFactory.createRpcServer(null, "echo",
                 List.of(new RpcServer.BlockingServiceAndInterface(TestProtobufRpcServiceImpl.SERVICE, null)),
                 new InetSocketAddress("127.0.0.1", 0), conf, new FifoRpcScheduler(conf, 2));
-        server.start();
+        try {
+            server.start();
+        } catch (RuntimeException e) {
+            server.stop();
+            throw e;
+        }
         return server;
     }
 }
