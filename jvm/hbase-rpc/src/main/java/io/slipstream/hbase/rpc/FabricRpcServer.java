@@ -189,8 +189,14 @@ public class FabricRpcServer extends NettyRpcServer {
                 session.connection.respondTooBig(body, 0, bodyLength, message, responder);
                 return;
             }
-            session.connection.process(body, 0, bodyLength, responder);
+            // Counted before it is handed on: a handler may answer it before process() returns.
             callsReceived.incrementAndGet();
+            try {
+                session.connection.process(body, 0, bodyLength, responder);
+            } catch (IOException | RuntimeException e) {
+                callsReceived.decrementAndGet();
+                throw e;
+            }
         } catch (IOException | RuntimeException e) {
             closeMalformed(sessionId, session, request, e);
         } catch (InterruptedException e) {
