@@ -125,7 +125,8 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         CompletableFuture<FabricIpcBridge.Route> discovery;
         synchronized (routes) {
             Entry e = routes.get(key);
-            if (e != null && (!e.route.isDone() || e.route.getNow(null) != null || System.nanoTime() - e.expiresNanos < 0)) {
+            if (e != null && !e.route.isCompletedExceptionally()
+                    && (!e.route.isDone() || e.route.getNow(null) != null || System.nanoTime() - e.expiresNanos < 0)) {
                 return none(target, e.route);
             }
             discovery = new CompletableFuture<>();
@@ -334,7 +335,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                     // its connection closes; HBase's retry opens a new session.
                     synchronized (routes) {
                         Entry entry = routes.get(key);
-                        if (entry != null && entry.route.getNow(null) == this) {
+                        if (entry != null && !entry.route.isCompletedExceptionally() && entry.route.getNow(null) == this) {
                             routes.remove(key);
                         }
                     }

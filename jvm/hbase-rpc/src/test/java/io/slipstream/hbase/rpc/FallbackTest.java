@@ -53,6 +53,23 @@ class FallbackTest {
     }
 
     @Test
+    void anUnreachableServerFailsEachCallWithHBasesConnectionErrorAndIsNotRemembered() throws Exception {
+        int port;
+        try (java.net.ServerSocket closed = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = closed.getLocalPort();
+        }
+        try (FabricRpcClient client = new FabricRpcClient(EchoServers.conf("never"))) {
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, new InetSocketAddress("127.0.0.1", port));
+            for (int i = 0; i < 2; i++) {
+                ServiceException e = assertThrows(ServiceException.class, () -> stub.echo(null, HELLO));
+                assertInstanceOf(java.io.IOException.class, e.getCause());
+                assertTrue(String.valueOf(e.getCause()).contains("Connection refused")
+                        || e.getCause() instanceof java.net.ConnectException, String.valueOf(e.getCause()));
+            }
+        }
+    }
+
+    @Test
     void kerberosKeepsTheSocketPathWithAutoAndRefusesWithNever() throws Exception {
         for (String fallback : new String[] {"auto", "never"}) {
             Configuration conf = EchoServers.conf(fallback);
