@@ -92,6 +92,31 @@ class FabricFailuresTest {
     }
 
     @Test
+    void sessionsStopAtTheLimitUnlessOneIsIdleLongEnough() throws Exception {
+        for (long idleMs : new long[] {600_000, 0}) {
+            Configuration conf = EchoServers.conf("never");
+            conf.setInt(HBaseRpcConf.SESSIONS_MAX, 2);
+            conf.setLong(HBaseRpcConf.SESSION_IDLE_MS, idleMs);
+            RpcServer server = EchoServers.start(conf);
+            FabricRpcServer fabricServer = (FabricRpcServer) server;
+            try (FabricRpcClient client = new FabricRpcClient(conf)) {
+                InetSocketAddress at = server.getListenerAddress();
+                assertNull(openSession(client, at).refusal());
+                assertNull(openSession(client, at).refusal());
+                Discovery.Offer third = openSession(client, at);
+                if (idleMs > 0) {
+                    assertTrue(String.valueOf(third.refusal()).contains("maximum of 2 fabric sessions"), third.refusal());
+                } else {
+                    assertNull(third.refusal(), "the session idle longest was evicted");
+                }
+                assertEquals(2, fabricServer.fabricSessions());
+            } finally {
+                server.stop();
+            }
+        }
+    }
+
+    @Test
     void aCallPendingOnAKilledServerFailsWithHBasesExceptionWithinTheRpcTimeout() throws Exception {
         String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
         Process child = new ProcessBuilder(java, "-Xmx256m", "-cp", System.getProperty("java.class.path"),
