@@ -102,7 +102,7 @@ pub const TESTS: &[TestInfo] = &[
     },
     TestInfo {
         name: "hbase",
-        description: "HBase's PerformanceEvaluation (sequentialWrite, randomRead, randomWrite; one RPC per row), one RegionServer: p50/p99/min/avg",
+        description: "HBase's PerformanceEvaluation (sequentialWrite, randomRead, randomWrite, scanRange100; one RPC per row), one RegionServer: p50/p99/min/avg",
         variants: "netty (NettyRpcServer/Client), fabric (FabricRpcServer/Client, fallback never, counters checked), fabric-tcp",
     },
     TestInfo {

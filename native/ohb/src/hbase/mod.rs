@@ -1,6 +1,6 @@
-//! `ohb hbase`: HBase's own `PerformanceEvaluation` (sequentialWrite to fill, then randomRead and
-//! randomWrite; one client, one RPC per row) against a real HBase 2.6 (HMaster, one RegionServer,
-//! ZooKeeper, HDFS) per configuration, side by side in one run:
+//! `ohb hbase`: HBase's own `PerformanceEvaluation` (sequentialWrite to fill, then randomRead,
+//! randomWrite and scanRange100; one client, one RPC per row, several per scan) against a real
+//! HBase 2.6 (HMaster, one RegionServer, ZooKeeper, HDFS) per configuration, side by side in one run:
 //!
 //! - `netty`: HBase's `NettyRpcServer` and `NettyRpcClient`;
 //! - `fabric`: `io.slipstream.hbase.rpc.FabricRpcServer` / `FabricRpcClient` (`jvm/hbase-rpc`), fallback never;
@@ -18,4 +18,4 @@ pub mod cli;
 /// The configurations, in the order they run.
 pub const CONFIGS: [&str; 3] = ["netty", "fabric", "fabric-tcp"];
 /// PerformanceEvaluation's tests, in the order they run (the first fills the table).
-pub const TESTS: [&str; 3] = ["sequentialWrite", "randomRead", "randomWrite"];
+pub const TESTS: [&str; 4] = ["sequentialWrite", "randomRead", "randomWrite", "scanRange100"];

@@ -36,14 +36,15 @@ import org.apache.log4j.spi.LoggingEvent;
  * same forced to TCP) it starts a real HBase (HMaster, one RegionServer, ZooKeeper, HDFS) in its own
  * process ({@code serve <config>}), then runs HBase's own {@code PerformanceEvaluation} from this process
  * (in-process clients, {@code --nomapred --latency --autoFlush=true}: one RPC per row): sequentialWrite (fills
- * the table), randomRead, randomWrite, one client each. PerformanceEvaluation's latency report (its log line "Latency (us) : ...")
+ * the table), randomRead, randomWrite, scanRange100 (a scan of up to 100 rows per operation: several RPCs),
+ * one client each. PerformanceEvaluation's latency report (its log line "Latency (us) : ...")
  * becomes one {@code OHB_HBASE_RESULT {json}} line per point. A fabric point whose calls did not all go over
  * the fabric (the client's counters) is a failed point (exit status 1).
  */
 public final class HBaseBench {
     private static final String RESULT = "OHB_HBASE_RESULT ";
     static final List<String> CONFIGS = List.of("netty", "fabric", "fabric-tcp");
-    private static final List<String> TESTS = List.of("sequentialWrite", "randomRead", "randomWrite");
+    private static final List<String> TESTS = List.of("sequentialWrite", "randomRead", "randomWrite", "scanRange100");
     private static final Pattern FIELD = Pattern.compile("(?<![\\w.])(mean|min|max|50th|99th)=([0-9.]+)");
 
     private HBaseBench() {
