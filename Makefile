@@ -160,6 +160,7 @@ demo: build spark-homes
 	$(OHB) mapreduce all --records 65536
 	$(OHB) rpc lat
 	$(OHB) rpc thr
+	$(OHB) hbase --quick
 	$(OHB) hdfs all --quick
 	$(OHB) report
 
@@ -174,6 +175,7 @@ bench: build spark-homes
 	$(OHB) mapreduce sort
 	$(OHB) rpc lat
 	$(OHB) rpc thr
+	$(OHB) hbase
 	$(OHB) hdfs all
 	$(OHB) report
 

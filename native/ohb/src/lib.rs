@@ -34,6 +34,7 @@ pub mod proc_mem;
 pub mod progress;
 pub mod report;
 pub mod rpc;
+pub mod hbase;
 pub mod spark;
 pub mod stats;
 pub mod table;

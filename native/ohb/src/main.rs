@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Some("mapreduce") => ohb::mapreduce::cli::mapreduce_main(&argv[1..]),
         Some("rpc") => ohb::rpc::cli::rpc_main(&argv[1..]),
         Some("hdfs") => ohb::hdfs::cli::hdfs_main(&argv[1..]),
+        Some("hbase") => ohb::hbase::cli::hbase_main(&argv[1..]),
         Some(other) => Err(format!("unknown command '{other}'; see ohb --help")),
     };
     match result {

@@ -121,6 +121,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "vanilla (HDFS's own writer), plugin (SlipstreamDistributedFileSystem + DataNode plugin, fabric bytes checked), plugin-tcp",
     },
     TestInfo {
+        name: "hbase",
+        description: "HBase's PerformanceEvaluation (sequentialWrite, randomRead, randomWrite, scanRange100; one RPC per row), one RegionServer: p50/p99/min/avg",
+        variants: "netty (NettyRpcServer/Client), fabric (FabricRpcServer/Client, fallback never, counters checked), fabric-tcp",
+    },
+    TestInfo {
         name: "hdfs srl",
         description: "OHB's HDFS SRL: open and read a file sequentially (1 MiB files, one per iteration); latency p50/p99",
         variants: "vanilla (HDFS's TCP reader, short-circuit off), plugin (Slipstream replica accessor, fabric bytes checked), plugin-tcp, vanilla-sc (short-circuit reads: local reference)",
@@ -150,6 +155,7 @@ pub fn usage() -> String {
          \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb rpc lat|thr [options]\n\
+         \x20      ohb hbase [options]\n\
          \x20      ohb hdfs swl|srl|rrl|swt|srt|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
@@ -270,6 +276,13 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
 
+Options for hbase (HBase 2.6 mini cluster with one RegionServer in its own JVM per configuration; the
+PerformanceEvaluation client in the bench's JVM):
+  --quick              1000 rows
+  --rows N             rows per test (default 5000)
+  --configs LIST       subset of netty,fabric,fabric-tcp
+  --json PATH          default results/ohb-hbase-pe.json
+
 Options for hdfs swl / srl / rrl / swt / srt / all (Hadoop 3.4 mini HDFS cluster, 3 DataNodes, replication 3,
 one JVM per configuration, the reader or writer in it):
   --quick              5 iterations; swt/srt: 2 writers/readers x 16 MiB, 2 runs
@@ -304,6 +317,7 @@ Examples:
   ohb spark groupby --configs vanilla --repeats 1
   ohb mapreduce avg --quick
   ohb rpc lat --quick
+  ohb hbase --quick
   ohb report --input results --out report
 "#;
     text

@@ -68,6 +68,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
                 hdfs_charts(&mut run, test, &id);
             }
         }
+        "hbase pe" => hbase_charts(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -340,6 +341,23 @@ fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
+fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
+    for test in crate::hbase::TESTS {
+        let values: Vec<(String, f64)> = crate::hbase::CONFIGS
+            .iter()
+            .filter_map(|config| {
+                let r = results.iter().find(|r| r["config"] == *config && r["test"] == test)?;
+                Some((config.to_string(), r["p50_us"].as_f64()?))
+            })
+            .collect();
+        if !values.is_empty() {
+            run.charts.push(bars(id(&format!("hbase {test}")), format!("hbase {test}: p50 latency"), "configuration", "us", values));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -435,5 +453,18 @@ mod tests {
         let v = json!({"targets": [{"name": "a", "pass": true, "detail": "d"}, {"name": "b", "pass": null, "detail": ""}]});
         let verdicts: Vec<String> = targets_of(&v).into_iter().map(|t| t.verdict).collect();
         assert_eq!(verdicts, ["PASS", "reported"]);
+    }
+
+    /// The shape `hbase/cli.rs` writes: one result line per configuration and test under "results".
+    #[test]
+    fn hbase_gives_a_p50_bar_chart_per_test() {
+        let v = json!({"bench": "hbase pe", "results": [
+            {"config": "netty", "test": "randomRead", "p50_us": 1900.0},
+            {"config": "fabric", "test": "randomRead", "p50_us": 1400.0},
+            {"config": "fabric-tcp", "test": "randomWrite", "error": "boom"}]});
+        let run = run_of("ohb-hbase-pe.json", &v).unwrap();
+        let ids: Vec<&str> = run.charts.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["ohb-hbase-pe-hbase-randomread"]);
+        assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("netty".into(), 1900.0), ("fabric".into(), 1400.0)] });
     }
 }

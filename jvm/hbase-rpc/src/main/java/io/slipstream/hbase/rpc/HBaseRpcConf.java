@@ -1,0 +1,148 @@
+package io.slipstream.hbase.rpc;
+
+import io.slipstream.fabric.FabricConfig;
+import io.slipstream.fabric.FabricTransport;
+import io.slipstream.fabric.NetDevices;
+import java.util.Locale;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.security.User;
+
+/**
+ * The settings of the HBase RPC client and server, all under {@code slipstream.hbase.rpc.*}, read from
+ * the server's configuration on its side and from the client's on the other. The README lists them.
+ */
+final class HBaseRpcConf {
+    static final String PREFIX = "slipstream.hbase.rpc.";
+    /** {@code auto}: HBase's socket path (one warning) when the fabric cannot carry calls; {@code never}: fail. */
+    static final String FALLBACK = PREFIX + "fallback";
+    /** {@code auto} (UCX picks: shared memory in a host, verbs on clusters, TCP otherwise) or {@code tcp}. */
+    static final String TRANSPORT = PREFIX + "transport";
+    /** The server's fabric port; 0 (default) picks a free one, which clients learn by discovery. */
+    static final String PORT = PREFIX + "port";
+    /** Network devices for UCX ({@code UCX_NET_DEVICES} syntax); empty: the device of the bind address. */
+    static final String NET_DEVICES = PREFIX + "netDevices";
+    /** Fabric sessions a server holds at once; beyond, a new one first evicts one idle past the timeout. */
+    static final String SESSIONS_MAX = PREFIX + "sessions.max";
+    /** A session unused this long may be evicted to make room for a new one. */
+    static final String SESSION_IDLE_MS = PREFIX + "session.idle.ms";
+    /** Registered memory per process for the fabric (a hard cap). */
+    static final String BUFFER_CAP = PREFIX + "buffer.cap";
+    /** Threads taking fabric frames off the wire into the server's RpcScheduler (its handlers run the calls). */
+    static final String RECEIVER_THREADS = PREFIX + "receiver.threads";
+    /** The fabric's own backstop for a call; HBase's RPC timeout (hbase.rpc.timeout) is the one callers see. */
+    static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
+    /** Bytes a server's fabric takes above hbase.ipc.max.request.size, so that it answers those with HBase's error. */
+    static final int TOO_BIG_SLACK_BYTES = 64 << 10;
+
+    enum Fallback {
+        AUTO,
+        NEVER
+    }
+
+    final Fallback fallback;
+    final FabricTransport transport;
+    final int port;
+    final String netDevices;
+    final int sessionsMax;
+    final long sessionIdleMs;
+    final long bufferCapBytes;
+    final int receiverThreads;
+    final long requestTimeoutMs;
+    /** {@code hbase.ipc.max.request.size} (the server's limit on one request). */
+    final int maxRequestBytes;
+    /** Why the fabric must not carry calls under this configuration (security), or null. */
+    final String securityRefusal;
+
+    HBaseRpcConf(Configuration conf) {
+        fallback = parseEnum(Fallback.class, conf.getTrimmed(FALLBACK, "auto"), FALLBACK);
+        transport = parseEnum(FabricTransport.class, conf.getTrimmed(TRANSPORT, "auto"), TRANSPORT);
+        port = conf.getInt(PORT, 0);
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("slipstream: " + PORT + "=" + port + " is not a port");
+        }
+        netDevices = conf.getTrimmed(NET_DEVICES, "");
+        sessionsMax = conf.getInt(SESSIONS_MAX, 4096);
+        if (sessionsMax < 1 || sessionsMax > 1_000_000) {
+            throw new IllegalArgumentException("slipstream: " + SESSIONS_MAX + "=" + sessionsMax + " must be 1 to 1000000");
+        }
+        sessionIdleMs = conf.getLong(SESSION_IDLE_MS, 600_000);
+        bufferCapBytes = conf.getLongBytes(BUFFER_CAP, 256L << 20);
+        if (bufferCapBytes < (1 << 20)) {
+            throw new IllegalArgumentException("slipstream: " + BUFFER_CAP + "=" + bufferCapBytes + " is below 1 MiB");
+        }
+        receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
+        if (receiverThreads < 1 || receiverThreads > 64) {
+            throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
+        }
+        requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
+        if (requestTimeoutMs < 1) {
+            throw new IllegalArgumentException("slipstream: " + REQUEST_TIMEOUT_MS + "=" + requestTimeoutMs + " must be positive");
+        }
+        maxRequestBytes = conf.getInt(RpcServer.MAX_REQUEST_SIZE, RpcServer.DEFAULT_MAX_REQUEST_SIZE);
+        if (maxRequestBytes < 1) {
+            throw new IllegalArgumentException("slipstream: " + RpcServer.MAX_REQUEST_SIZE + "=" + maxRequestBytes);
+        }
+        securityRefusal = securityRefusal(conf);
+    }
+
+    /**
+     * The fabric carries calls in clear and takes the user a client's connection header names, as HBase's
+     * SIMPLE authentication does: Kerberos/SASL or TLS keep the calls on HBase's socket path.
+     */
+    private static String securityRefusal(Configuration conf) {
+        if (User.isHBaseSecurityEnabled(conf)) {
+            return "hbase.security.authentication=" + conf.get("hbase.security.authentication")
+                    + " (the fabric authenticates nothing beyond simple yet)";
+        }
+        for (String tls : new String[] {"hbase.server.netty.tls.enabled", "hbase.client.netty.tls.enabled"}) {
+            if (conf.getBoolean(tls, false)) {
+                return tls + "=true (the fabric carries calls without encryption)";
+            }
+        }
+        return null;
+    }
+
+    /**
+     * The largest frame a server's fabric node takes: HBase's limit, its slack and the session prefix, at
+     * most the largest message the registered memory holds (a power of two within the buffer cap).
+     */
+    int serverFrameBytesMax() {
+        return (int) Math.min(messageBytesCap(), (long) maxRequestBytes + TOO_BIG_SLACK_BYTES + Frames.PREFIX_BYTES);
+    }
+
+    /** The largest message the fabric's pool holds: it rounds a message up to a power of two. */
+    long messageBytesCap() {
+        return Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT, Long.highestOneBit(bufferCapBytes));
+    }
+
+    /** The fabric node of a server listening on {@code bindHost}, or of a client (null). */
+    FabricConfig.Builder nodeBuilder(String bindHost) {
+        FabricConfig.Builder b = FabricConfig.builder().transport(transport).poolCapBytes(bufferCapBytes);
+        if (bindHost != null) {
+            b.maxMessageBytes(serverFrameBytesMax())
+                    .listen(bindHost, port)
+                    .netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindHost, NET_DEVICES) : netDevices);
+        } else {
+            // A client's responses are as large as the server makes them (HBase sets no limit on them): as
+            // large as the registered memory allows.
+            b.maxMessageBytes((int) messageBytesCap());
+            if (!netDevices.isEmpty()) {
+                b.netDevices(netDevices);
+            }
+        }
+        return b;
+    }
+
+    static <E extends Enum<E>> E parseEnum(Class<E> type, String value, String key) {
+        try {
+            return Enum.valueOf(type, value.toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            StringBuilder allowed = new StringBuilder();
+            for (E constant : type.getEnumConstants()) {
+                allowed.append(allowed.length() == 0 ? "" : "|").append(constant.name().toLowerCase(Locale.ROOT));
+            }
+            throw new IllegalArgumentException("slipstream: " + key + "=" + value + ": expected " + allowed, e);
+        }
+    }
+}

@@ -1,0 +1,40 @@
+package io.slipstream.hbase.rpc;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.ipc.FifoRpcScheduler;
+import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.ipc.RpcServerFactory;
+import org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl;
+
+/** HBase's own test service (echo, error, pause: TestProtobufRpcServiceImpl) on a server of the configured impl. */
+final class EchoServers {
+    private EchoServers() {
+    }
+
+    /** A client and server configuration: the fabric impls, {@code fallback} as given. */
+    static Configuration conf(String fallback) {
+        Configuration conf = HBaseConfiguration.create();
+        conf.set("hbase.rpc.server.impl", FabricRpcServer.class.getName());
+        conf.set("hbase.rpc.client.impl", FabricRpcClient.class.getName());
+        conf.set(HBaseRpcConf.FALLBACK, fallback);
+        return conf;
+    }
+
+    /** Started, on 127.0.0.1 and a free port. */
+    static RpcServer start(Configuration conf) throws IOException {
+        RpcServer server = RpcServerFactory.createRpcServer(null, "echo",
+                List.of(new RpcServer.BlockingServiceAndInterface(TestProtobufRpcServiceImpl.SERVICE, null)),
+                new InetSocketAddress("127.0.0.1", 0), conf, new FifoRpcScheduler(conf, 2));
+        try {
+            server.start();
+        } catch (RuntimeException e) {
+            server.stop();
+            throw e;
+        }
+        return server;
+    }
+}

@@ -1,0 +1,193 @@
+package io.slipstream.hbase.rpc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.slipstream.fabric.FabricConfig;
+import io.slipstream.fabric.FabricEndpoint;
+import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.FabricNode;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.HConstants;
+import org.apache.hadoop.hbase.ServerName;
+import org.apache.hadoop.hbase.codec.KeyValueCodec;
+import org.apache.hadoop.hbase.exceptions.ConnectionClosedException;
+import org.apache.hadoop.hbase.ipc.HBaseRpcControllerImpl;
+import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl;
+import org.apache.hadoop.hbase.security.User;
+import org.apache.hbase.thirdparty.com.google.protobuf.ServiceException;
+import org.junit.jupiter.api.Test;
+
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestProtos.EchoRequestProto;
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestProtos.PauseRequestProto;
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestRpcServiceProtos.TestProtobufRpcProto;
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestRpcServiceProtos.TestProtobufRpcProto.BlockingInterface;
+import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.ConnectionHeader;
+import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.UserInformation;
+
+/** Bad frames and a dying server, on HBase's test service. */
+class FabricFailuresTest {
+    private static final int RPC_TIMEOUT_MS = 20_000;
+
+    @Test
+    void aMalformedFrameClosesThatSessionAndTheServerServesOn() throws Exception {
+        Configuration conf = EchoServers.conf("never");
+        RpcServer server = EchoServers.start(conf);
+        FabricRpcServer fabricServer = (FabricRpcServer) server;
+        try (FabricRpcClient client = new FabricRpcClient(conf);
+                FabricNode raw = FabricConfig.builder().start()) {
+            InetSocketAddress at = server.getListenerAddress();
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, at);
+            assertEquals("before", stub.echo(null, echo("before")).getMessage());
+            assertEquals(1, fabricServer.fabricSessions());
+
+            Discovery.Offer offer = openSession(client, at);
+            assertNull(offer.refusal());
+            assertEquals(2, fabricServer.fabricSessions());
+            FabricEndpoint endpoint = raw.endpoint(offer.host(), offer.port());
+            long refused = fabricServer.fabricFramesRefused();
+
+            // A frame whose HBase request header is garbage: that session is closed, the failure says so.
+            byte[] garbage = frame(Frames.FRAME_VERSION, offer.sessionId(), new byte[] {(byte) 0xff, (byte) 0xff,
+                    (byte) 0xff, (byte) 0xff, (byte) 0xff, 0x0f, 1, 2, 3});
+            FabricException e = assertThrows(FabricException.class, () -> endpoint.request(Frames.OP_CALL, garbage).close());
+            assertEquals(FabricException.Kind.REMOTE, e.kind());
+            assertTrue(e.getMessage().contains(Frames.MALFORMED), e.getMessage());
+            assertEquals(1, fabricServer.fabricSessions());
+            // The session is gone; another version or op is malformed whatever the session.
+            FabricException again = assertThrows(FabricException.class,
+                    () -> endpoint.request(Frames.OP_CALL, frame(Frames.FRAME_VERSION, offer.sessionId(), new byte[4])).close());
+            assertTrue(again.getMessage().contains(Frames.UNKNOWN_SESSION), again.getMessage());
+            FabricException version = assertThrows(FabricException.class,
+                    () -> endpoint.request(Frames.OP_CALL, frame((byte) 9, offer.sessionId(), new byte[4])).close());
+            assertTrue(version.getMessage().contains(Frames.MALFORMED), version.getMessage());
+            FabricException shortFrame = assertThrows(FabricException.class,
+                    () -> endpoint.request(Frames.OP_CALL, new byte[3]).close());
+            assertTrue(shortFrame.getMessage().contains(Frames.MALFORMED), shortFrame.getMessage());
+            assertEquals(refused + 4, fabricServer.fabricFramesRefused());
+
+            // The server serves on, the first client's session too.
+            long received = fabricServer.fabricCallsReceived();
+            assertEquals("after", stub.echo(null, echo("after")).getMessage());
+            assertEquals(received + 1, fabricServer.fabricCallsReceived());
+        } finally {
+            server.stop();
+        }
+    }
+
+    @Test
+    void sessionsStopAtTheLimitUnlessOneIsIdleLongEnough() throws Exception {
+        for (long idleMs : new long[] {600_000, 0}) {
+            Configuration conf = EchoServers.conf("never");
+            conf.setInt(HBaseRpcConf.SESSIONS_MAX, 2);
+            conf.setLong(HBaseRpcConf.SESSION_IDLE_MS, idleMs);
+            RpcServer server = EchoServers.start(conf);
+            FabricRpcServer fabricServer = (FabricRpcServer) server;
+            try (FabricRpcClient client = new FabricRpcClient(conf)) {
+                InetSocketAddress at = server.getListenerAddress();
+                assertNull(openSession(client, at).refusal());
+                assertNull(openSession(client, at).refusal());
+                Discovery.Offer third = openSession(client, at);
+                if (idleMs > 0) {
+                    assertTrue(String.valueOf(third.refusal()).contains("maximum of 2 fabric sessions"), third.refusal());
+                } else {
+                    assertNull(third.refusal(), "the session idle longest was evicted");
+                }
+                assertEquals(2, fabricServer.fabricSessions());
+            } finally {
+                server.stop();
+            }
+        }
+    }
+
+    @Test
+    void aCallPendingOnAKilledServerFailsWithHBasesExceptionWithinTheRpcTimeout() throws Exception {
+        String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+        Process child = new ProcessBuilder(java, "-Xmx256m", "-cp", System.getProperty("java.class.path"),
+                EchoServerMain.class.getName()).redirectErrorStream(true).start();
+        ExecutorService caller = Executors.newSingleThreadExecutor();
+        Configuration conf = EchoServers.conf("never");
+        conf.setInt(HConstants.HBASE_RPC_TIMEOUT_KEY, RPC_TIMEOUT_MS);
+        try (FabricRpcClient client = new FabricRpcClient(conf)) {
+            InetSocketAddress at = new InetSocketAddress("127.0.0.1", port(child));
+            BlockingInterface stub = TestProtobufRpcProto.newBlockingStub(client.createBlockingRpcChannel(
+                    ServerName.valueOf("127.0.0.1", at.getPort(), 0L), User.getCurrent(), RPC_TIMEOUT_MS));
+            assertEquals("alive", stub.echo(null, echo("alive")).getMessage());
+            long sent = FabricRpcClient.fabricCalls();
+            Future<?> pending = caller.submit(() -> stub.pause(null, PauseRequestProto.newBuilder().setMs(120_000).build()));
+            Thread.sleep(1000);
+            assertEquals(sent + 1, FabricRpcClient.fabricCalls(), "the pause call went over the fabric");
+            child.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+            long killedNanos = System.nanoTime();
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> pending.get(RPC_TIMEOUT_MS + 10_000, TimeUnit.MILLISECONDS));
+            long failedAfterMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killedNanos);
+            ServiceException se = assertInstanceOf(ServiceException.class, e.getCause());
+            // What HBase's Netty client raises when the connection closes under a call.
+            assertInstanceOf(ConnectionClosedException.class, se.getCause(), "HBase's exception: " + se.getCause());
+            assertTrue(failedAfterMs < RPC_TIMEOUT_MS, "failed " + failedAfterMs + " ms after the kill");
+        } finally {
+            caller.shutdownNow();
+            child.destroyForcibly();
+        }
+    }
+
+    private static EchoRequestProto echo(String message) {
+        return EchoRequestProto.newBuilder().setMessage(message).build();
+    }
+
+    private static byte[] frame(byte version, long session, byte[] body) {
+        return ByteBuffer.allocate(Frames.PREFIX_BYTES + body.length).put(version).putLong(session).put(body).array();
+    }
+
+    /** Messages 1-2 by hand, as the client does them: OpenSession for the test service on the socket path. */
+    private static Discovery.Offer openSession(FabricRpcClient client, InetSocketAddress at) throws Exception {
+        User user = User.getCurrent();
+        ConnectionHeader header = ConnectionHeader.newBuilder()
+                .setServiceName(TestProtobufRpcServiceImpl.SERVICE.getDescriptorForType().getName())
+                .setUserInfo(UserInformation.newBuilder().setEffectiveUser(user.getName()))
+                .setCellBlockCodecClass(KeyValueCodec.class.getCanonicalName()).build();
+        return Discovery.decode(client.createBlockingRpcChannel(ServerName.valueOf("127.0.0.1", at.getPort(), 0L), user,
+                RPC_TIMEOUT_MS).callBlockingMethod(Discovery.OPEN_SESSION, new HBaseRpcControllerImpl(), header,
+                Discovery.offerPrototype()));
+    }
+
+    private static int port(Process server) throws IOException {
+        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
+        StringBuilder seen = new StringBuilder();
+        for (String line; (line = out.readLine()) != null; ) {
+            if (line.startsWith("PORT ")) {
+                Thread drain = new Thread(() -> {
+                    try {
+                        while (out.readLine() != null) {
+                            // keep the child's pipe from filling
+                        }
+                    } catch (IOException ignored) {
+                        // the child is gone
+                    }
+                }, "echo-server-output");
+                drain.setDaemon(true);
+                drain.start();
+                return Integer.parseInt(line.substring(5).trim());
+            }
+            seen.append(line).append('\n');
+        }
+        throw new IOException("the echo server exited before printing its port:\n" + seen);
+    }
+}

@@ -1,0 +1,116 @@
+package org.apache.hadoop.hbase.ipc;
+
+import static org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl.SERVICE;
+import static org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl.newBlockingStub;
+import static org.junit.Assert.assertEquals;
+import static org.mockito.ArgumentMatchers.any;
+import static org.mockito.Mockito.spy;
+import static org.mockito.Mockito.times;
+import static org.mockito.Mockito.verify;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.Collections;
+import java.util.List;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hbase.codec.Codec;
+import org.apache.hbase.thirdparty.com.google.common.collect.Lists;
+import org.apache.hbase.thirdparty.com.google.protobuf.ServiceException;
+import org.junit.BeforeClass;
+import org.junit.Test;
+import org.junit.runner.RunWith;
+import org.junit.runners.Parameterized;
+import org.junit.runners.Parameterized.Parameters;
+
+import io.slipstream.hbase.rpc.FabricRpcClient;
+import io.slipstream.hbase.rpc.FabricRpcServer;
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestProtos.EchoRequestProto;
+import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestRpcServiceProtos.TestProtobufRpcProto.BlockingInterface;
+
+/**
+ * HBase's own IPC conformance tests ({@code AbstractTestIPC} from hbase-server's test jar, as
+ * {@code TestNettyIPC} runs them for Netty) against {@link FabricRpcServer} and {@link FabricRpcClient}
+ * with {@code slipstream.hbase.rpc.fallback=never}: every call of these tests but the connection-level
+ * ones (bad preamble, connection registry) goes over the fabric or fails. In HBase's package because
+ * {@code createBadAuthRpcClient} needs its package-private {@code ConnectionId}.
+ */
+@RunWith(Parameterized.class)
+public class FabricIpcConformanceTest extends AbstractTestIPC {
+
+    @Parameters(name = "{index}: rpcServerImpl={0}")
+    public static List<Object[]> parameters() {
+        return Collections.singletonList(new Object[] {FabricRpcServer.class});
+    }
+
+    @BeforeClass
+    public static void fabricOnly() {
+        CONF.set("slipstream.hbase.rpc.fallback", "never");
+    }
+
+    @Override
+    protected AbstractRpcClient<?> createRpcClientNoCodec(Configuration conf) {
+        return new FabricRpcClient(conf) {
+            @Override
+            protected Codec getCodec() {
+                return null;
+            }
+        };
+    }
+
+    @Override
+    protected AbstractRpcClient<?> createRpcClient(Configuration conf) {
+        return new FabricRpcClient(conf);
+    }
+
+    @Override
+    protected AbstractRpcClient<?> createRpcClientRTEDuringConnectionSetup(Configuration conf) {
+        return new FabricRpcClient(conf) {
+            @Override
+            protected boolean isTcpNoDelay() {
+                throw new RuntimeException("Injected fault");
+            }
+        };
+    }
+
+    @Override
+    protected AbstractRpcClient<?> createBadAuthRpcClient(Configuration conf) {
+        // A bad preamble is the socket path's business (the fabric has none): HBase's own bad connection.
+        return new FabricRpcClient(conf) {
+            @Override
+            protected NettyRpcConnection createConnection(ConnectionId remoteId) throws IOException {
+                return new BadAuthNettyRpcConnection(this, remoteId);
+            }
+        };
+    }
+
+    /**
+     * HBase's testRpcScheduler expects exactly 10 dispatches for 10 echo calls; a fabric client makes one
+     * more call first, OpenSession on the socket path (docs/hbase-rpc.md, message 1), and HBase's server
+     * dispatches it to the same scheduler as any call. The same test, counting it, and checking that the
+     * 10 echoes came over the fabric.
+     */
+    @Override
+    @Test
+    public void testRpcScheduler() throws IOException, ServiceException, InterruptedException {
+        Configuration clientConf = new Configuration(CONF);
+        RpcScheduler scheduler = spy(new FifoRpcScheduler(CONF, 1));
+        RpcServer rpcServer = RpcServerFactory.createRpcServer(null, "testRpcServer",
+                Lists.newArrayList(new RpcServer.BlockingServiceAndInterface(SERVICE, null)),
+                new InetSocketAddress("localhost", 0), CONF, scheduler);
+        verify(scheduler).init(any(RpcScheduler.Context.class));
+        try (AbstractRpcClient<?> client = createRpcClient(clientConf)) {
+            rpcServer.start();
+            verify(scheduler).start();
+            BlockingInterface stub = newBlockingStub(client, rpcServer.getListenerAddress());
+            EchoRequestProto param = EchoRequestProto.newBuilder().setMessage("hello").build();
+            for (int i = 0; i < 10; i++) {
+                stub.echo(null, param);
+            }
+            verify(scheduler, times(10 + 1)).dispatch(any(CallRunner.class));
+            assertEquals(10, ((FabricRpcServer) rpcServer).fabricCallsReceived());
+        } finally {
+            rpcServer.stop();
+            verify(scheduler).stop();
+        }
+    }
+}
