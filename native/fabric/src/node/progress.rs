@@ -33,34 +33,28 @@ const SLEEP_MAX_MS: i32 = 20;
 /// least this often.
 const HELPER_WAIT_MAX: Duration = Duration::from_millis(1);
 /// Its wait when no helper is in at the moment (a caller between two requests, or one that just
-/// parked): about the gap between a caller's back-to-back requests. A wake that is missed
-/// (a caller that parks without saying so, as the JVM's waiting threads do) then costs this,
-/// not `HELPER_WAIT_MAX`: before, it cost the Hadoop RPC engine's calls ~1 ms each.
+/// parked): about the gap between a caller's back-to-back requests. A caller that parked while
+/// the progress thread was deciding to wait (the JVM's waiting threads park in Java, unseen) then
+/// waits this for its response, not `HELPER_WAIT_MAX`: before, that cost the Hadoop RPC engine's
+/// calls ~1 ms each.
 const HELPER_GAP_WAIT_MAX: Duration = Duration::from_micros(100);
 
-/// Where the progress thread waits while helpers drive progress, and how it is woken.
+/// Where the progress thread waits while helpers drive progress, and how it is woken. A wake
+/// is not kept for a later wait: keeping it (tried) took the progress thread out of its waits and
+/// set it against the helpers, and a JVM request's round trip went from ~5 us to ~400 us at the
+/// median. Instead a wake cannot be lost in the 1 ms case: `wait` picks its bound after it
+/// declared itself waiting, under the mutex, and a leaving helper looks for a waiter after it left
+/// (SeqCst on both sides), so either the helper sees the waiter and wakes it, or the waiter sees
+/// no helper and waits only `HELPER_GAP_WAIT_MAX`.
 #[derive(Default)]
 pub(super) struct HelperGate {
     mutex: Mutex<()>,
     condvar: Condvar,
     waiting: AtomicBool,
-    /// Set by `open`, taken by the next `wait`.
-    opened: AtomicBool,
 }
 
 impl HelperGate {
-    /// Wakes the waiter, or makes the next `wait` return at once: for a caller that parks and
-    /// depends on the progress thread from now on. Never lost: `open` marks the gate before it
-    /// looks for a waiter, and `wait` looks at the mark after it declared itself waiting (SeqCst
-    /// on both sides), so one of the two sees the other.
-    pub(super) fn open(&self) {
-        self.opened.store(true, Ordering::SeqCst);
-        self.nudge();
-    }
-
-    /// Wakes the waiter if there is one; nothing is kept for the next `wait`. For a helper that
-    /// leaves: keeping it would take the progress thread out of every wait and set it against the
-    /// helpers for the lock (the JVM's message rate fell from 88k to 35k msg/s with that).
+    /// Wakes the waiter if there is one.
     pub(super) fn nudge(&self) {
         if self.waiting.load(Ordering::SeqCst) {
             let _guard = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
@@ -68,20 +62,15 @@ impl HelperGate {
         }
     }
 
-    /// Waits until `open`, a `nudge`, or the bound passed: `with_helpers` while `helpers_in()`
-    /// holds when the wait starts (a helper that leaves nudges: it sees the wait, or the wait sees
-    /// it gone), `without` otherwise. Returns false when the gate was open already (no wait).
-    pub(super) fn wait(&self, with_helpers: Duration, without: Duration, helpers_in: impl Fn() -> bool) -> bool {
+    /// Waits until a `nudge` or the bound passed: `with_helpers` while `helpers_in()` holds when
+    /// the wait starts, `without` otherwise. Returns the bound it waited for.
+    pub(super) fn wait(&self, with_helpers: Duration, without: Duration, helpers_in: impl Fn() -> bool) -> Duration {
         let guard = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
         self.waiting.store(true, Ordering::SeqCst);
-        let waited = !self.opened.swap(false, Ordering::SeqCst);
-        if waited {
-            let max = if helpers_in() { with_helpers } else { without };
-            let _ = self.condvar.wait_timeout(guard, max);
-            self.opened.store(false, Ordering::SeqCst);
-        }
+        let max = if helpers_in() { with_helpers } else { without };
+        let _ = self.condvar.wait_timeout(guard, max);
         self.waiting.store(false, Ordering::SeqCst);
-        waited
+        max
     }
 }
 
@@ -227,7 +216,7 @@ impl Runtime {
 
     /// Ends the progress thread's wait for helpers (a caller parks and nobody else progresses).
     pub(super) fn wake_progress_from_helpers(&self) {
-        self.helper_gate.open();
+        self.helper_gate.nudge();
     }
 
     /// While callers drive progress themselves, the progress thread waits for them to leave
@@ -391,48 +380,35 @@ mod tests {
     use std::time::{Duration, Instant};
 
     #[test]
-    fn a_helper_gate_opened_before_the_wait_is_not_waited_on() {
-        let gate = HelperGate::default();
-        gate.open();
-        assert!(!gate.wait(Duration::from_secs(30), Duration::from_secs(30), || true), "the wake came first: no wait");
-        // Taken by that wait: the next one waits (here until its bound), and so does one after a
-        // nudge that found no waiter.
-        gate.nudge();
-        let start = Instant::now();
-        assert!(gate.wait(Duration::from_millis(5), Duration::from_millis(5), || true));
-        assert!(start.elapsed() >= Duration::from_millis(5));
-    }
-
-    #[test]
-    fn a_helper_gate_opened_or_nudged_during_the_wait_ends_it() {
+    fn a_helper_gate_nudged_during_the_wait_ends_it() {
         let gate = std::sync::Arc::new(HelperGate::default());
-        for open in [true, false] {
-            let opener = {
-                let gate = gate.clone();
-                std::thread::spawn(move || {
-                    while !gate.waiting.load(Ordering::SeqCst) {
-                        std::thread::yield_now();
-                    }
-                    if open {
-                        gate.open();
-                    } else {
-                        gate.nudge();
-                    }
-                })
-            };
-            let start = Instant::now();
-            assert!(gate.wait(Duration::from_secs(30), Duration::from_secs(30), || true));
-            assert!(start.elapsed() < Duration::from_secs(20), "woken, not timed out");
-            opener.join().unwrap();
-        }
+        let nudger = {
+            let gate = gate.clone();
+            std::thread::spawn(move || {
+                while !gate.waiting.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                gate.nudge();
+            })
+        };
+        let start = Instant::now();
+        assert_eq!(gate.wait(Duration::from_secs(30), Duration::from_secs(30), || true), Duration::from_secs(30));
+        assert!(start.elapsed() < Duration::from_secs(20), "woken, not timed out");
+        nudger.join().unwrap();
     }
 
     #[test]
-    fn without_helpers_in_the_wait_is_the_short_one() {
+    fn the_gate_waits_long_only_while_helpers_are_in() {
         let gate = HelperGate::default();
+        let long = Duration::from_secs(30);
+        let short = Duration::from_millis(1);
+        // Without helpers (a caller that left, or parked unseen): the short bound, so a wake that
+        // came before the wait costs at most that.
+        assert_eq!(gate.wait(long, short, || false), short);
+        gate.nudge(); // no waiter: nothing kept
         let start = Instant::now();
-        assert!(gate.wait(Duration::from_secs(30), Duration::from_millis(1), || false));
-        assert!(start.elapsed() < Duration::from_secs(20), "the bound without helpers applied");
+        assert_eq!(gate.wait(Duration::from_millis(5), short, || true), Duration::from_millis(5));
+        assert!(start.elapsed() >= Duration::from_millis(5));
     }
 
     #[test]
