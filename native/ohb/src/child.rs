@@ -170,6 +170,22 @@ pub struct Captured {
     pub stderr: String,
 }
 
+/// `java -Xmx<heap> -cp <jvm/<module>/target/slipstream-<module>.jar>:<its classpath.txt>`: the
+/// command line of one of the JVM benchmark modules (`ohb-mapreduce`, `ohb-rpc`, `ohb-hdfs`,
+/// `ohb-hbase`), whose Maven build writes its dependencies' class path to `target/classpath.txt`.
+/// The caller adds further JVM options, the main class and its arguments.
+pub fn bench_jvm(root: &Path, module: &str, heap: &str) -> Result<Command, String> {
+    let target = root.join("jvm").join(module).join("target");
+    let classpath_file = target.join("classpath.txt");
+    let classpath = std::fs::read_to_string(&classpath_file)
+        .map_err(|e| format!("{}: {e} (build it: make jvm)", classpath_file.display()))?;
+    let mut cmd = Command::new(default_java());
+    cmd.arg(format!("-Xmx{heap}"))
+        .arg("-cp")
+        .arg(format!("{}:{}", target.join(format!("slipstream-{module}.jar")).display(), classpath.trim()));
+    Ok(cmd)
+}
+
 /// Runs `cmd` to completion with both outputs captured, killing it after `timeout`.
 pub fn run_captured(name: &str, mut cmd: Command, timeout: Duration) -> Result<Captured, String> {
     cmd.stderr(Stdio::piped());

@@ -1,12 +1,11 @@
 //! `ohb hbase`'s flags, the JVM run, the table and the targets.
 
 use super::{CONFIGS, TESTS};
-use crate::child::{default_java, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use crate::table::{format_ratio, format_us, Check};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 /// One run (three clusters, every test): bounded, then killed.
@@ -69,14 +68,8 @@ pub fn hbase_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let target = root.join("jvm/ohb-hbase/target");
-    let classpath_file = target.join("classpath.txt");
-    let classpath = std::fs::read_to_string(&classpath_file)
-        .map_err(|e| format!("{}: {e} (build it: make jvm)", classpath_file.display()))?;
-    let mut cmd = Command::new(default_java());
-    cmd.arg("-Xmx1g")
-        .arg("-cp")
-        .arg(format!("{}:{}", target.join("slipstream-ohb-hbase.jar").display(), classpath.trim()))
+    let mut cmd = bench_jvm(&root, "ohb-hbase", "1g")?;
+    cmd
         .arg("io.slipstream.ohb.hbase.HBaseBench")
         .args(&run.jvm_args);
     eprintln!("ohb hbase: running {} ...", CONFIGS.join(", "));

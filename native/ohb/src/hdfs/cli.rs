@@ -2,11 +2,10 @@
 
 use super::render::{parse_result, render};
 use super::{is_write, Workload, CONFIGS, TESTS};
-use crate::child::{default_java, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::write_json;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// One configuration's JVM run (cluster, files, measurement): bounded, then killed.
@@ -86,14 +85,8 @@ pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Vec<String>, Option
 }
 
 fn run_jvm(root: &Path, workload: &Workload, config: &str) -> Result<Value, String> {
-    let target = root.join("jvm/ohb-hdfs/target");
-    let classpath_file = target.join("classpath.txt");
-    let classpath = std::fs::read_to_string(&classpath_file)
-        .map_err(|e| format!("{}: {e} (build it: make jvm)", classpath_file.display()))?;
-    let mut cmd = Command::new(default_java());
-    cmd.arg("-Xmx2g")
-        .arg("-cp")
-        .arg(format!("{}:{}", target.join("slipstream-ohb-hdfs.jar").display(), classpath.trim()))
+    let mut cmd = bench_jvm(root, "ohb-hdfs", "2g")?;
+    cmd
         .arg("io.slipstream.ohb.hdfs.HdfsBench")
         .args(["--test", &workload.test, "--config", config])
         .args(["--file-bytes", &workload.file_bytes.to_string(), "--block-bytes", &workload.block_bytes.to_string()])

@@ -2,11 +2,10 @@
 
 use super::render::{parse_results, render};
 use super::{Workload, CONFIGS};
-use crate::child::{default_java, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::write_json;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// One test's JVM run (two clusters, every job): bounded, then killed.
@@ -66,15 +65,9 @@ pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Option<PathBuf>), S
 }
 
 fn run_jvm(root: &Path, workload: &Workload) -> Result<Vec<Value>, String> {
-    let target = root.join("jvm/ohb-mapreduce/target");
-    let classpath_file = target.join("classpath.txt");
-    let classpath = std::fs::read_to_string(&classpath_file)
-        .map_err(|e| format!("{}: {e} (build it: make jvm)", classpath_file.display()))?;
-    let mut cmd = Command::new(default_java());
-    cmd.arg("-Xmx1g")
+    let mut cmd = bench_jvm(root, "ohb-mapreduce", "1g")?;
+    cmd
         .arg("--add-opens=java.base/java.lang=ALL-UNNAMED")
-        .arg("-cp")
-        .arg(format!("{}:{}", target.join("slipstream-ohb-mapreduce.jar").display(), classpath.trim()))
         .arg("io.slipstream.ohb.mapreduce.MapReduceBench")
         .arg(&workload.pattern)
         .args(["--maps", &workload.maps.to_string(), "--reduces", &workload.reduces.to_string()])

@@ -2,11 +2,10 @@
 
 use super::render::{failures, parse_results, render_checks, render_lat, render_thr};
 use super::CONFIGS;
-use crate::child::{default_java, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 /// One test's JVM run (three servers, every point): bounded, then killed.
@@ -88,14 +87,8 @@ pub fn rpc_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let target = root.join("jvm/ohb-rpc/target");
-    let classpath_file = target.join("classpath.txt");
-    let classpath = std::fs::read_to_string(&classpath_file)
-        .map_err(|e| format!("{}: {e} (build it: make jvm)", classpath_file.display()))?;
-    let mut cmd = Command::new(default_java());
-    cmd.arg("-Xmx1g")
-        .arg("-cp")
-        .arg(format!("{}:{}", target.join("slipstream-ohb-rpc.jar").display(), classpath.trim()))
+    let mut cmd = bench_jvm(&root, "ohb-rpc", "1g")?;
+    cmd
         .arg("io.slipstream.ohb.rpc.RpcBench")
         .args(&run.jvm_args);
     eprintln!("ohb rpc {}: running {} ...", run.test, CONFIGS.join(", "));
