@@ -6,6 +6,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+#[path = "support/after_kill.rs"]
+mod after_kill;
+
+use after_kill::served_after_a_kill;
 use fabric::{Config, Error, Node, Transport};
 
 struct Peer {
@@ -133,28 +137,8 @@ fn peer_killed_mid_transfer(transport: Transport, peer_transport: &str) {
     assert!(elapsed < Duration::from_secs(10), "failing took {elapsed:?}");
     // The node keeps working: a new peer is served.
     let other = Peer::start(peer_transport);
-    served_after_a_kill(&node, other.addr);
+    served_after_a_kill(&node, other.addr, b"still here");
     assert!(node.stats().pool_bytes_in_use < (1 << 20), "buffers of failed requests returned to the pool");
-}
-
-/// After a peer was killed, `node` must serve a NEW request to a new peer at `addr`; a timeout is a
-/// failure. Over shared memory, a peer killed while writing into this node's receive FIFO can
-/// wedge it (UCX 1.13; docs/fabric.md, "Failures"): then no message arrives until the node's
-/// wedge check renews the worker (`Config::wedge_timeout`, 5 s), which fails the request in flight
-/// with `PeerFailed` ("renewed"); the next request must then be served.
-fn served_after_a_kill(node: &Node, addr: SocketAddr) {
-    let asked = Instant::now();
-    let ask = || node.endpoint(addr).and_then(|e| e.request(1, b"still here")).and_then(|p| p.wait());
-    match ask() {
-        Ok(response) => assert_eq!(&response[..], b"still here"),
-        Err(Error::PeerFailed { reason, .. }) if reason.contains("renewed") => {
-            eprintln!("UCX 1.13 shared-memory FIFO hazard hit and recovered: the worker was renewed after {:?}", asked.elapsed());
-            let response = ask().unwrap_or_else(|e| panic!("the node must serve a new request after renewing its worker: {e}"));
-            assert_eq!(&response[..], b"still here");
-        }
-        Err(other) => panic!("the node must keep working with a new peer (a timeout is a failure): {other}"),
-    }
-    assert!(asked.elapsed() < Duration::from_secs(12), "serving the new peer took {:?}", asked.elapsed());
 }
 
 #[test]
@@ -236,5 +220,5 @@ fn peer_killed_during_a_storm_of_small_requests() {
     }
     assert!(killed.elapsed() < Duration::from_secs(10), "failing took {:?}", killed.elapsed());
     let other = Peer::start("auto");
-    served_after_a_kill(&node, other.addr);
+    served_after_a_kill(&node, other.addr, b"still here");
 }
