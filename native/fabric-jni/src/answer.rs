@@ -50,12 +50,44 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_requestRespond<'lo
     offset: jint,
     length: jint,
 ) {
-    guard(&mut env, (), |env| {
+    respond_request(&mut env, request, payload, &direct, &heap, offset, length, false);
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_requestRespondAndClose<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    request: jlong,
+    payload: jlong,
+    heap: JByteArray<'local>,
+    offset: jint,
+    length: jint,
+) {
+    respond_request(&mut env, request, payload, &JByteBuffer::default(), &heap, offset, length, true);
+}
+
+/// Answers `request` with a copy of `direct` or `heap[offset..offset + length]`, freeing its
+/// payload; with `close`, its connection closes once the answer is sent.
+#[allow(clippy::too_many_arguments)]
+fn respond_request(
+    env: &mut JNIEnv,
+    request: jlong,
+    payload: jlong,
+    direct: &JByteBuffer,
+    heap: &JByteArray,
+    offset: jint,
+    length: jint,
+    close: bool,
+) {
+    guard(env, (), |env| {
         // Dropped at the end, after the copy: `direct` may be a view of it.
         let _payload = take_payload(payload);
-        let request: Request = take(request, "request")?;
+        let mut request: Request = take(request, "request")?;
+        if close {
+            request.close_connection_after_answer();
+        }
         let mut refused = None;
-        let data = copy_payload(env, &direct, &heap, offset, length, |len| {
+        let data = copy_payload(env, direct, heap, offset, length, |len| {
             request.alloc(len).inspect_err(|error| refused = Some(error.clone()))
         });
         match (data, refused) {
@@ -97,15 +129,36 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_requestFail<'local
     payload: jlong,
     message: JString<'local>,
 ) {
-    guard(&mut env, (), |env| {
+    fail_request(&mut env, request, payload, &message, false);
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_requestFailAndClose<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    request: jlong,
+    payload: jlong,
+    message: JString<'local>,
+) {
+    fail_request(&mut env, request, payload, &message, true);
+}
+
+/// Fails `request` with `message` (null: empty), freeing its payload; with `close`, its connection
+/// closes once the answer is sent (`Request::fail_and_close`).
+fn fail_request(env: &mut JNIEnv, request: jlong, payload: jlong, message: &JString, close: bool) {
+    guard(env, (), |env| {
         drop(take_payload(payload));
         let request: Request = take(request, "request")?;
         let text: String = if message.as_raw().is_null() {
             String::new()
         } else {
-            env.get_string(&message)?.into()
+            env.get_string(message)?.into()
         };
-        request.fail(&text);
+        if close {
+            request.fail_and_close(&text);
+        } else {
+            request.fail(&text);
+        }
         Ok(())
     })
 }

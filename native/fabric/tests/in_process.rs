@@ -343,6 +343,57 @@ fn connection_ids_name_each_connection_and_report_when_it_closed() {
     assert!(!server.connection_is_open(u64::MAX), "an id never issued is not open");
 }
 
+/// A handler that finds the layer above's protocol broken fails the request AND closes its
+/// connection: the caller gets the handler's message, the server serves nothing more on that
+/// connection, another client is not disturbed, and the same client's next request opens a
+/// new connection and is served.
+#[test]
+fn a_request_failed_with_close_answers_first_then_closes_only_its_connection() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorder = seen.clone();
+    let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 2 }, ..Config::default() };
+    let server = Node::start(
+        config,
+        Some(Arc::new(move |request: Request| {
+            recorder.lock().unwrap().push(request.connection_id());
+            match request.op() {
+                9 => request.fail_and_close("malformed frame: closing this session"),
+                _ => echo(request),
+            }
+        })),
+    )
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let bad = client(Transport::Auto);
+    let good = client(Transport::Auto);
+    good.endpoint(addr).unwrap().request(1, b"before").unwrap().wait().unwrap();
+    let endpoint = bad.endpoint(addr).unwrap();
+    endpoint.request(1, b"fine").unwrap().wait().unwrap();
+    match endpoint.request(9, b"garbage").unwrap().wait() {
+        Err(Error::Remote(message)) => assert!(message.contains("malformed frame"), "{message}"),
+        other => panic!("expected the handler's message, got {:?}", other.map(|r| r.len())),
+    }
+    let closed = seen.lock().unwrap()[2];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.connection_is_open(closed) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!server.connection_is_open(closed), "the connection that broke the protocol is closed");
+    let good_id = seen.lock().unwrap()[0];
+    assert!(server.connection_is_open(good_id), "the other client's connection stays");
+    assert_eq!(&good.endpoint(addr).unwrap().request(1, b"after").unwrap().wait().unwrap()[..], b"after");
+    // The peer sees the close (after the linger), and its next request goes on a new connection.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bad.stats().connections_open != 0 {
+        assert!(Instant::now() < deadline, "the client never saw the close: {:?}", bad.stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(&endpoint.request(1, b"again").unwrap().wait().unwrap()[..], b"again");
+    let last = *seen.lock().unwrap().last().unwrap();
+    assert_ne!(last, closed, "served on a new connection");
+    assert_eq!(server.stats().protocol_errors, 0, "the fabric's own protocol was kept");
+}
+
 /// A server that answers with its own name, so a response shows which node served it.
 fn named_server(name: &'static str) -> Node {
     let config = Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 1 }, ..Config::default() };

@@ -21,6 +21,9 @@ use super::send::Payload;
 use super::runtime::Runtime;
 use super::{NodeInner, NodeState};
 
+/// How long an endpoint closed by `close_after_answer` stays open after the answer (ms).
+const CLOSE_LINGER_MS: u64 = 1000;
+
 pub(super) struct Conn {
     pub(super) ep: u::ucp_ep_h,
     /// Set for connections this node opened (they are cached by peer and closed when idle).
@@ -276,6 +279,41 @@ impl NodeInner {
             if u::ucs_ptr_is_ptr(request) {
                 state.closing.push(request);
             }
+        }
+    }
+
+    /// Closes a connection right after an answer was posted on it (`Request::fail_and_close`).
+    /// Not a peer failure (the wedge watch is not started). At once: nothing more is served from
+    /// it, this node's own requests on it fail, its partial messages go, and it leaves the cache
+    /// and `connections_open`. Its endpoint closes `CLOSE_LINGER_MS` later: a peer may see a
+    /// disconnect (it comes through UCX's connection manager) before the answer still in its
+    /// receive queue (shared memory, another lane), so the close waits until the answer was
+    /// surely taken in.
+    pub(super) fn close_after_answer(&self, state: &mut NodeState, conn_id: u64) {
+        let Some(conn) = state.conns.get_mut(&conn_id).filter(|c| !c.failed) else { return };
+        conn.failed = true;
+        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        let peer = conn.peer_name.clone();
+        if let Some(addr) = conn.outgoing_peer {
+            if state.by_peer.get(&addr) == Some(&conn_id) {
+                state.by_peer.remove(&addr);
+            }
+        }
+        log_debug!("closing connection {conn_id} from {peer} after answering a request on it");
+        for request_id in state.pending.ids_on_conn(conn_id) {
+            let reason = "this node closed the connection after a broken request of the peer".to_string();
+            self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason }));
+        }
+        state.partials.drop_conn(conn_id);
+        state.same_host.drop_conn(conn_id);
+        state.lingering.push((conn_id, coarse_ms() + CLOSE_LINGER_MS));
+    }
+
+    /// Closes the endpoints of `close_after_answer` whose linger is over.
+    pub(super) fn close_lingering(&self, state: &mut NodeState, now_ms: u64) {
+        while let Some(position) = state.lingering.iter().position(|&(_, at_ms)| at_ms <= now_ms) {
+            let (conn_id, _) = state.lingering.swap_remove(position);
+            self.close_conn(state, conn_id, false);
         }
     }
 

@@ -150,6 +150,9 @@ struct NodeState {
     inline_ready: VecDeque<Request>,
     /// Connections to close once the current progress call returns.
     to_close: Vec<(u64, bool)>,
+    /// Connections closed by this node after an answer (`Request::close_connection_after_answer`):
+    /// failed already, their endpoints close at the time given (coarse ms; `close_lingering`).
+    lingering: Vec<(u64, u64)>,
     /// Endpoint-close requests not finished yet.
     closing: Vec<*mut c_void>,
     /// Boxed: each one's address is the `user_data` UCX hands back to `send_callback`.
@@ -272,6 +275,7 @@ impl Node {
                 outbox: VecDeque::new(),
                 inline_ready: VecDeque::new(),
                 to_close: Vec::new(),
+                lingering: Vec::new(),
                 closing: Vec::new(),
                 send_ctx_free: Vec::new(),
                 last_timeout_scan: now,

@@ -334,6 +334,7 @@ impl NodeInner {
         if now.duration_since(state.last_timeout_scan) >= TIMEOUT_SCAN_PERIOD {
             state.last_timeout_scan = now;
             self.expire_requests(state);
+            self.close_lingering(state, coarse_ms());
         }
         if now.duration_since(state.last_idle_scan) >= IDLE_SCAN_PERIOD {
             state.last_idle_scan = now;

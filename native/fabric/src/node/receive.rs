@@ -161,6 +161,7 @@ impl NodeInner {
                             op: header.op,
                             status,
                             payload: Payload::Bytes(e.to_string().into_bytes()),
+                            then_close: false,
                         });
                         return;
                     }
@@ -172,7 +173,7 @@ impl NodeInner {
                     Arc::increment_strong_count(self as *const NodeInner);
                     Arc::from_raw(self as *const NodeInner)
                 };
-                let request = Request { node, conn_id, request_id: header.request_id, op: header.op, payload: Some(payload), answered: false };
+                let request = Request { node, conn_id, request_id: header.request_id, op: header.op, payload: Some(payload), answered: false, then_close: false };
                 self.dispatch_request(state, request);
             }
             Kind::Response => self.complete_pending(state, header.request_id, payload.map(|buffer| Response { buffer })),

@@ -55,6 +55,8 @@ pub(super) struct Outgoing {
     pub(super) op: u16,
     pub(super) status: u16,
     pub(super) payload: Payload,
+    /// Close the connection once this answer is sent (`Request::fail_and_close`).
+    pub(super) then_close: bool,
 }
 
 /// The chunks a message of `total_len` bytes travels as: `(offset, len)` each, in order.
@@ -249,6 +251,9 @@ impl NodeInner {
             offset: 0,
         };
         self.send_message(state, outgoing.conn_id, header, outgoing.payload, None);
+        if outgoing.then_close {
+            self.close_after_answer(state, outgoing.conn_id);
+        }
     }
 }
 

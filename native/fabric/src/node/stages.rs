@@ -33,6 +33,8 @@ pub struct Request {
     pub(super) op: u16,
     pub(super) payload: Option<Buffer>,
     pub(super) answered: bool,
+    /// Close the connection once the answer is sent (`close_connection_after_answer`).
+    pub(super) then_close: bool,
 }
 
 impl Request {
@@ -80,6 +82,20 @@ impl Request {
         self.finish(wire::STATUS_REMOTE, Payload::Bytes(message.as_bytes().to_vec()));
     }
 
+    /// Makes the answer, whichever it is, close the connection the request came on: for a peer
+    /// that broke the protocol of the layer above (a malformed frame, a size over its limit). The
+    /// answer is sent first (the close flushes it), nothing more is served from the connection,
+    /// and the peer sees it close (its requests in flight on it fail with `Error::PeerFailed`).
+    pub fn close_connection_after_answer(&mut self) {
+        self.then_close = true;
+    }
+
+    /// `fail`, closing the connection after the answer (`close_connection_after_answer`).
+    pub fn fail_and_close(mut self, message: &str) {
+        self.close_connection_after_answer();
+        self.fail(message);
+    }
+
     /// Forgets the request without answering (the node is closing; the peer sees the connection close).
     pub(super) fn discard(mut self) {
         self.answered = true;
@@ -99,7 +115,7 @@ impl Request {
         debug_assert!(!self.answered);
         self.answered = true;
         self.payload = None;
-        let outgoing = Outgoing { conn_id: self.conn_id, request_id: self.request_id, op: self.op, status, payload };
+        let outgoing = Outgoing { conn_id: self.conn_id, request_id: self.request_id, op: self.op, status, payload, then_close: self.then_close };
         self.node.post_response(outgoing);
     }
 }

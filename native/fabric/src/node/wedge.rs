@@ -227,6 +227,7 @@ impl Runtime {
             state.conns.clear();
             state.by_peer.clear();
             state.to_close.clear();
+            state.lingering.clear();
             state.partials.clear();
         }
         // SAFETY: under the lock; no other borrow of the shared state is live.

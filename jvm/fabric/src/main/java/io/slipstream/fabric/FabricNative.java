@@ -145,6 +145,12 @@ final class FabricNative {
     /** The requester gets {@link FabricException.Kind#REMOTE} with {@code message}; consumes {@code request} and {@code payload}. */
     static native void requestFail(long request, long payload, String message);
 
+    /** As {@link #requestRespond} with a heap array, then closes the connection the request came on once the answer is sent. */
+    static native void requestRespondAndClose(long request, long payload, byte[] heap, int offset, int length);
+
+    /** As {@link #requestFail}, then closes the connection the request came on once the answer is sent. */
+    static native void requestFailAndClose(long request, long payload, String message);
+
     /** Drops an unanswered request: the requester gets "handler dropped the request". */
     static native void requestFree(long request);
 }

@@ -136,6 +136,39 @@ public final class FabricRequest {
         }
     }
 
+    /**
+     * Answers like {@link #respond(byte[], int, int)}, then closes the connection the request came
+     * on: for an engine that answers a broken request with its own error message and then drops
+     * the connection (HBase's answer to a request over its size limit). See {@link #failAndClose}.
+     */
+    public void respondAndClose(byte[] data, int offset, int length) {
+        Objects.checkFromIndexSize(offset, length, data.length);
+        long handle = take();
+        long payloadHandle = payload.takeIfLive();
+        try {
+            FabricNative.requestRespondAndClose(handle, payloadHandle, data, offset, length);
+        } finally {
+            answered();
+        }
+    }
+
+    /**
+     * Fails the request like {@link #fail}, then closes the connection it came on: for a peer that
+     * broke the protocol of the layer above (a malformed frame, a size over a limit). The answer is
+     * sent before the close; nothing more is served from that connection; the peer's requests in
+     * flight on it fail with {@code PEER_FAILED}, and its next request opens a new connection.
+     */
+    public void failAndClose(String message) {
+        Objects.requireNonNull(message, "message");
+        long handle = take();
+        long payloadHandle = payload.takeIfLive();
+        try {
+            FabricNative.requestFailAndClose(handle, payloadHandle, message);
+        } finally {
+            answered();
+        }
+    }
+
     @Override
     public String toString() {
         return "FabricRequest{op=" + op + ", answered=" + isAnswered() + "}";

@@ -203,4 +203,59 @@ class EchoTest {
             own.close();
         }
     }
+
+    /**
+     * {@code failAndClose} and {@code respondAndClose}: the caller gets the answer, the server drops
+     * that connection (its count of open connections falls back to 0), and the caller's next
+     * request is served on a new connection.
+     */
+    @Test
+    void answersThatCloseTheConnectionArriveThenTheConnectionCloses() throws Exception {
+        FabricNode own = Fixtures.serverConfig().start();
+        try {
+            own.serve(request -> {
+                byte[] bytes = new byte[request.payload().length()];
+                request.payloadBuffer().get(bytes);
+                switch (request.op()) {
+                    case OP_FAIL -> request.failAndClose("malformed frame: " + bytes.length + " bytes");
+                    case OP_DESCRIBE -> request.respondAndClose(bytes, 1, bytes.length - 1);
+                    default -> request.respond(bytes);
+                }
+            }, 1);
+            FabricEndpoint toOwn = client.endpoint(own.localAddress());
+            echoEventually(toOwn, (byte) 1);
+            assertEquals(1, own.stats().connectionsOpen());
+            FabricException failed = assertThrows(FabricException.class, () -> toOwn.request(OP_FAIL, new byte[3]));
+            assertEquals(FabricException.Kind.REMOTE, failed.kind());
+            assertTrue(failed.getMessage().contains("malformed frame: 3 bytes"), failed.getMessage());
+            assertTrue(Fixtures.eventually(java.time.Duration.ofSeconds(10), () -> { },
+                    () -> own.stats().connectionsOpen() == 0), "the server closed the connection: " + own.stats());
+            echoEventually(toOwn, (byte) 7);
+            assertEquals(1, own.stats().connectionsOpen(), "served on a new connection");
+            try (FabricBuffer response = toOwn.request(OP_DESCRIBE, new byte[] {5, 6, 7})) {
+                assertEquals(2, response.length());
+                assertEquals(6, response.byteBuffer().get(0));
+            }
+            assertTrue(Fixtures.eventually(java.time.Duration.ofSeconds(10), () -> { },
+                    () -> own.stats().connectionsOpen() == 0), "closed after the answer: " + own.stats());
+            echoEventually(toOwn, (byte) 9);
+        } finally {
+            own.close();
+        }
+    }
+
+    /** An echo of {@code b}; a request that went on a connection the server had just closed is asked again. */
+    private static void echoEventually(FabricEndpoint to, byte b) {
+        long deadline = System.nanoTime() + java.time.Duration.ofSeconds(10).toNanos();
+        while (true) {
+            try (FabricBuffer response = to.request(OP_ECHO, new byte[] {b})) {
+                assertEquals(b, response.byteBuffer().get(0));
+                return;
+            } catch (FabricException e) {
+                if (e.kind() != FabricException.Kind.PEER_FAILED || System.nanoTime() > deadline) {
+                    throw e;
+                }
+            }
+        }
+    }
 }

@@ -135,8 +135,10 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         int length = payload.remaining();
         if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES
                 || payload.get(payload.position()) != Frames.FRAME_VERSION) {
+            // Not this protocol at all (no session to name): that fabric connection goes, as Hadoop's
+            // server drops a connection whose preamble is wrong.
             framesRefused.incrementAndGet();
-            request.fail(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
+            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
             return;
         }
         long sessionId = payload.getLong(payload.position() + 1);

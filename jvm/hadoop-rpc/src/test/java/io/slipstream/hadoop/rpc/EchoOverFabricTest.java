@@ -169,12 +169,24 @@ class EchoOverFabricTest {
             assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.MALFORMED);
             assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.UNKNOWN_SESSION); // that session is gone
             assertRefused(endpoint, 7, bytes, Frames.MALFORMED);
+            // A frame of no session closes its fabric connection; the next goes on a new one.
+            awaitClosed(raw);
             assertRefused(endpoint, Frames.OP_CALL, new byte[3], Frames.MALFORMED);
+            awaitClosed(raw);
         }
         assertEquals(4, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
         assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);
+    }
+
+    /** The server closed {@code node}'s connection to it: the client sees it go within seconds. */
+    private static void awaitClosed(FabricNode node) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (node.stats().connectionsOpen() != 0) {
+            assertTrue(System.nanoTime() < deadline, "the server closed the connection: " + node.stats());
+            Thread.sleep(10);
+        }
     }
 
     private static void assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {

@@ -159,8 +159,10 @@ public class FabricRpcServer extends NettyRpcServer {
         int length = payload.remaining();
         if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES
                 || payload.get(payload.position()) != Frames.FRAME_VERSION) {
+            // Not this protocol at all (no session to name): that fabric connection goes, as a socket
+            // server drops a connection whose preamble is wrong.
             framesRefused.incrementAndGet();
-            request.fail(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
+            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
             return;
         }
         long sessionId = payload.getLong(payload.position() + 1);
@@ -186,7 +188,15 @@ public class FabricRpcServer extends NettyRpcServer {
                         + ". Set \"" + MAX_REQUEST_SIZE + "\" on server to override this limit (not recommended)";
                 LOG.warn(message);
                 framesRefused.incrementAndGet();
-                session.connection.respondTooBig(body, 0, bodyLength, message, responder);
+                // The session closes with this answer, as NettyRpcFrameDecoder closes the channel after
+                // it (the client's next call on the session learns so and opens a new one). It leaves
+                // the table first, so no frame of it is taken after the answer.
+                sessions.remove(sessionId, session);
+                try {
+                    session.connection.respondTooBig(body, 0, bodyLength, message, responder);
+                } finally {
+                    session.connection.close();
+                }
                 return;
             }
             // Counted before it is handed on: a handler may answer it before process() returns.

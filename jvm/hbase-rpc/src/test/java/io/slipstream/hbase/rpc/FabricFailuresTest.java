@@ -77,15 +77,44 @@ class FabricFailuresTest {
             FabricException version = assertThrows(FabricException.class,
                     () -> endpoint.request(Frames.OP_CALL, frame((byte) 9, offer.sessionId(), new byte[4])).close());
             assertTrue(version.getMessage().contains(Frames.MALFORMED), version.getMessage());
+            // A frame of no session closes its fabric connection; the next goes on a new one.
+            awaitClosed(raw);
             FabricException shortFrame = assertThrows(FabricException.class,
                     () -> endpoint.request(Frames.OP_CALL, new byte[3]).close());
             assertTrue(shortFrame.getMessage().contains(Frames.MALFORMED), shortFrame.getMessage());
+            awaitClosed(raw);
             assertEquals(refused + 4, fabricServer.fabricFramesRefused());
 
             // The server serves on, the first client's session too.
             long received = fabricServer.fabricCallsReceived();
             assertEquals("after", stub.echo(null, echo("after")).getMessage());
             assertEquals(received + 1, fabricServer.fabricCallsReceived());
+        } finally {
+            server.stop();
+        }
+    }
+
+    /** As NettyRpcFrameDecoder answers a request over the limit and then closes the channel. */
+    @Test
+    void aRequestOverTheLimitGetsHBasesErrorAndItsSessionCloses() throws Exception {
+        Configuration conf = EchoServers.conf("never");
+        conf.setInt(RpcServer.MAX_REQUEST_SIZE, 4096);
+        RpcServer server = EchoServers.start(conf);
+        FabricRpcServer fabricServer = (FabricRpcServer) server;
+        try (FabricRpcClient client = new FabricRpcClient(conf)) {
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, server.getListenerAddress());
+            assertEquals("before", stub.echo(null, echo("before")).getMessage());
+            assertEquals(1, fabricServer.fabricSessions());
+            long refused = fabricServer.fabricFramesRefused();
+            ServiceException e = assertThrows(ServiceException.class, () -> stub.echo(null, echo("x".repeat(8192))));
+            assertTrue(String.valueOf(e.getCause()).contains("RequestTooBigException"), "HBase's exception: " + e.getCause());
+            assertEquals(refused + 1, fabricServer.fabricFramesRefused());
+            assertEquals(0, fabricServer.fabricSessions(), "the session closed after the answer");
+            // The client finds its session gone (a closed connection, to HBase) and opens a new one.
+            ServiceException closed = assertThrows(ServiceException.class, () -> stub.echo(null, echo("stale")));
+            assertInstanceOf(ConnectionClosedException.class, closed.getCause(), "HBase's exception: " + closed.getCause());
+            assertEquals("after", stub.echo(null, echo("after")).getMessage());
+            assertEquals(1, fabricServer.fabricSessions());
         } finally {
             server.stop();
         }
@@ -189,5 +218,14 @@ class FabricFailuresTest {
             seen.append(line).append('\n');
         }
         throw new IOException("the echo server exited before printing its port:\n" + seen);
+    }
+
+    /** The server closed {@code node}'s connection to it: the client sees it go within seconds. */
+    private static void awaitClosed(FabricNode node) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (node.stats().connectionsOpen() != 0) {
+            assertTrue(System.nanoTime() < deadline, "the server closed the connection: " + node.stats());
+            Thread.sleep(10);
+        }
     }
 }
