@@ -3,14 +3,20 @@ package io.slipstream.hdfs.tiers;
 import java.util.Locale;
 
 /**
- * Triple-H's modes (docs/hdfs-tiers.md). Only HHH and HHH-M are built; the Lustre modes are named so that
- * asking for one gives a clear "not built yet" error instead of silently running another mode.
+ * Triple-H's modes (docs/hdfs-tiers.md). HHH, HHH-M and HHH-L are built; HHH-L-BB is named so that asking
+ * for it gives a clear "not built yet" error instead of silently running another mode.
  */
 public enum TierMode {
     /** RAM disk + SSD + HDD: the first replica of a new block in RAM, persisted in the background; the others on SSD/HDD. */
     HHH("hhh"),
     /** As HHH, and files marked short-lived (storage policy LAZY_PERSIST) keep every replica in RAM within a budget. */
-    HHH_M("hhh-m");
+    HHH_M("hhh-m"),
+    /**
+     * Parallel file system: one replica of each new block on the DataNodes' ARCHIVE storage, which stands for
+     * a directory on a parallel file system (Lustre, GPFS, BeeGFS) mounted on every DataNode; the others local,
+     * placed as HHH places them.
+     */
+    HHH_L("hhh-l");
 
     /** The value of {@code slipstream.hdfs.tiers.mode} that selects the mode. */
     public final String setting;
@@ -27,10 +33,11 @@ public enum TierMode {
                 return mode;
             }
         }
-        if (wanted.equals("hhh-l") || wanted.equals("hhh-l-bb")) {
+        if (wanted.equals("hhh-l-bb")) {
             throw new IllegalArgumentException(key + "=" + value + ": Triple-H mode " + wanted
-                    + " (Lustre-integrated) is not built yet; the modes built are hhh and hhh-m (docs/hdfs-tiers.md)");
+                    + " (burst buffer in front of the parallel file system) is not built yet; the modes built are "
+                    + "hhh, hhh-m and hhh-l (docs/hdfs-tiers.md)");
         }
-        throw new IllegalArgumentException(key + "=" + value + ": expected one of hhh, hhh-m");
+        throw new IllegalArgumentException(key + "=" + value + ": expected one of hhh, hhh-m, hhh-l");
     }
 }

@@ -27,7 +27,11 @@ final class TierPlanner {
         /** HHH: replication below {@code hhh.ramMinReplication}: every replica on persistent tiers. */
         NO_RAM_REPLICA,
         /** HHH-M: every replica in RAM. */
-        ALL_RAM
+        ALL_RAM,
+        /** HHH-L: one replica on the parallel file system (ARCHIVE), the others local as HHH places them. */
+        PFS_PLUS_LOCAL,
+        /** HHH-L: no ARCHIVE storage, or it is past its high-water mark: every replica local, as HHH. */
+        PFS_UNAVAILABLE
     }
 
     record Plan(Kind kind, BlockStoragePolicy policy) {
@@ -66,22 +70,45 @@ final class TierPlanner {
         Map<StorageType, TierSpace> left = new EnumMap<>(StorageType.class);
         left.putAll(tiers);
         StorageType[] types = new StorageType[replicas];
+        if (conf.mode == TierMode.HHH_L && unmarked) {
+            TierSpace pfs = tiers.getOrDefault(StorageType.ARCHIVE, TierSpace.ABSENT);
+            if (pfs.present() && pfs.fillAfter(blockBytes) <= conf.pfsHighWater) {
+                // The parallel file system's replica is persistent, so a local RAM replica keeps HHH's promise
+                // (a closed file has a replica on a persistent tier) whatever the replication.
+                planLocal(types, replicas - 1, ram, left, blockBytes, true);
+                types[replicas - 1] = StorageType.ARCHIVE;
+                return new Plan(Kind.PFS_PLUS_LOCAL, policy(filePolicy, "HHH-L", types));
+            }
+            planLocal(types, replicas, ram, left, blockBytes, replicas >= conf.ramMinReplication);
+            return new Plan(Kind.PFS_UNAVAILABLE, policy(filePolicy, "HHH-L", types));
+        }
+        Kind kind = planLocal(types, replicas, ram, left, blockBytes, !unmarked || replicas >= conf.ramMinReplication);
+        return new Plan(kind, policy(filePolicy, "HHH", types));
+    }
+
+    /**
+     * HHH's local placement of the first {@code count} replicas into {@code types}: the first in RAM when
+     * {@code ramAllowed} and RAM stays at or below its high-water mark with it, the others (or all) on SSD
+     * while it has room, then DISK.
+     */
+    private Kind planLocal(StorageType[] types, int count, TierSpace ram, Map<StorageType, TierSpace> left,
+            long blockBytes, boolean ramAllowed) {
         Kind kind;
         int next = 0;
-        if (unmarked && replicas < conf.ramMinReplication) {
+        if (!ramAllowed) {
             kind = Kind.NO_RAM_REPLICA;
-        } else if (ram.present() && ram.fillAfter(blockBytes) <= conf.ramHighWater) {
+        } else if (count > 0 && ram.present() && ram.fillAfter(blockBytes) <= conf.ramHighWater) {
             kind = Kind.RAM_FIRST;
             types[next++] = StorageType.RAM_DISK;
         } else {
             kind = Kind.RAM_SPILLED;
         }
-        while (next < replicas) {
+        while (next < count) {
             StorageType tier = persistentTier(left, blockBytes);
             types[next++] = tier;
             left.put(tier, left.getOrDefault(tier, TierSpace.ABSENT).withScheduled(blockBytes));
         }
-        return new Plan(kind, policy(filePolicy, "HHH", types));
+        return kind;
     }
 
     /**

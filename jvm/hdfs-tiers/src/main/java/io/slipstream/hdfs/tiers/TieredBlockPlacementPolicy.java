@@ -12,6 +12,7 @@ import org.apache.hadoop.conf.Configurable;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.AddBlockFlag;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.protocol.BlockStoragePolicy;
 import org.apache.hadoop.hdfs.server.blockmanagement.BlockPlacementPolicyDefault;
 import org.apache.hadoop.hdfs.server.blockmanagement.DatanodeDescriptor;
@@ -58,6 +59,12 @@ public class TieredBlockPlacementPolicy extends BlockPlacementPolicyDefault impl
         TiersConf tiers = new TiersConf(conf);
         planner = new TierPlanner(tiers);
         LOG.info("Triple-H placement: {}", tiers);
+        if (tiers.mode == TierMode.HHH_L && !conf.getBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY,
+                DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_DEFAULT)) {
+            LOG.warn("Triple-H hhh-l: {} is false, so readers are not sent to local replicas before the parallel file "
+                    + "system's (ARCHIVE) one at the same distance; set it to true (docs/hdfs-tiers.md)",
+                    DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY);
+        }
     }
 
     @Override
@@ -95,7 +102,11 @@ public class TieredBlockPlacementPolicy extends BlockPlacementPolicyDefault impl
             throw TieredBlockPlacementPolicy.<RuntimeException>sneaky(e);
         }
         blocksByKind.get(plan.kind()).incrementAndGet();
-        if (plan.kind() != TierPlanner.Kind.VANILLA && lastLoggedKind.getAndSet(plan.kind()) != plan.kind()) {
+        if (plan.kind() == TierPlanner.Kind.PFS_UNAVAILABLE && lastLoggedKind.getAndSet(plan.kind()) != plan.kind()) {
+            LOG.warn("Triple-H hhh-l: no ARCHIVE (parallel file system) storage with room below {} (from {}): new "
+                    + "blocks keep every replica local until it is back; tiers {}; blocks so far {}",
+                    TiersConf.PFS_HIGH_WATER.key(), srcPath, tiers, counters());
+        } else if (plan.kind() != TierPlanner.Kind.VANILLA && lastLoggedKind.getAndSet(plan.kind()) != plan.kind()) {
             LOG.info("Triple-H placement now {} (from {}): {} replicas of {} bytes as {}; tiers {}; blocks so far {}",
                     plan.kind(), srcPath, numOfReplicas, blockBytes, plan.policy(), tiers, counters());
         }

@@ -82,7 +82,8 @@ public class TieredFsDatasetFactory extends FsDatasetSpi.Factory<FsDatasetSpi<?>
     /**
      * Where a replica planned on {@code planned} goes when this DataNode has no room for it there: the first
      * tier after {@code planned} in SSD, DISK, ARCHIVE (any of them after RAM_DISK) that has a volume with
-     * room for the block; {@code planned} itself when none has (HDFS then reports the lack of space as it would).
+     * room for the block; for ARCHIVE (HHH-L's parallel file system), DISK then SSD; {@code planned} itself when
+     * none has (HDFS then reports the lack of space as it would).
      */
     static StorageType spillTier(StorageType planned, Map<StorageType, Long> freeBytesByTier, long blockBytes) {
         boolean after = planned == StorageType.RAM_DISK;
@@ -92,8 +93,19 @@ public class TieredFsDatasetFactory extends FsDatasetSpi.Factory<FsDatasetSpi<?>
             }
             after |= tier == planned;
         }
+        if (planned == StorageType.ARCHIVE) {
+            // HHH-L's parallel file system full or gone here: the replica stays on this DataNode's local tiers.
+            for (StorageType tier : LOCAL_BACK_FROM_ARCHIVE) {
+                if (freeBytesByTier.getOrDefault(tier, -1L) >= blockBytes) {
+                    return tier;
+                }
+            }
+        }
         return planned;
     }
+
+    /** Where a replica planned on ARCHIVE goes when this DataNode has no room there: the local tiers, largest first. */
+    private static final StorageType[] LOCAL_BACK_FROM_ARCHIVE = {StorageType.DISK, StorageType.SSD};
 
     /** Where a new replica goes: the tier, the storage id (null: any volume of the tier) and lazy persistence. */
     public record NewReplicaTarget(StorageType type, String storageId, boolean lazyPersist) {

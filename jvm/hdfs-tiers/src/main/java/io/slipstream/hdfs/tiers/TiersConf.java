@@ -14,7 +14,9 @@ public final class TiersConf {
     static final TierSetting MODE = new TierSetting(PREFIX + "mode", "hhh",
             "Triple-H mode: `hhh` (first replica of each new block in RAM, persisted in the background, the others on "
             + "SSD up to its high-water mark, then DISK) or `hhh-m` (as `hhh`, and files with storage policy LAZY_PERSIST keep every replica "
-            + "in RAM within `hhhm.budget.bytes`); `hhh-l` and `hhh-l-bb` are refused as not built yet");
+            + "in RAM within `hhhm.budget.bytes`) or `hhh-l` (one replica of each new block on the DataNodes' ARCHIVE "
+            + "storage, a directory on a parallel file system, the others placed as `hhh`); `hhh-l-bb` is refused as "
+            + "not built yet");
     static final TierSetting RAM_HIGH_WATER = new TierSetting(PREFIX + "ram.highWater", "0.9",
             "fraction of the cluster's RAM_DISK capacity above which a new block gets no RAM replica (it goes to the "
             + "next tier instead, the write does not fail); 0 < x <= 1");
@@ -26,6 +28,9 @@ public final class TiersConf {
             + "only when a new RAM write finds no room)");
     static final TierSetting SSD_HIGH_WATER = new TierSetting(PREFIX + "ssd.highWater", "0.9",
             "fraction of the cluster's SSD capacity above which persistent replicas go to DISK instead; 0 < x <= 1");
+    static final TierSetting PFS_HIGH_WATER = new TierSetting(PREFIX + "pfs.highWater", "0.95",
+            "`hhh-l`: fraction of the cluster's ARCHIVE (parallel file system) capacity above which new blocks keep "
+            + "every replica local (with a warning); 0 < x <= 1");
     static final TierSetting RAM_MIN_REPLICATION = new TierSetting(PREFIX + "hhh.ramMinReplication", "2",
             "a file without a storage policy of its own gets a RAM replica only when its replication is at least this, "
             + "so that a closed file always has a replica on a persistent tier, as under HDFS's default policy; 1 puts "
@@ -35,7 +40,8 @@ public final class TiersConf {
             + "is refused with TierBudgetExceededException; empty: 70% of the RAM_DISK capacity the DataNodes report");
     /** Every user setting, in the order the documentation lists them. */
     static final List<TierSetting> SETTINGS =
-            List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, RAM_MIN_REPLICATION, HHHM_BUDGET_BYTES);
+            List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, PFS_HIGH_WATER, RAM_MIN_REPLICATION,
+                    HHHM_BUDGET_BYTES);
 
     /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
     static final double DEFAULT_BUDGET_FRACTION = 0.7;
@@ -45,6 +51,7 @@ public final class TiersConf {
     public final double ramLowWater;
     public final long ramEvictCheckMs;
     public final double ssdHighWater;
+    public final double pfsHighWater;
     public final int ramMinReplication;
     /** Negative: {@link #DEFAULT_BUDGET_FRACTION} of the reported RAM_DISK capacity. */
     public final long hhhmBudgetBytes;
@@ -67,6 +74,7 @@ public final class TiersConf {
             throw new IllegalArgumentException(RAM_EVICT_CHECK_MS.key() + "=" + check + ": expected 0 to 3600000");
         }
         ssdHighWater = fraction(conf, SSD_HIGH_WATER);
+        pfsHighWater = fraction(conf, PFS_HIGH_WATER);
         String minReplication = conf.getTrimmed(RAM_MIN_REPLICATION.key(), RAM_MIN_REPLICATION.defaultValue());
         try {
             ramMinReplication = Integer.parseInt(minReplication);
@@ -115,7 +123,7 @@ public final class TiersConf {
     @Override
     public String toString() {
         return "mode=" + mode.setting + " ram.highWater=" + ramHighWater + " ram.lowWater=" + ramLowWater
-                + " ram.evictCheck.ms=" + ramEvictCheckMs + " ssd.highWater=" + ssdHighWater
+                + " ram.evictCheck.ms=" + ramEvictCheckMs + " ssd.highWater=" + ssdHighWater + " pfs.highWater=" + pfsHighWater
                 + " hhh.ramMinReplication=" + ramMinReplication + " hhhm.budget.bytes="
                 + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes);
     }

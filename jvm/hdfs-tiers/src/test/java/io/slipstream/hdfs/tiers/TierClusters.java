@@ -61,6 +61,21 @@ final class TierClusters {
         return conf;
     }
 
+    /** HHH-L's DataNodes: the three tiers plus an ARCHIVE directory standing for the parallel file system. */
+    static final StorageType[] TYPES_WITH_PFS = {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK, StorageType.ARCHIVE};
+    static final long PFS_BYTES = 256L * BLOCK_BYTES;
+
+    static MiniDFSCluster startWithPfs(Configuration conf, String name) throws IOException {
+        NativeIO.POSIX.setCacheManipulator(new NativeIO.POSIX.NoMlockCacheManipulator());
+        Path base = Files.createTempDirectory("slipstream-hdfs-tiers-" + name);
+        conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
+        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3)
+                .storagesPerDatanode(TYPES_WITH_PFS.length).storageTypes(TYPES_WITH_PFS)
+                .storageCapacities(new long[] {RAM_BYTES, SSD_BYTES, DISK_BYTES, PFS_BYTES}).build();
+        cluster.waitActive();
+        return cluster;
+    }
+
     static MiniDFSCluster start(Configuration conf, String name) throws IOException {
         // The test JVM may not lock memory (no native Hadoop library here); HDFS's own lazy-persist tests do this.
         NativeIO.POSIX.setCacheManipulator(new NativeIO.POSIX.NoMlockCacheManipulator());

@@ -136,4 +136,44 @@ class TierPlannerTest {
                 () -> planner.planNewBlock(LAZY, 3, BLOCK, Map.of(StorageType.DISK, space(new long[] {0, 9}))));
         assertTrue(e.getMessage().contains("no DataNode reports a RAM_DISK storage"), e.getMessage());
     }
+
+    /** RAM, SSD, DISK as {@link #tiers} and an ARCHIVE (parallel file system) tier with {@code pfs} blocks. */
+    private static Map<StorageType, TierSpace> withPfs(long[] pfs) {
+        Map<StorageType, TierSpace> tiers = tiers(new long[] {0, 10}, new long[] {0, 10}, new long[] {0, 100});
+        tiers.put(StorageType.ARCHIVE, space(pfs));
+        return tiers;
+    }
+
+    @Test
+    void hhhlPutsOneReplicaOnTheParallelFileSystemAndTheOthersLocallyAsHhh() throws Exception {
+        TierPlanner planner = planner("hhh-l");
+        TierPlanner.Plan plan = planner.planNewBlock(HOT, 3, BLOCK, withPfs(new long[] {0, 1000}));
+        assertEquals(TierPlanner.Kind.PFS_PLUS_LOCAL, plan.kind());
+        assertEquals(List.of(StorageType.RAM_DISK, StorageType.SSD, StorageType.ARCHIVE), types(plan, 3));
+        // The parallel file system's replica is persistent: two replicas may have one in RAM; one replica is on it.
+        assertEquals(List.of(StorageType.RAM_DISK, StorageType.ARCHIVE),
+                types(planner.planNewBlock(HOT, 2, BLOCK, withPfs(new long[] {0, 1000})), 2));
+        assertEquals(List.of(StorageType.ARCHIVE), types(planner.planNewBlock(HOT, 1, BLOCK, withPfs(new long[] {0, 1000})), 1));
+        // Where a DataNode's ARCHIVE has no room HDFS falls back to the next faster tier, as for the others.
+        assertEquals(StorageType.SSD, plan.policy().getCreationFallback(java.util.EnumSet.of(StorageType.ARCHIVE)));
+        // Files with a policy of their own are HDFS's, LAZY_PERSIST files placed as in HHH.
+        assertSame(ALL_SSD, planner.planNewBlock(ALL_SSD, 3, BLOCK, withPfs(new long[] {0, 1000})).policy());
+        assertEquals(TierPlanner.Kind.RAM_FIRST, planner.planNewBlock(LAZY, 3, BLOCK, withPfs(new long[] {0, 1000})).kind());
+    }
+
+    @Test
+    void hhhlWithoutRoomOnTheParallelFileSystemKeepsEveryReplicaLocal() throws Exception {
+        TierPlanner planner = planner("hhh-l");
+        TierPlanner.Plan absent = planner.planNewBlock(HOT, 3, BLOCK,
+                tiers(new long[] {0, 10}, new long[] {0, 10}, new long[] {0, 100}));
+        assertEquals(TierPlanner.Kind.PFS_UNAVAILABLE, absent.kind());
+        assertEquals(List.of(StorageType.RAM_DISK, StorageType.SSD, StorageType.SSD), types(absent, 3));
+        // 95 of 100 blocks used: one more passes the 95 % high-water mark.
+        TierPlanner.Plan full = planner.planNewBlock(HOT, 3, BLOCK, withPfs(new long[] {95, 100}));
+        assertEquals(TierPlanner.Kind.PFS_UNAVAILABLE, full.kind());
+        assertTrue(!types(full, 3).contains(StorageType.ARCHIVE), full.policy().toString());
+        // Without the parallel file system a single replica is kept off RAM, as HHH does.
+        assertEquals(List.of(StorageType.SSD), types(planner.planNewBlock(HOT, 1, BLOCK,
+                tiers(new long[] {0, 10}, new long[] {0, 10}, new long[] {0, 100})), 1));
+    }
 }

@@ -23,5 +23,10 @@ class TieredFsDatasetFactoryTest {
                 TieredFsDatasetFactory.spillTier(StorageType.RAM_DISK, Map.of(StorageType.RAM_DISK, 0L), BLOCK));
         assertEquals(StorageType.ARCHIVE, TieredFsDatasetFactory.spillTier(StorageType.DISK,
                 Map.of(StorageType.DISK, 0L, StorageType.ARCHIVE, BLOCK), BLOCK));
+        // HHH-L: a replica planned on the parallel file system (ARCHIVE) without room there stays local.
+        assertEquals(StorageType.DISK, TieredFsDatasetFactory.spillTier(StorageType.ARCHIVE,
+                Map.of(StorageType.ARCHIVE, 0L, StorageType.SSD, BLOCK, StorageType.DISK, BLOCK), BLOCK));
+        assertEquals(StorageType.SSD, TieredFsDatasetFactory.spillTier(StorageType.ARCHIVE,
+                Map.of(StorageType.SSD, BLOCK, StorageType.DISK, 0L), BLOCK));
     }
 }

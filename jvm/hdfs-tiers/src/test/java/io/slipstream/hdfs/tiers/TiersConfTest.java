@@ -33,8 +33,11 @@ class TiersConfTest {
     }
 
     @Test
-    void lustreModesAreRefusedAsNotBuiltYet() {
-        for (String mode : new String[] {"hhh-l", "HHH-L-BB"}) {
+    void theBurstBufferModeIsRefusedAsNotBuiltYetAndHhhlIsBuilt() {
+        Configuration l = new Configuration(false);
+        l.set(TiersConf.MODE.key(), "HHH-L");
+        assertEquals(TierMode.HHH_L, new TiersConf(l).mode);
+        for (String mode : new String[] {"hhh-l-bb", "HHH-L-BB"}) {
             Configuration conf = new Configuration(false);
             conf.set(TiersConf.MODE.key(), mode);
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new TiersConf(conf));
