@@ -116,6 +116,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as rpc lat",
     },
     TestInfo {
+        name: "rpc callbench",
+        description: "Hadoop's own RPCCallBenchmark (hadoop-common test jar, unmodified): calls/s, CPU per call client/server",
+        variants: "as rpc lat (engine chosen with rpc.engine.<TestRpcService>; counters checked after each run)",
+    },
+    TestInfo {
         name: "hdfs swl",
         description: "OHB's HDFS SWL: create a file, write it sequentially and close it (1 MiB files, one per iteration); latency p50/p99",
         variants: "vanilla (HDFS's own writer), plugin (SlipstreamDistributedFileSystem + DataNode plugin, fabric bytes checked), plugin-tcp",
@@ -154,7 +159,7 @@ pub fn usage() -> String {
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
-         \x20      ohb rpc lat|thr [options]\n\
+         \x20      ohb rpc lat|thr|callbench [options]\n\
          \x20      ohb hbase [options]\n\
          \x20      ohb hdfs swl|srl|rrl|swt|srt|all [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
@@ -276,6 +281,15 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
 
+Options for rpc callbench (Hadoop's RPCCallBenchmark, its server and clients in one JVM per configuration):
+  --quick              1 and 8 clients, 4 s each
+  --clients LIST       the tool's -c per point (default 1,8,16)
+  --handlers N         the tool's -s (default 16)
+  --bytes N            the tool's -m (default 1024)
+  --seconds N          the tool's -t (default 15)
+  --configs LIST       subset of vanilla,fabric,fabric-tcp
+  --json PATH          default results/ohb-rpc-callbench.json
+
 Options for hbase (HBase 2.6 mini cluster with one RegionServer in its own JVM per configuration; the
 PerformanceEvaluation client in the bench's JVM):
   --quick              1000 rows
@@ -317,6 +331,7 @@ Examples:
   ohb spark groupby --configs vanilla --repeats 1
   ohb mapreduce avg --quick
   ohb rpc lat --quick
+  ohb rpc callbench --quick
   ohb hbase --quick
   ohb report --input results --out report
 "#;
