@@ -121,6 +121,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as rpc lat (engine chosen with rpc.engine.<TestRpcService>; counters checked after each run)",
     },
     TestInfo {
+        name: "hdfs meta",
+        description: "Hadoop's own NNThroughputBenchmark (create, open, fileStatus, delete) against a NameNode in its own process: ops/s",
+        variants: "as rpc lat (rpc.engine.ClientNamenodeProtocolPB on both sides; client and NameNode counters checked)",
+    },
+    TestInfo {
         name: "hdfs swl",
         description: "OHB's HDFS SWL: create a file, write it sequentially and close it (1 MiB files, one per iteration); latency p50/p99",
         variants: "vanilla (HDFS's own writer), plugin (SlipstreamDistributedFileSystem + DataNode plugin, fabric bytes checked), plugin-tcp",
@@ -161,7 +166,7 @@ pub fn usage() -> String {
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
          \x20      ohb rpc lat|thr|callbench [options]\n\
          \x20      ohb hbase [options]\n\
-         \x20      ohb hdfs swl|srl|rrl|swt|srt|all [options]\n\
+         \x20      ohb hdfs swl|srl|rrl|swt|srt|all|meta [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -309,6 +314,14 @@ one JVM per configuration, the reader or writer in it):
   --configs LIST       subset of vanilla,plugin,plugin-tcp,vanilla-sc (vanilla required)
   --json PATH          default results/ohb-hdfs-<test>.json
 
+Options for hdfs meta (Hadoop's NNThroughputBenchmark in one JVM per configuration, its NameNode in another):
+  --quick              500 files per operation
+  --ops LIST           subset of create,open,fileStatus,delete (default all, in that order)
+  --files N            the tool's -files (default 5000)
+  --threads N          the tool's -threads (default 8)
+  --configs LIST       subset of vanilla,fabric,fabric-tcp
+  --json PATH          default results/ohb-hdfs-meta.json
+
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
   --out DIR            where index.html, summary.md and charts/ go (default report/)
@@ -332,6 +345,7 @@ Examples:
   ohb mapreduce avg --quick
   ohb rpc lat --quick
   ohb rpc callbench --quick
+  ohb hdfs meta --quick
   ohb hbase --quick
   ohb report --input results --out report
 "#;
