@@ -24,6 +24,10 @@ import org.apache.hadoop.hdfs.protocolPB.ClientNamenodeProtocolPB;
 import org.apache.hadoop.hdfs.server.namenode.NNThroughputBenchmark;
 import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.util.ExitUtil;
+import org.apache.log4j.ConsoleAppender;
+import org.apache.log4j.Level;
+import org.apache.log4j.Logger;
+import org.apache.log4j.PatternLayout;
 
 /**
  * {@code ohb hdfs meta}'s JVM side: Hadoop's own {@code NNThroughputBenchmark} (hadoop-hdfs's test jar),
@@ -75,6 +79,11 @@ public final class NnMetaBench {
         Path dir = Files.createTempDirectory("ohb-hdfs-meta-");
         // The tool's printUsage ends the JVM through ExitUtil: make that an exception of this run instead.
         ExitUtil.disableSystemExit();
+        // The tool prints its results with LOG.info: its logger alone to stdout (the module ships no
+        // log4j.properties, so Hadoop's other logs stay off).
+        Logger toolLog = Logger.getLogger(NNThroughputBenchmark.class);
+        toolLog.setLevel(Level.INFO);
+        toolLog.addAppender(new ConsoleAppender(new PatternLayout("%m%n"), ConsoleAppender.SYSTEM_OUT));
         boolean ok;
         Process server = startServer(config, dir.resolve("namenode").toFile());
         ServerOutput serverOut = new ServerOutput(server);
@@ -157,7 +166,7 @@ public final class NnMetaBench {
                         } else if (line.startsWith("SERVED ")) {
                             served.set(Long.parseLong(line.substring(7).trim()));
                         } else {
-                            System.err.println("namenode| " + line);
+                            System.err.println("namenode| " + line); // its stray output, if any
                         }
                     }
                 } catch (IOException | NumberFormatException e) {
