@@ -290,6 +290,9 @@ mod tests {
         assert!(results_of("vanilla", &ops("open"), &wrong).unwrap()[0]["error"].as_str().unwrap().contains("no open stats"));
         let fine = wrong.replace("create", "open");
         assert!(results_of("vanilla", &ops("open"), &fine).unwrap()[0]["error"].is_null());
+        // NnMetaBench's own layout for the tool's logger: the message alone.
+        let bare = "--- fileStatus stats  ---\n# operations: 10\nElapsed Time: 5\n Ops per sec: 2000.0\nAverage Time: 0\n";
+        assert_eq!(parse_stats(bare, "fileStatus").unwrap()["ops_per_s"], 2000.0);
     }
 
     #[test]
