@@ -160,6 +160,8 @@ demo: build spark-homes
 	$(OHB) mapreduce all --records 65536
 	$(OHB) rpc lat
 	$(OHB) rpc thr
+	$(OHB) rpc callbench --quick
+	$(OHB) hdfs meta --quick
 	$(OHB) hbase --quick
 	$(OHB) hdfs all --quick
 	$(OHB) report
@@ -175,6 +177,8 @@ bench: build spark-homes
 	$(OHB) mapreduce sort
 	$(OHB) rpc lat
 	$(OHB) rpc thr
+	$(OHB) rpc callbench
+	$(OHB) hdfs meta
 	$(OHB) hbase
 	$(OHB) hdfs all
 	$(OHB) report

@@ -116,6 +116,16 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as rpc lat",
     },
     TestInfo {
+        name: "rpc callbench",
+        description: "Hadoop's own RPCCallBenchmark (hadoop-common test jar, unmodified): calls/s, CPU per call client/server",
+        variants: "as rpc lat (engine chosen with rpc.engine.<TestRpcService>; counters checked after each run)",
+    },
+    TestInfo {
+        name: "hdfs meta",
+        description: "Hadoop's own NNThroughputBenchmark (create, open, fileStatus, delete) against a NameNode in its own process: ops/s",
+        variants: "as rpc lat (rpc.engine.ClientNamenodeProtocolPB on both sides; client and NameNode counters checked)",
+    },
+    TestInfo {
         name: "hdfs swl",
         description: "OHB's HDFS SWL: create a file, write it sequentially and close it (1 MiB files, one per iteration); latency p50/p99",
         variants: "vanilla (HDFS's own writer), plugin (SlipstreamDistributedFileSystem + DataNode plugin, fabric bytes checked), plugin-tcp",
@@ -154,9 +164,9 @@ pub fn usage() -> String {
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
          \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
-         \x20      ohb rpc lat|thr [options]\n\
+         \x20      ohb rpc lat|thr|callbench [options]\n\
          \x20      ohb hbase [options]\n\
-         \x20      ohb hdfs swl|srl|rrl|swt|srt|all [options]\n\
+         \x20      ohb hdfs swl|srl|rrl|swt|srt|all|meta [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -276,6 +286,15 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
 
+Options for rpc callbench (Hadoop's RPCCallBenchmark, its server and clients in one JVM per configuration):
+  --quick              1 and 8 clients, 4 s each
+  --clients LIST       the tool's -c per point (default 1,8,16)
+  --handlers N         the tool's -s (default 16)
+  --bytes N            the tool's -m (default 1024)
+  --seconds N          the tool's -t (default 15)
+  --configs LIST       subset of vanilla,fabric,fabric-tcp
+  --json PATH          default results/ohb-rpc-callbench.json
+
 Options for hbase (HBase 2.6 mini cluster with one RegionServer in its own JVM per configuration; the
 PerformanceEvaluation client in the bench's JVM):
   --quick              1000 rows
@@ -294,6 +313,14 @@ one JVM per configuration, the reader or writer in it):
   --iterations N       files written or read (swl/srl/rrl, one per iteration) or swt/srt runs; medians reported
   --configs LIST       subset of vanilla,plugin,plugin-tcp,vanilla-sc (vanilla required)
   --json PATH          default results/ohb-hdfs-<test>.json
+
+Options for hdfs meta (Hadoop's NNThroughputBenchmark in one JVM per configuration, its NameNode in another):
+  --quick              500 files per operation
+  --ops LIST           subset of create,open,fileStatus,delete (default all, in that order)
+  --files N            the tool's -files (default 5000)
+  --threads N          the tool's -threads (default 8)
+  --configs LIST       subset of vanilla,fabric,fabric-tcp
+  --json PATH          default results/ohb-hdfs-meta.json
 
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
@@ -317,6 +344,8 @@ Examples:
   ohb spark groupby --configs vanilla --repeats 1
   ohb mapreduce avg --quick
   ohb rpc lat --quick
+  ohb rpc callbench --quick
+  ohb hdfs meta --quick
   ohb hbase --quick
   ohb report --input results --out report
 "#;

@@ -125,3 +125,23 @@ fn a_failed_cache_point_exits_non_zero() {
     assert!(json.is_file(), "the JSON is written before the exit");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Hadoop's own tools (`rpc callbench`, `hdfs meta`): listed, and bad flags refused before any JVM starts.
+#[test]
+fn hadoop_tool_flags_are_checked_before_any_jvm_starts() {
+    let text = String::from_utf8(ohb().arg("--help").output().unwrap().stdout).unwrap();
+    for needle in ["rpc callbench", "hdfs meta", "RPCCallBenchmark", "NNThroughputBenchmark"] {
+        assert!(text.contains(needle), "usage lacks {needle}:\n{text}");
+    }
+    for (args, expected) in [
+        (&["rpc", "callbench", "--clients", "0"][..], "--clients"),
+        (&["rpc", "callbench", "--configs", "grpc"][..], "grpc"),
+        (&["hdfs", "meta", "--ops", "mkdirs"][..], "mkdirs"),
+        (&["hdfs", "meta", "--files"][..], "--files"),
+    ] {
+        let out = ohb().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

@@ -16,8 +16,11 @@
 //! path was not taken (plugin: every measured byte over the fabric, by the plugin's counters;
 //! vanilla-sc: short-circuit bytes read). ohb then
 //! exits non-zero too. Logs go to `build/ohb-hdfs-<test>-<config>.log`.
+//!
+//! `ohb hdfs meta` (`meta.rs`): Hadoop's own NNThroughputBenchmark against a NameNode served by each RPC engine.
 
 pub mod cli;
+pub mod meta;
 pub mod render;
 
 /// The configurations, in the order they run.

@@ -62,6 +62,8 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         }
         "rpc lat" => rpc_chart(&mut run, v, &id, "bytes", "p50_us", "payload", "p50 latency, us", true),
         "rpc thr" => rpc_chart(&mut run, v, &id, "clients", "calls_per_s", "client threads", "calls/s", false),
+        "rpc callbench" => rpc_chart(&mut run, v, &id, "clients", "calls_per_s", "client threads", "calls/s", false),
+        "hdfs meta" => hdfs_meta_charts(&mut run, v, &id),
         "hdfs swl" | "hdfs srl" | "hdfs rrl" | "hdfs swt" | "hdfs srt" => hdfs_charts(&mut run, v, &id),
         "hdfs all" => {
             for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
@@ -341,6 +343,23 @@ fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// NNThroughputBenchmark: ops/s per configuration, one bar chart per operation (failed points left out).
+fn hdfs_meta_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
+    for op in crate::hdfs::meta::OPS {
+        let values: Vec<(String, f64)> = crate::rpc::CONFIGS
+            .iter()
+            .filter_map(|config| {
+                let r = results.iter().find(|r| r["config"] == *config && r["op"] == op && r["error"].is_null())?;
+                Some((config.to_string(), r["ops_per_s"].as_f64()?))
+            })
+            .collect();
+        if !values.is_empty() {
+            run.charts.push(bars(id(&format!("meta {op}")), format!("hdfs meta: NNThroughputBenchmark {op}"), "configuration", "ops/s", values));
+        }
+    }
+}
+
 /// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
 fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -440,6 +459,16 @@ mod tests {
         assert_eq!(*x_format, XFormat::Number);
         assert_eq!(series[0].points, vec![(1.0, 1000.0), (8.0, 8000.0)]);
         assert_eq!(series[1].points, vec![(1.0, 1000.0)], "the failed point is left out");
+    }
+
+    #[test]
+    fn hdfs_meta_gives_an_ops_bar_chart_per_operation() {
+        let point = |config: &str, op: &str, error: Option<&str>| json!({"config": config, "op": op, "ops_per_s": 700.0, "error": error});
+        let v = json!({"bench": "hdfs meta", "results": [point("vanilla", "open", None), point("fabric", "open", Some("no proof")),
+            point("vanilla", "delete", None)]});
+        let run = run_of("ohb-hdfs-meta.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 2);
+        assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("vanilla".into(), 700.0)] }, "the failed point is left out");
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub struct Run {
 pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     let test = argv.first().map(String::as_str).unwrap_or("");
     if test != "lat" && test != "thr" {
-        return Err(format!("which RPC test? lat or thr (got '{test}')\n{USAGE}"));
+        return Err(format!("which RPC test? lat, thr or callbench (got '{test}')\n{USAGE}"));
     }
     let quick = argv.iter().any(|a| a == "--quick");
     let mut jvm_args: Vec<String> = vec![test.to_string()];
@@ -84,6 +84,9 @@ pub fn rpc_main(argv: &[String]) -> Result<(), String> {
     if matches!(argv.first().map(String::as_str), Some("--help" | "-h")) {
         print!("{USAGE}");
         return Ok(());
+    }
+    if argv.first().map(String::as_str) == Some("callbench") {
+        return super::callbench::callbench_main(&argv[1..]);
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));

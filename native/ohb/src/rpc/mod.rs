@@ -1,4 +1,4 @@
-//! `ohb rpc lat|thr`: OHB's RPC latency and throughput tests on Hadoop RPC 3.4 (Hadoop's own echo
+//! `ohb rpc lat|thr|callbench`: OHB's RPC latency and throughput tests on Hadoop RPC 3.4 (Hadoop's own echo
 //! protocol, `TestProtobufRpcProto.echo`), three configurations side by side in one run:
 //!
 //! - `vanilla`: Hadoop's `ProtobufRpcEngine2` over its sockets;
@@ -12,7 +12,10 @@
 //! threads for a fixed time (calls/s). Each point prints `OHB_RPC_RESULT {json}`; a fabric point whose
 //! calls did not all go over the fabric (the engine's counter) is a failed point, and `ohb` exits
 //! non-zero. The JVM's log goes to `build/ohb-rpc-<test>.log`.
+//!
+//! `ohb rpc callbench` (`callbench.rs`) runs Hadoop's own `RPCCallBenchmark` against the same three.
 
+pub mod callbench;
 pub mod cli;
 pub mod render;
 
