@@ -60,6 +60,16 @@ final class Completer implements Runnable {
     private static final int CLOCK_EVERY_DRIVING = 4;
 
     /**
+     * Threads of one node that may spin as helpers at once: one core is left for the rest of the
+     * process (at least one), as the fabric's own waiters do (Rust {@code SPINNING_WAITERS_MAX}). More
+     * spinners than cores starve the threads that would answer them: with 8 Hadoop RPC client threads
+     * each spinning, Hadoop's RPCCallBenchmark measured 184-344 us of client CPU per call against
+     * vanilla's 21-92 us (docs/benchmarks.md). The others park at once; the spinning helper (or the
+     * completer thread) completes their futures, which wakes them.
+     */
+    static final int SPINNERS_MAX = Integer.getInteger("slipstream.fabric.spinnersMax", Math.max(1, Runtime.getRuntime().availableProcessors() - 1));
+
+    /**
      * How deep waits nest on one thread: a dependent action that waits for another future helps too,
      * with its own batch, after delivering what the batches it interrupted still hold (one of those
      * may be the completion it waits for). Deeper waits just park.
@@ -138,6 +148,9 @@ final class Completer implements Runnable {
     private volatile long closeDeadlineNanos;
     private volatile boolean closing;
     private volatile boolean exited;
+
+    /** Threads spinning in {@link #help} at nesting level 0 now (at most {@link #SPINNERS_MAX}). */
+    private final java.util.concurrent.atomic.AtomicInteger spinners = new java.util.concurrent.atomic.AtomicInteger();
 
     private final String threadName;
     /** Waiting threads drive the fabric's progress themselves: only on a node that serves no requests. */
@@ -335,9 +348,18 @@ final class Completer implements Runnable {
         if (level == NESTING_MAX) {
             return;
         }
+        // A first-level wait spins only while fewer than SPINNERS_MAX do; nested waits (inside a
+        // dependent action, which may hold up completions) always help.
+        boolean counted = level == 0 && Thread.currentThread() != thread;
+        if (counted && !takeSpinnerSlot()) {
+            return;
+        }
         try {
             node.enter();
         } catch (FabricException e) {
+            if (counted) {
+                spinners.decrementAndGet();
+            }
             return; // closed: the completer thread fails what is left
         }
         if (levels[level] == null) {
@@ -397,6 +419,9 @@ final class Completer implements Runnable {
             LOG.log(Level.ERROR, "polling completions failed", e);
         } finally {
             batch.busy = false;
+            if (counted) {
+                spinners.decrementAndGet();
+            }
             node.exit();
         }
     }
@@ -452,6 +477,21 @@ final class Completer implements Runnable {
                 Thread.currentThread().interrupt();
             }
         }
+    }
+
+    /** A place among the spinning helpers, if one is free (never counts past the limit, even briefly). */
+    private boolean takeSpinnerSlot() {
+        for (int now = spinners.get(); now < SPINNERS_MAX; now = spinners.get()) {
+            if (spinners.compareAndSet(now, now + 1)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Threads spinning as first-level helpers now (tests). */
+    int spinning() {
+        return spinners.get();
     }
 
     int awaiting() {

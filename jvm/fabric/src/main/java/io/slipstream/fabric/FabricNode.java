@@ -287,6 +287,11 @@ public final class FabricNode implements AutoCloseable {
         return handle.isFreed();
     }
 
+    /** Threads spinning in {@code get}/{@code join} to complete this node's futures now (tests). */
+    int helpersSpinning() {
+        return completer.spinning();
+    }
+
     public boolean isClosed() {
         return handle.isClosed();
     }

@@ -193,4 +193,42 @@ class HelpingTest {
         turns.leave(other);
         assertNull(turns.puller());
     }
+
+    /**
+     * Many threads waiting at once: at most {@link Completer#SPINNERS_MAX} of them spin (one core is left
+     * for the others), the rest park and are completed by the spinner or the completer thread.
+     */
+    @Test
+    void atMostSpinnersMaxWaitingThreadsSpinAtOnce() throws Exception {
+        int threads = 8;
+        java.util.concurrent.atomic.AtomicInteger maxSpinning = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicBoolean running = new java.util.concurrent.atomic.AtomicBoolean(true);
+        Thread sampler = new Thread(() -> {
+            while (running.get()) {
+                maxSpinning.accumulateAndGet(client.helpersSpinning(), Math::max);
+                Thread.onSpinWait();
+            }
+        });
+        sampler.start();
+        List<CompletableFuture<Void>> waiters = new ArrayList<>();
+        try {
+            for (int t = 0; t < threads; t++) {
+                waiters.add(CompletableFuture.runAsync(() -> {
+                    try {
+                        window(client, 2_000, 2);
+                    } catch (Exception e) {
+                        throw new IllegalStateException(e);
+                    }
+                }, command -> new Thread(command).start()));
+            }
+            CompletableFuture.allOf(waiters.toArray(new CompletableFuture[0])).get(60, TimeUnit.SECONDS);
+        } finally {
+            running.set(false);
+            sampler.join();
+        }
+        assertTrue(maxSpinning.get() >= 1, "the waiting threads helped");
+        assertTrue(maxSpinning.get() <= Completer.SPINNERS_MAX,
+                maxSpinning.get() + " threads spun at once, at most " + Completer.SPINNERS_MAX + " may");
+        assertEquals(0, client.helpersSpinning());
+    }
 }
