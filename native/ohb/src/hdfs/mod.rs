@@ -18,6 +18,7 @@
 //! exits non-zero too. Logs go to `build/ohb-hdfs-<test>-<config>.log`.
 
 pub mod cli;
+pub mod dfsio;
 pub mod render;
 
 /// The configurations, in the order they run.

@@ -69,6 +69,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
             }
         }
         "hbase pe" => hbase_charts(&mut run, v, &id),
+        "hdfs dfsio" => dfsio_charts(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -341,6 +342,24 @@ fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// Hadoop's TestDFSIO: its "Throughput mb/sec" per configuration, one bar chart for write, one for read.
+fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let runs = v.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
+    for test in crate::hdfs::dfsio::DFSIO_TESTS {
+        let values: Vec<(String, f64)> = runs
+            .iter()
+            .filter_map(|r| {
+                let result = r["testdfsio"].as_array()?.iter().find(|x| x["test"] == test)?;
+                Some((r["config"].as_str()?.to_string(), result["throughput_mb_s"].as_f64()?))
+            })
+            .collect();
+        if !values.is_empty() {
+            let title = format!("hdfs dfsio: TestDFSIO {test} throughput");
+            run.charts.push(bars(id(&format!("hdfs dfsio {test}")), title, "configuration", "MB/s", values));
+        }
+    }
+}
+
 /// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
 fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -396,6 +415,18 @@ mod tests {
         let v = json!({"bench": "hdfs all", "tests": [test("srl"), test("srt")]});
         let run = run_of("ohb-hdfs-all.json", &v).unwrap();
         assert_eq!(run.charts.len(), 2);
+    }
+
+    /// The shape `hdfs/dfsio.rs` writes: TestDFSIO's results per configuration under "runs".
+    #[test]
+    fn hdfs_dfsio_gives_write_and_read_bars() {
+        let run_json = |config: &str, mb_s: f64| {
+            json!({"config": config, "testdfsio": [{"test": "write", "throughput_mb_s": mb_s}, {"test": "read", "throughput_mb_s": mb_s * 3.0}]})
+        };
+        let v = json!({"bench": "hdfs dfsio", "runs": [run_json("vanilla", 20.0), run_json("plugin", 30.0)]});
+        let run = run_of("ohb-hdfs-dfsio.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 2);
+        assert!(run.charts[1].id.contains("read"), "{}", run.charts[1].id);
     }
 
     /// The shape `mapreduce/cli.rs` writes: the JVM's result lines under "runs".
