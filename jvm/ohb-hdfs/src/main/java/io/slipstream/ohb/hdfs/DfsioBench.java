@@ -114,6 +114,9 @@ public final class DfsioBench {
         if (Files.exists(resFile)) {
             System.out.print(Files.readString(resFile, StandardCharsets.UTF_8));
         }
+        // The replicas written (three per byte) go now, before the next configuration's JVM
+        // starts: deleted files' dirty pages are dropped, not written back during its run.
+        HdfsBench.deleteTree(work.resolve("cluster"));
         result.put("config", config);
         result.put("files", files);
         result.put("file_bytes", fileBytes);
