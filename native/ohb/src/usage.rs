@@ -302,11 +302,12 @@ one JVM per configuration, the reader or writer in it):
   --json PATH          default results/ohb-hdfs-<test>.json
 
 Options for hdfs dfsio (Hadoop's TestDFSIO, unmodified, on a 3-DataNode mini cluster in each configuration's JVM):
-  --quick              2 files x 16 MiB (default 2 x 256 MiB)
+  --quick              2 files x 16 MiB, one round (default 2 x 256 MiB, 3 rounds)
   --files N            TestDFSIO's -nrFiles (1 to 64)
   --file-bytes N       TestDFSIO's -size, in bytes
   --block-bytes N      HDFS block size (default 128 MiB)
   --maps N             map tasks the LocalJobRunner runs at once (default 2)
+  --rounds N           rounds of all configurations, order rotated each round; medians shown (default 3, --quick 1)
   --configs LIST       subset of vanilla,plugin,plugin-tcp (vanilla required)
   --json PATH          default results/ohb-hdfs-dfsio.json
 

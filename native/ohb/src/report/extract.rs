@@ -342,15 +342,20 @@ fn hdfs_charts(run: &mut Run, test: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
-/// Hadoop's TestDFSIO: its "Throughput mb/sec" per configuration, one bar chart for write, one for read.
+/// Hadoop's TestDFSIO: its "Throughput mb/sec" per configuration (the median of its rounds), one
+/// bar chart for write, one for read.
 fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let runs = v.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
     for test in crate::hdfs::dfsio::DFSIO_TESTS {
-        let values: Vec<(String, f64)> = runs
+        let values: Vec<(String, f64)> = crate::hdfs::dfsio::DFSIO_CONFIGS
             .iter()
-            .filter_map(|r| {
-                let result = r["testdfsio"].as_array()?.iter().find(|x| x["test"] == test)?;
-                Some((r["config"].as_str()?.to_string(), result["throughput_mb_s"].as_f64()?))
+            .filter_map(|config| {
+                let rounds: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r["config"] == *config)
+                    .filter_map(|r| r["testdfsio"].as_array()?.iter().find(|x| x["test"] == test)?["throughput_mb_s"].as_f64())
+                    .collect();
+                Some((config.to_string(), crate::stats::median(&rounds)?))
             })
             .collect();
         if !values.is_empty() {
@@ -423,9 +428,12 @@ mod tests {
         let run_json = |config: &str, mb_s: f64| {
             json!({"config": config, "testdfsio": [{"test": "write", "throughput_mb_s": mb_s}, {"test": "read", "throughput_mb_s": mb_s * 3.0}]})
         };
-        let v = json!({"bench": "hdfs dfsio", "runs": [run_json("vanilla", 20.0), run_json("plugin", 30.0)]});
+        let v = json!({"bench": "hdfs dfsio", "runs": [run_json("vanilla", 20.0), run_json("plugin", 30.0), run_json("vanilla", 25.0),
+            run_json("plugin", 90.0), run_json("vanilla", 21.0), run_json("plugin", 31.0)]});
         let run = run_of("ohb-hdfs-dfsio.json", &v).unwrap();
         assert_eq!(run.charts.len(), 2);
+        let ChartKind::Bars { bars } = &run.charts[0].kind else { panic!("bars") };
+        assert_eq!(bars, &vec![("vanilla".to_string(), 21.0), ("plugin".to_string(), 31.0)], "one bar per configuration, its median");
         assert!(run.charts[1].id.contains("read"), "{}", run.charts[1].id);
     }
 
