@@ -164,6 +164,7 @@ demo: build spark-homes
 	$(OHB) hdfs meta --quick
 	$(OHB) hbase --quick
 	$(OHB) hdfs all --quick
+	$(OHB) hdfs dfsio --quick
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -181,6 +182,7 @@ bench: build spark-homes
 	$(OHB) hdfs meta
 	$(OHB) hbase
 	$(OHB) hdfs all
+	$(OHB) hdfs dfsio
 	$(OHB) report
 
 clean:

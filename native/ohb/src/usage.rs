@@ -155,6 +155,11 @@ pub const TESTS: &[TestInfo] = &[
         description: "OHB's HDFS SRT: readers read their own files sequentially at once; aggregate MB/s",
         variants: "as hdfs srl",
     },
+    TestInfo {
+        name: "hdfs dfsio",
+        description: "Hadoop's own TestDFSIO (3.4.2 tests jar, LocalJobRunner) -write then -read; its Throughput mb/sec",
+        variants: "vanilla (short-circuit off), plugin (fallback never, client and DataNode fabric bytes checked), plugin-tcp",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -167,6 +172,7 @@ pub fn usage() -> String {
          \x20      ohb rpc lat|thr|callbench [options]\n\
          \x20      ohb hbase [options]\n\
          \x20      ohb hdfs swl|srl|rrl|swt|srt|all|meta [options]\n\
+         \x20      ohb hdfs dfsio [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -321,6 +327,16 @@ Options for hdfs meta (Hadoop's NNThroughputBenchmark in one JVM per configurati
   --threads N          the tool's -threads (default 8)
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-hdfs-meta.json
+
+Options for hdfs dfsio (Hadoop's TestDFSIO, unmodified, on a 3-DataNode mini cluster in each configuration's JVM):
+  --quick              2 files x 16 MiB, one round (default 2 x 256 MiB, 3 rounds)
+  --files N            TestDFSIO's -nrFiles (1 to 64)
+  --file-bytes N       TestDFSIO's -size, in bytes
+  --block-bytes N      HDFS block size (default 128 MiB)
+  --maps N             map tasks the LocalJobRunner runs at once (default 2)
+  --rounds N           rounds of all configurations, order rotated each round; medians shown (default 3, --quick 1)
+  --configs LIST       subset of vanilla,plugin,plugin-tcp (vanilla required)
+  --json PATH          default results/ohb-hdfs-dfsio.json
 
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// One configuration's JVM run (cluster, files, measurement): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
-const USAGE: &str = "Usage: ohb hdfs swl|srl|rrl|swt|srt|all [--quick] [--file-bytes N] [--block-bytes N] [--readers N] \
+const USAGE: &str = "Usage: ohb hdfs dfsio [options] (ohb hdfs dfsio --help)\n       ohb hdfs swl|srl|rrl|swt|srt|all [--quick] [--file-bytes N] [--block-bytes N] [--readers N] \
                      [--seek-bytes N] [--read-bytes N] [--iterations N] [--configs LIST] [--json FILE] [--no-progress]\n";
 
 fn take_value(argv: &[String], i: &mut usize) -> Result<String, String> {
@@ -28,7 +28,7 @@ pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Vec<String>, Option
     let tests: Vec<&str> = match test {
         "swl" | "srl" | "rrl" | "swt" | "srt" => vec![test],
         "all" => TESTS.to_vec(),
-        _ => return Err(format!("which HDFS test? swl, srl, rrl, swt, srt or all (got '{test}')\n{USAGE}")),
+        _ => return Err(format!("which HDFS test? swl, srl, rrl, swt, srt, all or dfsio (got '{test}')\n{USAGE}")),
     };
     let quick = argv.iter().any(|a| a == "--quick");
     let mut workloads: Vec<Workload> = tests.iter().map(|t| Workload::new(t, quick)).collect();
@@ -114,6 +114,9 @@ pub fn hdfs_main(argv: &[String]) -> Result<(), String> {
     }
     if argv.first().map(String::as_str) == Some("meta") {
         return super::meta::meta_main(&argv[1..]);
+    }
+    if argv.first().map(String::as_str) == Some("dfsio") {
+        return super::dfsio::dfsio_main(&argv[1..]);
     }
     let (workloads, configs, json_path) = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));

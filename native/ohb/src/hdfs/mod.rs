@@ -20,6 +20,7 @@
 //! `ohb hdfs meta` (`meta.rs`): Hadoop's own NNThroughputBenchmark against a NameNode served by each RPC engine.
 
 pub mod cli;
+pub mod dfsio;
 pub mod meta;
 pub mod render;
 

@@ -71,6 +71,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
             }
         }
         "hbase pe" => hbase_charts(&mut run, v, &id),
+        "hdfs dfsio" => dfsio_charts(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -360,6 +361,29 @@ fn hdfs_meta_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// Hadoop's TestDFSIO: its "Throughput mb/sec" per configuration (the median of its rounds), one
+/// bar chart for write, one for read.
+fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let runs = v.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
+    for test in crate::hdfs::dfsio::DFSIO_TESTS {
+        let values: Vec<(String, f64)> = crate::hdfs::dfsio::DFSIO_CONFIGS
+            .iter()
+            .filter_map(|config| {
+                let rounds: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r["config"] == *config)
+                    .filter_map(|r| r["testdfsio"].as_array()?.iter().find(|x| x["test"] == test)?["throughput_mb_s"].as_f64())
+                    .collect();
+                Some((config.to_string(), crate::stats::median(&rounds)?))
+            })
+            .collect();
+        if !values.is_empty() {
+            let title = format!("hdfs dfsio: TestDFSIO {test} throughput");
+            run.charts.push(bars(id(&format!("hdfs dfsio {test}")), title, "configuration", "MB/s", values));
+        }
+    }
+}
+
 /// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
 fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -415,6 +439,21 @@ mod tests {
         let v = json!({"bench": "hdfs all", "tests": [test("srl"), test("srt")]});
         let run = run_of("ohb-hdfs-all.json", &v).unwrap();
         assert_eq!(run.charts.len(), 2);
+    }
+
+    /// The shape `hdfs/dfsio.rs` writes: TestDFSIO's results per configuration under "runs".
+    #[test]
+    fn hdfs_dfsio_gives_write_and_read_bars() {
+        let run_json = |config: &str, mb_s: f64| {
+            json!({"config": config, "testdfsio": [{"test": "write", "throughput_mb_s": mb_s}, {"test": "read", "throughput_mb_s": mb_s * 3.0}]})
+        };
+        let v = json!({"bench": "hdfs dfsio", "runs": [run_json("vanilla", 20.0), run_json("plugin", 30.0), run_json("vanilla", 25.0),
+            run_json("plugin", 90.0), run_json("vanilla", 21.0), run_json("plugin", 31.0)]});
+        let run = run_of("ohb-hdfs-dfsio.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 2);
+        let ChartKind::Bars { bars } = &run.charts[0].kind else { panic!("bars") };
+        assert_eq!(bars, &vec![("vanilla".to_string(), 21.0), ("plugin".to_string(), 31.0)], "one bar per configuration, its median");
+        assert!(run.charts[1].id.contains("read"), "{}", run.charts[1].id);
     }
 
     /// The shape `mapreduce/cli.rs` writes: the JVM's result lines under "runs".

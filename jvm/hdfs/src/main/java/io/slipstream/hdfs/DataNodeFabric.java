@@ -164,6 +164,11 @@ final class DataNodeFabric {
         return served == null ? 0 : served.reads().bytesServed.get();
     }
 
+    /** Block bytes all this process's DataNodes received over the fabric (each replica of a pipeline counts; for ohb). */
+    long bytesReceived() {
+        return dataNodes.values().stream().mapToLong(d -> d.writes().bytesWritten.get()).sum();
+    }
+
     /** The writes of the DataNode of {@code xferPort}, or null for one this node does not know (for tests and ohb). */
     DataNodeWrites writesOf(int xferPort) {
         Served served = dataNodes.get(xferPort);

@@ -83,6 +83,24 @@ public final class SlipstreamHdfsCounters {
         return ADD_BLOCK_RETRIES.get();
     }
 
+    /**
+     * Read-response bytes (block data and checksums) this process's DataNodes served over the fabric;
+     * 0 when none of them serves over it (read before the DataNodes stop: the count goes with them).
+     */
+    public static long dataNodeBytesServed() {
+        DataNodeFabric fabric = DataNodeFabric.current();
+        return fabric == null ? 0 : fabric.bytesServed.get();
+    }
+
+    /**
+     * Block bytes this process's DataNodes received over the fabric, every replica of a pipeline
+     * counted (replication 3: three times the client's bytes); 0 when none of them serves over it.
+     */
+    public static long dataNodeBytesReceived() {
+        DataNodeFabric fabric = DataNodeFabric.current();
+        return fabric == null ? 0 : fabric.bytesReceived();
+    }
+
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()

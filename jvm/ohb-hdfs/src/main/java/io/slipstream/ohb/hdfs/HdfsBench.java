@@ -356,7 +356,7 @@ public final class HdfsBench {
         return (long) offsets.size() * readBytes;
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    static void deleteTree(Path dir) throws IOException {
         if (Files.exists(dir)) {
             try (var paths = Files.walk(dir)) {
                 for (Path p : paths.sorted(Collections.reverseOrder()).toList()) {
@@ -366,7 +366,7 @@ public final class HdfsBench {
         }
     }
 
-    private static String json(Map<String, Object> map) {
+    static String json(Map<String, Object> map) {
         StringBuilder out = new StringBuilder("{");
         for (Map.Entry<String, Object> e : map.entrySet()) {
             if (out.length() > 1) {
