@@ -305,7 +305,7 @@ public final class HdfsBench {
     }
 
     /** Writes {@code bytes} seeded random bytes; returns their CRC32. */
-    private static long write(FileSystem fs, org.apache.hadoop.fs.Path path, long bytes, long seed) throws IOException {
+    static long write(FileSystem fs, org.apache.hadoop.fs.Path path, long bytes, long seed) throws IOException {
         Random random = new Random(seed);
         byte[] chunk = new byte[1 << 20];
         CRC32 crc = new CRC32();
@@ -321,10 +321,10 @@ public final class HdfsBench {
         return crc.getValue();
     }
 
-    private record Read(long bytes, long crc, long shortCircuitBytes) {
+    record Read(long bytes, long crc, long shortCircuitBytes) {
     }
 
-    private static Read readAll(FileSystem fs, org.apache.hadoop.fs.Path path, int bufferBytes) throws IOException {
+    static Read readAll(FileSystem fs, org.apache.hadoop.fs.Path path, int bufferBytes) throws IOException {
         byte[] buf = new byte[bufferBytes];
         CRC32 crc = new CRC32();
         long bytes = 0;
@@ -366,7 +366,7 @@ public final class HdfsBench {
         }
     }
 
-    private static String json(Map<String, Object> map) {
+    static String json(Map<String, Object> map) {
         StringBuilder out = new StringBuilder("{");
         for (Map.Entry<String, Object> e : map.entrySet()) {
             if (out.length() > 1) {
