@@ -52,13 +52,13 @@ pub struct TiersWorkload {
 }
 
 impl TiersWorkload {
-    /// Full: 2 writers x 256 MiB files in 64 MiB blocks, 3 runs, 256 MiB raw; `--quick`: 2 x 16 MiB
-    /// in 4 MiB blocks, 3 runs, 64 MiB raw.
+    /// Full: 2 writers x 128 MiB files in 64 MiB blocks, 3 runs, 256 MiB raw (HHH-M then holds
+    /// 3 x 1 GiB in tmpfs); `--quick`: 2 x 16 MiB in 4 MiB blocks, 3 runs, 64 MiB raw.
     pub fn new(quick: bool) -> TiersWorkload {
         if quick {
             TiersWorkload { writers: 2, file_bytes: 16 << 20, block_bytes: 4 << 20, runs: 3, raw_bytes: 64 << 20 }
         } else {
-            TiersWorkload { writers: 2, file_bytes: 256 << 20, block_bytes: 64 << 20, runs: 3, raw_bytes: 256 << 20 }
+            TiersWorkload { writers: 2, file_bytes: 128 << 20, block_bytes: 64 << 20, runs: 3, raw_bytes: 256 << 20 }
         }
     }
 
@@ -98,7 +98,7 @@ pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
     if !(1..=16).contains(&w.writers)
         || !(1 << 20..=4 << 30).contains(&w.file_bytes)
         || !(1 << 20..=1 << 30).contains(&w.block_bytes)
-        || w.block_bytes % 4096 != 0
+        || !w.block_bytes.is_multiple_of(4096)
         || !(1..=20).contains(&w.runs)
         || !(1 << 20..=4 << 30).contains(&w.raw_bytes)
     {

@@ -305,7 +305,7 @@ public final class HdfsBench {
     }
 
     /** Writes {@code bytes} seeded random bytes; returns their CRC32. */
-    static long write(FileSystem fs, org.apache.hadoop.fs.Path path, long bytes, long seed) throws IOException {
+    private static long write(FileSystem fs, org.apache.hadoop.fs.Path path, long bytes, long seed) throws IOException {
         Random random = new Random(seed);
         byte[] chunk = new byte[1 << 20];
         CRC32 crc = new CRC32();
