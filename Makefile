@@ -162,6 +162,7 @@ demo: build spark-homes
 	$(OHB) rpc thr
 	$(OHB) hbase --quick
 	$(OHB) hdfs all --quick
+	$(OHB) hdfs tiers --quick
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -177,6 +178,7 @@ bench: build spark-homes
 	$(OHB) rpc thr
 	$(OHB) hbase
 	$(OHB) hdfs all
+	$(OHB) hdfs tiers
 	$(OHB) report
 
 clean:

@@ -38,7 +38,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 const SHM_SHARE_MAX: f64 = 0.5;
 
 const USAGE: &str = "Usage: ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
-                     [--raw-bytes N] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
+                     [--rounds N] [--raw-bytes N] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The workload every configuration gets.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,18 +47,20 @@ pub struct TiersWorkload {
     pub file_bytes: u64,
     pub block_bytes: u64,
     pub runs: u32,
+    /// Each configuration's JVM this many times, configurations interleaved; medians of the rounds.
+    pub rounds: u32,
     /// The file written and read per tier directory for its raw speed.
     pub raw_bytes: u64,
 }
 
 impl TiersWorkload {
-    /// Full: 2 writers x 128 MiB files in 64 MiB blocks, 3 runs, 256 MiB raw (HHH-M then holds
-    /// 3 x 1 GiB in tmpfs); `--quick`: 2 x 16 MiB in 4 MiB blocks, 3 runs, 64 MiB raw.
+    /// Full: 2 writers x 128 MiB files in 64 MiB blocks, 3 runs, 3 rounds, 256 MiB raw (HHH-M then
+    /// holds 3 x 1 GiB in tmpfs); `--quick`: 2 x 16 MiB in 4 MiB blocks, 3 runs, 1 round, 64 MiB raw.
     pub fn new(quick: bool) -> TiersWorkload {
         if quick {
-            TiersWorkload { writers: 2, file_bytes: 16 << 20, block_bytes: 4 << 20, runs: 3, raw_bytes: 64 << 20 }
+            TiersWorkload { writers: 2, file_bytes: 16 << 20, block_bytes: 4 << 20, runs: 3, rounds: 1, raw_bytes: 64 << 20 }
         } else {
-            TiersWorkload { writers: 2, file_bytes: 128 << 20, block_bytes: 64 << 20, runs: 3, raw_bytes: 256 << 20 }
+            TiersWorkload { writers: 2, file_bytes: 128 << 20, block_bytes: 64 << 20, runs: 3, rounds: 3, raw_bytes: 256 << 20 }
         }
     }
 
@@ -82,7 +84,7 @@ pub struct TiersArgs {
 pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
     let args = Args::parse(
         argv,
-        &["writers", "file-bytes", "block-bytes", "runs", "raw-bytes", "configs", "shm-dir", "json"],
+        &["writers", "file-bytes", "block-bytes", "runs", "rounds", "raw-bytes", "configs", "shm-dir", "json"],
         &["quick", "no-progress"],
     )
     .map_err(|e| format!("{e}\n{USAGE}"))?;
@@ -94,16 +96,18 @@ pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
     w.file_bytes = args.number("file-bytes")?.unwrap_or(w.file_bytes);
     w.block_bytes = args.number("block-bytes")?.unwrap_or(w.block_bytes);
     w.runs = args.number("runs")?.unwrap_or(w.runs);
+    w.rounds = args.number("rounds")?.unwrap_or(w.rounds);
     w.raw_bytes = args.number("raw-bytes")?.unwrap_or(w.raw_bytes);
     if !(1..=16).contains(&w.writers)
         || !(1 << 20..=4 << 30).contains(&w.file_bytes)
         || !(1 << 20..=1 << 30).contains(&w.block_bytes)
         || !w.block_bytes.is_multiple_of(4096)
         || !(1..=20).contains(&w.runs)
+        || !(1..=10).contains(&w.rounds)
         || !(1 << 20..=4 << 30).contains(&w.raw_bytes)
     {
         return Err("writers 1 to 16, file 1 MiB to 4 GiB, block 1 MiB to 1 GiB and a multiple of 4096 (HDFS's condition \
-                    for a RAM write), runs 1 to 20, raw bytes 1 MiB to 4 GiB"
+                    for a RAM write), runs 1 to 20, rounds 1 to 10, raw bytes 1 MiB to 4 GiB"
             .into());
     }
     let configs: Vec<String> = match args.value("configs") {
@@ -270,6 +274,23 @@ pub struct RawTier {
     pub read_mb_s: f64,
 }
 
+/// The figures compared across configurations.
+const FIGURES: [&str; 3] = ["write_mb_s", "write_persisted_mb_s", "read_mb_s"];
+
+/// One configuration's rounds as one result: the first round's, with each figure the median of the
+/// rounds (`<figure>_rounds` lists them) and the longest persist wait; `None` without a round.
+pub fn combine(rounds: &[Value]) -> Option<Value> {
+    let mut combined = rounds.first()?.clone();
+    for key in FIGURES {
+        let values: Vec<f64> = rounds.iter().filter_map(|r| r[key].as_f64()).collect();
+        combined[key] = json!(crate::stats::median(&values));
+        combined[format!("{key}_rounds")] = json!(values);
+    }
+    combined["persist_wait_ms_max"] = json!(rounds.iter().filter_map(|r| r["persist_wait_ms_max"].as_u64()).max());
+    combined["rounds"] = json!(rounds.len());
+    Some(combined)
+}
+
 /// The issue's targets, from the results (`None` ratio when a configuration has no figure).
 pub fn checks(results: &[Value]) -> Vec<Check> {
     let figure = |config: &str, key: &str| results.iter().find(|r| r["config"] == config).and_then(|r| r[key].as_f64());
@@ -304,12 +325,13 @@ pub fn checks(results: &[Value]) -> Vec<Check> {
 /// then the targets.
 pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[Check]) -> String {
     let mut out = format!(
-        "ohb hdfs tiers: 3 DataNodes, replication 3, {} writers/readers x {} B files, block {} B, {} runs (medians), \
-         RAM tier {} B per DataNode\n",
+        "ohb hdfs tiers: 3 DataNodes, replication 3, {} writers/readers x {} B files, block {} B, {} runs x {} rounds \
+         (medians), RAM tier {} B per DataNode\n",
         w.writers,
         w.file_bytes,
         w.block_bytes,
         w.runs,
+        w.rounds,
         w.ram_bytes_per_datanode()
     );
     out += &format!("raw speed of the tier directories ({} B sequential write + fsync, read after dropping cached pages):\n", w.raw_bytes);
@@ -392,23 +414,35 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&dir);
         raw.push(RawTier { tier, dir: shown.display().to_string(), fs: fs_type_name(magic), write_mb_s, read_mb_s });
     }
-    let mut results = Vec::new();
+    // Rounds interleave the configurations, so that a change of the machine's load over the run
+    // falls on all of them alike.
+    let mut rounds: Vec<Value> = Vec::new();
     let mut failures = Vec::new();
-    for config in &a.configs {
-        match run_jvm(&root, &a.workload, config, &dirs) {
-            Ok(result) => results.push(result),
-            Err(e) => failures.push(format!("{config}: {e}")),
+    for round in 0..a.workload.rounds {
+        for config in &a.configs {
+            match run_jvm(&root, &a.workload, config, &dirs) {
+                Ok(mut result) => {
+                    result["round"] = json!(round);
+                    rounds.push(result);
+                }
+                Err(e) => failures.push(format!("{config} round {round}: {e}")),
+            }
         }
     }
+    let results: Vec<Value> = a
+        .configs
+        .iter()
+        .filter_map(|config| combine(&rounds.iter().filter(|r| r["config"] == config.as_str()).cloned().collect::<Vec<_>>()))
+        .collect();
     let checks = checks(&results);
     print!("{}", render(&a.workload, &raw, &results, &checks));
 
     let w = &a.workload;
     let value = json!({"bench": "hdfs tiers",
         "workload": {"writers": w.writers, "file_bytes": w.file_bytes, "block_bytes": w.block_bytes, "runs": w.runs,
-            "raw_bytes": w.raw_bytes, "ram_bytes_per_datanode": w.ram_bytes_per_datanode()},
+            "rounds": w.rounds, "raw_bytes": w.raw_bytes, "ram_bytes_per_datanode": w.ram_bytes_per_datanode()},
         "raw": raw.iter().map(|t| json!({"tier": t.tier, "dir": t.dir, "fs": t.fs, "write_mb_s": t.write_mb_s, "read_mb_s": t.read_mb_s})).collect::<Vec<_>>(),
-        "runs": results, "checks": checks.iter().map(Check::to_json).collect::<Vec<_>>()});
+        "rounds": rounds, "runs": results, "targets": checks.iter().map(Check::to_json).collect::<Vec<_>>()});
     let path = a.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-tiers.json"));
     write_json(&path, &value)?;
     println!("results: {}", path.display());
@@ -441,6 +475,7 @@ mod tests {
             "--block-bytes 1048577",
             "--file-bytes 1000",
             "--runs 0",
+            "--rounds 11",
             "--raw-bytes 10",
             "--configs hhh",
             "--configs hot,bogus",
@@ -453,7 +488,7 @@ mod tests {
 
     #[test]
     fn ram_tier_holds_every_block_within_sixty_percent() {
-        let w = TiersWorkload { writers: 2, file_bytes: 16 << 20, block_bytes: 4 << 20, runs: 3, raw_bytes: 1 << 20 };
+        let w = TiersWorkload { writers: 2, file_bytes: 16 << 20, block_bytes: 4 << 20, runs: 3, rounds: 1, raw_bytes: 1 << 20 };
         // (3 runs + warm-up) x 2 writers x 4 blocks, each with its meta file, at 60 %.
         assert_eq!(w.ram_bytes_per_datanode(), 32 * ((4 << 20) + (64 << 10)) * 10 / 6);
         // A file of a block and a bit takes two blocks.
@@ -506,6 +541,22 @@ mod tests {
         let alone = checks(&results[1..]);
         assert!(alone.iter().all(|c| c.pass.is_none()));
         assert!(render(&TiersWorkload::new(true), &[], &results[1..], &alone).contains("no figure"));
+    }
+
+    #[test]
+    fn rounds_combine_to_medians_and_the_longest_persist_wait() {
+        assert_eq!(combine(&[]), None);
+        let rounds = [result("hhh", 90.0, 60.0, 300.0), result("hhh", 70.0, 50.0, 100.0), result("hhh", 80.0, 65.0, 200.0)];
+        let mut slow = rounds[1].clone();
+        slow["persist_wait_ms_max"] = json!(1500);
+        let c = combine(&[rounds[0].clone(), slow, rounds[2].clone()]).unwrap();
+        assert_eq!(c["write_mb_s"], json!(80.0));
+        assert_eq!(c["write_persisted_mb_s"], json!(60.0));
+        assert_eq!(c["read_mb_s"], json!(200.0));
+        assert_eq!(c["write_mb_s_rounds"], json!([90.0, 70.0, 80.0]));
+        assert_eq!(c["persist_wait_ms_max"], json!(1500));
+        assert_eq!(c["rounds"], json!(3));
+        assert_eq!(c["config"], "hhh");
     }
 
     #[test]
