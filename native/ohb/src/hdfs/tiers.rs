@@ -3,11 +3,11 @@
 //! directories: OHB's SWT (sequential write throughput, `writers` files at once, replication 3) and SRT
 //! (the same files read back at once), each configuration in its own JVM with its own mini cluster
 //! (`io.slipstream.ohb.hdfs.TiersBench` in `jvm/ohb-hdfs`) of three DataNodes with a RAM_DISK directory
-//! on tmpfs (a per-run directory under `/dev/shm`, removed afterwards), an SSD and a DISK directory on
-//! the disk (`build/ohb-hdfs-tiers/`, removed afterwards). The machine has one disk, so SSD and DISK
-//! stand for tiers of the same device: the run first measures each directory's raw speed
-//! (sequential write + fsync, then read after dropping the file's cached pages) so the reader sees
-//! what the tiers can give here.
+//! on tmpfs (a per-run directory under `/dev/shm`), an SSD and a DISK directory on the disk
+//! (`build/ohb-hdfs-tiers-<pid>/`); both are removed afterwards, as are those of killed runs. The
+//! machine has one disk, so SSD and DISK stand for tiers of the same device: the run first measures
+//! each directory's raw speed (sequential write + fsync, then read after dropping the file's cached
+//! pages) so the reader sees what the tiers can give here.
 //!
 //! The JVM fails (and `ohb` exits non-zero) unless every replica is where the configuration puts it
 //! (NameNode's locations and the DataNode's own volume agree), every file reads back, and every RAM
@@ -165,13 +165,38 @@ impl RunDirs {
         if fs_type_name(magic) != "tmpfs" {
             return Err(format!("{} is {}, not tmpfs: the RAM_DISK tier needs a tmpfs directory (--shm-dir)", shm_dir.display(), fs_type_name(magic)));
         }
-        let ram = shm_dir.join(format!("ohb-hdfs-tiers-{}", std::process::id()));
-        let disk = root.join("build").join("ohb-hdfs-tiers");
-        let _ = std::fs::remove_dir_all(&disk); // an earlier run's, if it was killed
+        let disk_parent = root.join("build");
+        // Runs killed before their clean-up (SIGKILL skips `Drop`) leave their directories; a
+        // run of another `ohb` still alive keeps its own.
+        remove_stale(shm_dir, RUN_DIR_PREFIX);
+        remove_stale(&disk_parent, RUN_DIR_PREFIX);
+        let ram = shm_dir.join(format!("{RUN_DIR_PREFIX}{}", std::process::id()));
+        let disk = disk_parent.join(format!("{RUN_DIR_PREFIX}{}", std::process::id()));
         for dir in [&ram, &disk] {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         Ok(RunDirs { ram, disk })
+    }
+}
+
+/// The run directories' names: this prefix and the `ohb` process's id.
+const RUN_DIR_PREFIX: &str = "ohb-hdfs-tiers-";
+
+/// The pid in a run directory's name, if it is one.
+fn run_dir_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(RUN_DIR_PREFIX)?.parse().ok()
+}
+
+/// Removes `parent`'s run directories whose process is gone.
+fn remove_stale(parent: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(pid) = name.starts_with(prefix).then(|| run_dir_pid(&name)).flatten() {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 
@@ -557,6 +582,24 @@ mod tests {
         assert_eq!(c["persist_wait_ms_max"], json!(1500));
         assert_eq!(c["rounds"], json!(3));
         assert_eq!(c["config"], "hhh");
+    }
+
+    #[test]
+    fn stale_run_directories_go_and_live_ones_stay() {
+        assert_eq!(run_dir_pid("ohb-hdfs-tiers-42"), Some(42));
+        assert_eq!(run_dir_pid("ohb-hdfs-tiers-x"), None);
+        assert_eq!(run_dir_pid("other-42"), None);
+        let parent = std::env::temp_dir().join(format!("ohb-tiers-stale-{}", std::process::id()));
+        let live = parent.join(format!("{RUN_DIR_PREFIX}{}", std::process::id()));
+        // Above the kernel's pid_max (at most 2^22): no process has it.
+        let dead = parent.join(format!("{RUN_DIR_PREFIX}{}", 1u32 << 23));
+        let other = parent.join("keep-me");
+        for dir in [&live, &dead, &other] {
+            std::fs::create_dir_all(dir.join("dn0")).unwrap();
+        }
+        remove_stale(&parent, RUN_DIR_PREFIX);
+        assert!(live.exists() && other.exists() && !dead.exists());
+        std::fs::remove_dir_all(&parent).unwrap();
     }
 
     #[test]
