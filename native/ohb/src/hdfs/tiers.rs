@@ -280,7 +280,8 @@ fn run_jvm(root: &Path, w: &TiersWorkload, config: &str, dirs: &RunDirs) -> Resu
     let _ = std::fs::remove_dir_all(dirs.disk.join(config));
     let captured = captured?;
     let log = root.join("build").join(format!("ohb-hdfs-tiers-{config}.log"));
-    std::fs::write(&log, &captured.stderr).map_err(|e| format!("{}: {e}", log.display()))?;
+    // Hadoop's log4j writes to stdout, the bench's own failures go to stderr: the log keeps both.
+    std::fs::write(&log, format!("{}{}", captured.stdout, captured.stderr)).map_err(|e| format!("{}: {e}", log.display()))?;
     let result = parse_result(&captured.stdout);
     if !captured.status.success() {
         let reasons: Vec<&str> = captured.stderr.lines().filter(|l| l.starts_with("ohb hdfs tiers")).collect();
