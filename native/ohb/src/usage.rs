@@ -312,6 +312,7 @@ directory on tmpfs, an SSD and a DISK directory on the disk; replication 3):
   --raw-bytes N        file written and read per tier directory for its raw speed (default 256 MiB)
   --configs LIST       subset of hot,lazy-persist,all-ssd,hhh,hhh-m (hot required)
   --shm-dir DIR        the tmpfs for the RAM_DISK directories (default /dev/shm; refused if not tmpfs)
+  --sync-on-close      dfs.datanode.synconclose on for every configuration (HDFS's default: off)
   --json PATH          default results/ohb-hdfs-tiers.json
 
 Options for report (results as charts, an HTML page and a Markdown summary):

@@ -38,7 +38,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 const SHM_SHARE_MAX: f64 = 0.5;
 
 const USAGE: &str = "Usage: ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
-                     [--rounds N] [--raw-bytes N] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
+                     [--rounds N] [--raw-bytes N] [--sync-on-close] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The workload every configuration gets.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,13 +79,15 @@ pub struct TiersArgs {
     pub configs: Vec<String>,
     pub shm_dir: PathBuf,
     pub json: Option<PathBuf>,
+    /// HDFS's `dfs.datanode.synconclose` for every configuration (HDFS's default: off).
+    pub sync_on_close: bool,
 }
 
 pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
     let args = Args::parse(
         argv,
         &["writers", "file-bytes", "block-bytes", "runs", "rounds", "raw-bytes", "configs", "shm-dir", "json"],
-        &["quick", "no-progress"],
+        &["quick", "no-progress", "sync-on-close"],
     )
     .map_err(|e| format!("{e}\n{USAGE}"))?;
     if !args.positional.is_empty() {
@@ -122,6 +124,7 @@ pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
         configs,
         shm_dir: PathBuf::from(args.value("shm-dir").unwrap_or("/dev/shm")),
         json: args.value("json").map(PathBuf::from),
+        sync_on_close: args.switch("sync-on-close"),
     })
 }
 
@@ -264,7 +267,8 @@ pub fn parse_result(stdout: &str) -> Result<Value, String> {
     serde_json::from_str(line).map_err(|e| format!("bad result line {line}: {e}"))
 }
 
-fn run_jvm(root: &Path, w: &TiersWorkload, config: &str, dirs: &RunDirs) -> Result<Value, String> {
+fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<Value, String> {
+    let w = &a.workload;
     let mut cmd = bench_jvm(root, "ohb-hdfs", "2g")?;
     cmd.arg("io.slipstream.ohb.hdfs.TiersBench")
         .args(["--config", config, "--writers", &w.writers.to_string(), "--runs", &w.runs.to_string()])
@@ -272,7 +276,8 @@ fn run_jvm(root: &Path, w: &TiersWorkload, config: &str, dirs: &RunDirs) -> Resu
         .arg("--ram-dir")
         .arg(dirs.ram.join(config))
         .arg("--disk-dir")
-        .arg(dirs.disk.join(config));
+        .arg(dirs.disk.join(config))
+        .args(["--sync-on-close", &a.sync_on_close.to_string()]);
     eprintln!("ohb hdfs tiers: running {config} ...");
     let captured = run_captured("ohb-hdfs-tiers", cmd, RUN_TIMEOUT);
     // This configuration's directories go at once: the RAM tier's bytes are memory.
@@ -446,7 +451,7 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
     let mut failures = Vec::new();
     for round in 0..a.workload.rounds {
         for config in &a.configs {
-            match run_jvm(&root, &a.workload, config, &dirs) {
+            match run_jvm(&root, &a, config, &dirs) {
                 Ok(mut result) => {
                     result["round"] = json!(round);
                     rounds.push(result);
@@ -461,12 +466,15 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
         .filter_map(|config| combine(&rounds.iter().filter(|r| r["config"] == config.as_str()).cloned().collect::<Vec<_>>()))
         .collect();
     let checks = checks(&results);
+    if a.sync_on_close {
+        println!("(dfs.datanode.synconclose on: every DataNode fsyncs each finished block file; HDFS's default is off)");
+    }
     print!("{}", render(&a.workload, &raw, &results, &checks));
 
     let w = &a.workload;
     let value = json!({"bench": "hdfs tiers",
         "workload": {"writers": w.writers, "file_bytes": w.file_bytes, "block_bytes": w.block_bytes, "runs": w.runs,
-            "rounds": w.rounds, "raw_bytes": w.raw_bytes, "ram_bytes_per_datanode": w.ram_bytes_per_datanode()},
+            "rounds": w.rounds, "sync_on_close": a.sync_on_close, "raw_bytes": w.raw_bytes, "ram_bytes_per_datanode": w.ram_bytes_per_datanode()},
         "raw": raw.iter().map(|t| json!({"tier": t.tier, "dir": t.dir, "fs": t.fs, "write_mb_s": t.write_mb_s, "read_mb_s": t.read_mb_s})).collect::<Vec<_>>(),
         "rounds": rounds, "runs": results, "targets": checks.iter().map(Check::to_json).collect::<Vec<_>>()});
     let path = a.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-tiers.json"));
@@ -492,6 +500,8 @@ mod tests {
         assert_eq!(a.configs, vec!["hot", "hhh"]);
         assert_eq!(a.json, Some(PathBuf::from("x.json")));
         assert_eq!(a.shm_dir, PathBuf::from("/dev/shm"));
+        assert!(!a.sync_on_close);
+        assert!(parse_args(&words("--sync-on-close")).unwrap().sync_on_close);
         let full = parse_args(&[]).unwrap();
         assert_eq!(full.configs.len(), CONFIGS.len());
         assert!(full.workload.file_bytes > full.workload.block_bytes);

@@ -68,11 +68,12 @@ public final class TiersBench {
         o.put("buffer-bytes", String.valueOf(128 << 10));
         o.put("ram-dir", "/dev/shm/ohb-hdfs-tiers");
         o.put("disk-dir", "build/ohb-hdfs-tiers");
+        o.put("sync-on-close", "false");
         for (int i = 0; i < args.length; i++) {
             String key = args[i].replaceFirst("^--", "");
             if (!o.containsKey(key) || i + 1 >= args.length) {
                 System.err.println("usage: TiersBench --config " + String.join("|", CONFIGS) + " [--writers N] [--file-bytes N]"
-                        + " [--block-bytes N] [--runs N] [--buffer-bytes N] [--ram-dir DIR] [--disk-dir DIR]");
+                        + " [--block-bytes N] [--runs N] [--buffer-bytes N] [--ram-dir DIR] [--disk-dir DIR] [--sync-on-close true|false]");
                 System.exit(2);
             }
             o.put(key, args[++i]);
@@ -88,6 +89,7 @@ public final class TiersBench {
         int runs = Integer.parseInt(o.get("runs"));
         int bufferBytes = Integer.parseInt(o.get("buffer-bytes"));
         long ramBytesPerDataNode = ramBytesPerDataNode(runs, writers, fileBytes, blockBytes);
+        boolean syncOnClose = Boolean.parseBoolean(o.get("sync-on-close"));
 
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("config", config);
@@ -96,11 +98,12 @@ public final class TiersBench {
         result.put("block_bytes", blockBytes);
         result.put("runs", runs);
         result.put("ram_bytes_per_datanode", ramBytesPerDataNode);
+        result.put("sync_on_close", syncOnClose);
         boolean ok = true;
         String failure = "";
         MiniDFSCluster cluster = null;
         try {
-            cluster = start(config, blockBytes, ramBytesPerDataNode, java.nio.file.Path.of(o.get("ram-dir")),
+            cluster = start(config, blockBytes, ramBytesPerDataNode, syncOnClose, java.nio.file.Path.of(o.get("ram-dir")),
                     java.nio.file.Path.of(o.get("disk-dir")), result);
             DistributedFileSystem fs = cluster.getFileSystem();
             fs.mkdirs(DIR);
@@ -144,7 +147,7 @@ public final class TiersBench {
         return blocks * (blockBytes + (64 << 10)) * 10 / 6;
     }
 
-    private static MiniDFSCluster start(String config, long blockBytes, long ramBytesPerDataNode, java.nio.file.Path ramDir,
+    private static MiniDFSCluster start(String config, long blockBytes, long ramBytesPerDataNode, boolean syncOnClose, java.nio.file.Path ramDir,
             java.nio.file.Path diskDir, Map<String, Object> result) throws IOException {
         Configuration conf = new HdfsConfiguration();
         java.nio.file.Path base = diskDir.resolve("namenode");
@@ -163,6 +166,9 @@ public final class TiersBench {
         conf.setBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY, true);
         conf.setBoolean(DFSConfigKeys.DFS_DATANODE_NON_LOCAL_LAZY_PERSIST, true);
         conf.setLong(DFSConfigKeys.DFS_DATANODE_MAX_LOCKED_MEMORY_KEY, ramBytesPerDataNode);
+        // Off by default in HDFS (block files reach the page cache, not the device, at close); on, each
+        // DataNode fsyncs a finished block file, which on tmpfs costs nothing.
+        conf.setBoolean(DFSConfigKeys.DFS_DATANODE_SYNCONCLOSE_KEY, syncOnClose);
         if (config.startsWith("hhh")) {
             conf.set("slipstream.hdfs.tiers.mode", config);
             conf.set(DFSConfigKeys.DFS_BLOCK_REPLICATOR_CLASSNAME_KEY, TieredBlockPlacementPolicy.class.getName());
