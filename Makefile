@@ -165,6 +165,7 @@ demo: build spark-homes
 	$(OHB) hbase --quick
 	$(OHB) hdfs all --quick
 	$(OHB) hdfs dfsio --quick
+	$(OHB) hdfs tiers --quick
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -183,6 +184,7 @@ bench: build spark-homes
 	$(OHB) hbase
 	$(OHB) hdfs all
 	$(OHB) hdfs dfsio
+	$(OHB) hdfs tiers
 	$(OHB) report
 
 clean:

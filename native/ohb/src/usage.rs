@@ -160,6 +160,11 @@ pub const TESTS: &[TestInfo] = &[
         description: "Hadoop's own TestDFSIO (3.4.2 tests jar, LocalJobRunner) -write then -read; its Throughput mb/sec",
         variants: "vanilla (short-circuit off), plugin (fallback never, client and DataNode fabric bytes checked), plugin-tcp",
     },
+    TestInfo {
+        name: "hdfs tiers",
+        description: "Triple-H vs HDFS storage policies: SWT (acknowledged and until RAM replicas persisted) and SRT, raw tier speeds",
+        variants: "hot (vanilla default policy), lazy-persist, all-ssd (vanilla policies), hhh, hhh-m (jvm/hdfs-tiers); placement checked",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -173,6 +178,7 @@ pub fn usage() -> String {
          \x20      ohb hbase [options]\n\
          \x20      ohb hdfs swl|srl|rrl|swt|srt|all|meta [options]\n\
          \x20      ohb hdfs dfsio [options]\n\
+         \x20      ohb hdfs tiers [options]\n\
          \x20      ohb report [--input DIR] [--out DIR]\n\
          \n\
          Slipstream micro-benchmarks: the fabric side by side with plain sockets and ucx_perftest.\n\
@@ -338,6 +344,20 @@ Options for hdfs dfsio (Hadoop's TestDFSIO, unmodified, on a 3-DataNode mini clu
   --configs LIST       subset of vanilla,plugin,plugin-tcp (vanilla required)
   --json PATH          default results/ohb-hdfs-dfsio.json
 
+Options for hdfs tiers (Hadoop 3.4 mini HDFS cluster per configuration, 3 DataNodes each with a RAM_DISK
+directory on tmpfs, an SSD and a DISK directory on the disk; replication 3):
+  --quick              2 writers x 16 MiB files, 4 MiB blocks, 3 runs, 1 round, 64 MiB raw (about 2 minutes)
+  --writers N          writers, then as many readers, each on its own file (default 2)
+  --file-bytes N       file size (default 128 MiB)
+  --block-bytes N      HDFS block size, a multiple of 4096 (default 64 MiB)
+  --runs N             timed runs after one warm-up file per writer; medians reported (default 3)
+  --rounds N           JVMs per configuration, configurations interleaved; medians (default 3, quick 1)
+  --raw-bytes N        file written and read per tier directory for its raw speed (default 256 MiB)
+  --configs LIST       subset of hot,lazy-persist,all-ssd,hhh,hhh-m (hot required)
+  --shm-dir DIR        the tmpfs for the RAM_DISK directories (default /dev/shm; refused if not tmpfs)
+  --sync-on-close      dfs.datanode.synconclose on for every configuration (HDFS's default: off)
+  --json PATH          default results/ohb-hdfs-tiers.json
+
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
   --out DIR            where index.html, summary.md and charts/ go (default report/)
@@ -363,6 +383,7 @@ Examples:
   ohb rpc callbench --quick
   ohb hdfs meta --quick
   ohb hbase --quick
+  ohb hdfs tiers --quick
   ohb report --input results --out report
 "#;
     text

@@ -118,6 +118,9 @@ pub fn hdfs_main(argv: &[String]) -> Result<(), String> {
     if argv.first().map(String::as_str) == Some("dfsio") {
         return super::dfsio::dfsio_main(&argv[1..]);
     }
+    if argv.first().map(String::as_str) == Some("tiers") {
+        return super::tiers::tiers_main(&argv[1..]);
+    }
     let (workloads, configs, json_path) = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
     let started = Instant::now();

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod dfsio;
 pub mod meta;
 pub mod render;
+pub mod tiers;
 
 /// The configurations, in the order they run.
 pub const CONFIGS: [&str; 4] = ["vanilla", "plugin", "plugin-tcp", "vanilla-sc"];

@@ -72,6 +72,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         }
         "hbase pe" => hbase_charts(&mut run, v, &id),
         "hdfs dfsio" => dfsio_charts(&mut run, v, &id),
+        "hdfs tiers" => hdfs_tiers_charts(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -384,6 +385,24 @@ fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// `ohb hdfs tiers`: write (acknowledged, until persisted) and read MB/s per configuration.
+fn hdfs_tiers_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let runs = v.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
+    for (key, title) in [
+        ("write_mb_s", "write throughput, acknowledged (median)"),
+        ("write_persisted_mb_s", "write throughput until every RAM replica is persisted (median)"),
+        ("read_mb_s", "read throughput (median)"),
+    ] {
+        let values: Vec<(String, f64)> = crate::hdfs::tiers::CONFIGS
+            .iter()
+            .filter_map(|config| Some((config.to_string(), runs.iter().find(|r| r["config"] == *config)?[key].as_f64()?)))
+            .collect();
+        if !values.is_empty() {
+            run.charts.push(bars(id(&format!("hdfs tiers {key}")), format!("hdfs tiers: {title}"), "configuration", "MB/s", values));
+        }
+    }
+}
+
 /// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
 fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -454,6 +473,20 @@ mod tests {
         let ChartKind::Bars { bars } = &run.charts[0].kind else { panic!("bars") };
         assert_eq!(bars, &vec![("vanilla".to_string(), 21.0), ("plugin".to_string(), 31.0)], "one bar per configuration, its median");
         assert!(run.charts[1].id.contains("read"), "{}", run.charts[1].id);
+    }
+
+    /// The shape `hdfs/tiers.rs` writes: one result per configuration under "runs", the targets.
+    #[test]
+    fn hdfs_tiers_gives_write_persisted_and_read_bars_and_its_targets() {
+        let v = json!({"bench": "hdfs tiers", "runs": [
+            {"config": "hot", "write_mb_s": 90.0, "write_persisted_mb_s": 90.0, "read_mb_s": 300.0},
+            {"config": "hhh", "write_mb_s": 80.0, "write_persisted_mb_s": 40.0, "read_mb_s": 350.0}],
+            "targets": [{"name": "HHH write >= 1.5x HOT", "ratio": 0.89, "pass": false, "detail": "acknowledged"}]});
+        let run = run_of("ohb-hdfs-tiers.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 3);
+        assert_eq!(run.charts[1].kind, ChartKind::Bars { bars: vec![("hot".into(), 90.0), ("hhh".into(), 40.0)] });
+        assert_eq!(run.targets.len(), 1);
+        assert_eq!(run.targets[0].verdict, "FAIL");
     }
 
     /// The shape `mapreduce/cli.rs` writes: the JVM's result lines under "runs".

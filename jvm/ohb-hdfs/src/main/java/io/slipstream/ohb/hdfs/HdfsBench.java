@@ -321,10 +321,10 @@ public final class HdfsBench {
         return crc.getValue();
     }
 
-    private record Read(long bytes, long crc, long shortCircuitBytes) {
+    record Read(long bytes, long crc, long shortCircuitBytes) {
     }
 
-    private static Read readAll(FileSystem fs, org.apache.hadoop.fs.Path path, int bufferBytes) throws IOException {
+    static Read readAll(FileSystem fs, org.apache.hadoop.fs.Path path, int bufferBytes) throws IOException {
         byte[] buf = new byte[bufferBytes];
         CRC32 crc = new CRC32();
         long bytes = 0;
