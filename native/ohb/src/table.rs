@@ -43,6 +43,30 @@ pub fn format_rate(rate: f64) -> String {
     }
 }
 
+/// The lowest ratio among a test's points and the point's label, for a target that every point
+/// must meet ("forced to TCP, never below 0.9x").
+#[derive(Debug, Default)]
+pub struct Worst {
+    worst: Option<(f64, String)>,
+}
+
+impl Worst {
+    pub fn see(&mut self, ratio: Option<f64>, label: impl std::fmt::Display) {
+        if let Some(r) = ratio {
+            if self.worst.as_ref().is_none_or(|w| r < w.0) {
+                self.worst = Some((r, label.to_string()));
+            }
+        }
+    }
+
+    /// The check of `target` on the worst point; `detail` names it from its label.
+    pub fn check(&self, name: String, target: f64, detail: impl Fn(&str) -> String) -> Check {
+        let ratio = self.worst.as_ref().map(|w| w.0);
+        let detail = self.worst.as_ref().map(|w| detail(&w.1)).unwrap_or_default();
+        Check { name, ratio, pass: ratio.map(|r| r >= target), detail }
+    }
+}
+
 /// One target the issue asks the table to make visible.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
@@ -54,6 +78,11 @@ pub struct Check {
 }
 
 impl Check {
+    /// A target met when `ratio` is at least `target` (not measured: no verdict).
+    pub fn at_least(name: String, ratio: Option<f64>, target: f64) -> Check {
+        Check { name, ratio, pass: ratio.map(|r| r >= target), detail: String::new() }
+    }
+
     pub fn to_json(&self) -> Value {
         json!({"name": self.name, "ratio": self.ratio, "pass": self.pass, "detail": self.detail})
     }
@@ -66,6 +95,22 @@ pub fn first_line(s: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn worst_keeps_the_lowest_ratio_and_its_label_and_judges_it() {
+        let mut worst = Worst::default();
+        let none = worst.check("never".into(), 0.9, |l| format!("at {l}"));
+        assert_eq!((none.ratio, none.pass, none.detail.as_str()), (None, None, ""), "no point: no verdict");
+        worst.see(Some(1.2), 8);
+        worst.see(None, 16);
+        worst.see(Some(0.85), 64);
+        worst.see(Some(0.95), 256);
+        let check = worst.check("tcp".into(), 0.9, |l| format!("worst at {l} B"));
+        assert_eq!((check.ratio, check.pass, check.detail.as_str()), (Some(0.85), Some(false), "worst at 64 B"));
+        assert_eq!(Check::at_least("x".into(), Some(2.0), 2.0).pass, Some(true), "at the target is met");
+        assert_eq!(Check::at_least("x".into(), None, 2.0).pass, None);
+    }
+
     use super::*;
 
     #[test]

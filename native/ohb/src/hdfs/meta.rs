@@ -17,7 +17,7 @@ use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use crate::rpc::callbench::{configs, path_error, split_tool_runs, value_after};
 use crate::rpc::render::{render_checks, TCP_TARGET_RATIO};
 use crate::rpc::CONFIGS;
-use crate::table::{format_ratio, format_rate, Check};
+use crate::table::{format_ratio, format_rate, Check, Worst};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -168,7 +168,7 @@ pub fn render(run: &MetaRun, results: &[Value]) -> (String, Vec<Check>) {
     }
     text += &format!(" {:>12} {:>15}\n", "fabric vs v", "fabric-tcp vs v");
     let mut checks = Vec::new();
-    let mut worst_tcp: Option<(f64, &str)> = None;
+    let mut worst_tcp = Worst::default();
     let cell = |r: Option<f64>| r.map(format_ratio).unwrap_or_else(|| "-".into());
     for op in &run.ops {
         text += &format!("{op:>10}");
@@ -181,23 +181,12 @@ pub fn render(run: &MetaRun, results: &[Value]) -> (String, Vec<Check>) {
         let tcp = ratio(rate(results, "fabric-tcp", op), rate(results, "vanilla", op));
         text += &format!(" {:>12} {:>15}\n", cell(fabric), cell(tcp));
         if TARGET_OPS.contains(&op.as_str()) {
-            checks.push(Check {
-                name: format!("NNThroughputBenchmark {op} >= {TARGET_RATIO}x vanilla ops/s"),
-                ratio: fabric,
-                pass: fabric.map(|f| f >= TARGET_RATIO),
-                detail: String::new(),
-            });
+            checks.push(Check::at_least(format!("NNThroughputBenchmark {op} >= {TARGET_RATIO}x vanilla ops/s"), fabric, TARGET_RATIO));
         }
-        if let Some(t) = tcp {
-            worst_tcp = Some(worst_tcp.map_or((t, op.as_str()), |w| if t < w.0 { (t, op.as_str()) } else { w }));
-        }
+        worst_tcp.see(tcp, op);
     }
-    checks.push(Check {
-        name: format!("NNThroughputBenchmark fabric-tcp >= {TCP_TARGET_RATIO}x vanilla ops/s"),
-        ratio: worst_tcp.map(|w| w.0),
-        pass: worst_tcp.map(|w| w.0 >= TCP_TARGET_RATIO),
-        detail: worst_tcp.map(|w| format!("worst: {}", w.1)).unwrap_or_default(),
-    });
+    let name = format!("NNThroughputBenchmark fabric-tcp >= {TCP_TARGET_RATIO}x vanilla ops/s");
+    checks.push(worst_tcp.check(name, TCP_TARGET_RATIO, |op| format!("worst: {op}")));
     (text, checks)
 }
 

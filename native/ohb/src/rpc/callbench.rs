@@ -14,7 +14,7 @@ use super::render::{render_checks, TCP_TARGET_RATIO, THR_TARGET_CLIENTS, THR_TAR
 use super::CONFIGS;
 use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
-use crate::table::{format_rate, format_ratio, format_us, Check};
+use crate::table::{format_rate, format_ratio, format_us, Check, Worst};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -197,7 +197,7 @@ pub fn render(run: &CallRun, results: &[Value]) -> (String, Vec<Check>) {
     }
     text += &format!(" {:>12} {:>15}\n", "fabric vs v", "fabric-tcp vs v");
     let mut checks = Vec::new();
-    let mut worst_tcp: Option<(f64, u64)> = None;
+    let mut worst_tcp = Worst::default();
     for &clients in &run.clients {
         let rate = |c: &str| find(results, c, clients).and_then(|r| r["calls_per_s"].as_f64());
         text += &format!("{clients:>8}");
@@ -215,23 +215,13 @@ pub fn render(run: &CallRun, results: &[Value]) -> (String, Vec<Check>) {
         let cell = |r: Option<f64>| r.map(format_ratio).unwrap_or_else(|| "-".into());
         text += &format!(" {:>12} {:>15}\n", cell(fabric), cell(tcp));
         if clients == THR_TARGET_CLIENTS {
-            checks.push(Check {
-                name: format!("RPCCallBenchmark with {THR_TARGET_CLIENTS} clients >= {THR_TARGET_RATIO}x vanilla calls/s"),
-                ratio: fabric,
-                pass: fabric.map(|f| f >= THR_TARGET_RATIO),
-                detail: String::new(),
-            });
+            let name = format!("RPCCallBenchmark with {THR_TARGET_CLIENTS} clients >= {THR_TARGET_RATIO}x vanilla calls/s");
+            checks.push(Check::at_least(name, fabric, THR_TARGET_RATIO));
         }
-        if let Some(t) = tcp {
-            worst_tcp = Some(worst_tcp.map_or((t, clients), |w| if t < w.0 { (t, clients) } else { w }));
-        }
+        worst_tcp.see(tcp, clients);
     }
-    checks.push(Check {
-        name: format!("RPCCallBenchmark fabric-tcp >= {TCP_TARGET_RATIO}x vanilla calls/s"),
-        ratio: worst_tcp.map(|w| w.0),
-        pass: worst_tcp.map(|w| w.0 >= TCP_TARGET_RATIO),
-        detail: worst_tcp.map(|w| format!("worst at {} clients", w.1)).unwrap_or_default(),
-    });
+    let name = format!("RPCCallBenchmark fabric-tcp >= {TCP_TARGET_RATIO}x vanilla calls/s");
+    checks.push(worst_tcp.check(name, TCP_TARGET_RATIO, |clients| format!("worst at {clients} clients")));
     (text, checks)
 }
 

@@ -1,7 +1,7 @@
 //! The JVM side's result lines to tables, ratios against vanilla and the targets.
 
 use super::CONFIGS;
-use crate::table::{format_rate, format_ratio, format_us, Check};
+use crate::table::{format_rate, format_ratio, format_us, Check, Worst};
 use serde_json::Value;
 
 const RESULT_PREFIX: &str = "OHB_RPC_RESULT ";
@@ -68,8 +68,8 @@ pub fn render_lat(results: &[Value]) -> (String, Vec<Check>) {
     }
     text += &format!(" {:>12} {:>14}\n", "fabric vs v", "fabric-tcp vs v");
     let mut checks = Vec::new();
-    let mut worst: Option<(f64, u64)> = None;
-    let mut worst_tcp: Option<(f64, u64)> = None;
+    let mut worst = Worst::default();
+    let mut worst_tcp = Worst::default();
     for bytes in keys(results, "bytes") {
         text += &format!("{bytes:>8}");
         for c in CONFIGS {
@@ -90,26 +90,13 @@ pub fn render_lat(results: &[Value]) -> (String, Vec<Check>) {
         let tcp = ratio(p50("vanilla"), p50("fabric-tcp"));
         text += &format!(" {:>12} {:>14}\n", cell(fabric), cell(tcp));
         if bytes <= LAT_TARGET_MAX_BYTES {
-            if let Some(f) = fabric {
-                worst = Some(worst.map_or((f, bytes), |w| if f < w.0 { (f, bytes) } else { w }));
-            }
+            worst.see(fabric, bytes);
         }
-        if let Some(t) = tcp {
-            worst_tcp = Some(worst_tcp.map_or((t, bytes), |w| if t < w.0 { (t, bytes) } else { w }));
-        }
+        worst_tcp.see(tcp, bytes);
     }
-    checks.push(Check {
-        name: format!("latency 1 B-4 KiB >= {LAT_TARGET_RATIO}x lower than vanilla (p50)"),
-        ratio: worst.map(|w| w.0),
-        pass: worst.map(|w| w.0 >= LAT_TARGET_RATIO),
-        detail: worst.map(|w| format!("worst at {} B", w.1)).unwrap_or_default(),
-    });
-    checks.push(Check {
-        name: format!("fabric-tcp latency >= {TCP_TARGET_RATIO}x vanilla's speed (p50)"),
-        ratio: worst_tcp.map(|w| w.0),
-        pass: worst_tcp.map(|w| w.0 >= TCP_TARGET_RATIO),
-        detail: worst_tcp.map(|w| format!("worst at {} B", w.1)).unwrap_or_default(),
-    });
+    let at_bytes = |bytes: &str| format!("worst at {bytes} B");
+    checks.push(worst.check(format!("latency 1 B-4 KiB >= {LAT_TARGET_RATIO}x lower than vanilla (p50)"), LAT_TARGET_RATIO, at_bytes));
+    checks.push(worst_tcp.check(format!("fabric-tcp latency >= {TCP_TARGET_RATIO}x vanilla's speed (p50)"), TCP_TARGET_RATIO, at_bytes));
     (text, checks)
 }
 
@@ -123,7 +110,7 @@ pub fn render_thr(results: &[Value]) -> (String, Vec<Check>) {
     }
     text += &format!(" {:>12} {:>14}\n", "fabric vs v", "fabric-tcp vs v");
     let mut checks = Vec::new();
-    let mut worst_tcp: Option<(f64, u64)> = None;
+    let mut worst_tcp = Worst::default();
     for clients in keys(results, "clients") {
         let rate = |c: &str| find(results, c, "clients", clients).and_then(|r| r["calls_per_s"].as_f64());
         text += &format!("{clients:>8}");
@@ -134,23 +121,13 @@ pub fn render_thr(results: &[Value]) -> (String, Vec<Check>) {
         let tcp = ratio(rate("fabric-tcp"), rate("vanilla"));
         text += &format!(" {:>12} {:>14}\n", cell(fabric), cell(tcp));
         if clients == THR_TARGET_CLIENTS {
-            checks.push(Check {
-                name: format!("throughput with {THR_TARGET_CLIENTS} clients >= {THR_TARGET_RATIO}x vanilla"),
-                ratio: fabric,
-                pass: fabric.map(|f| f >= THR_TARGET_RATIO),
-                detail: String::new(),
-            });
+            let name = format!("throughput with {THR_TARGET_CLIENTS} clients >= {THR_TARGET_RATIO}x vanilla");
+            checks.push(Check::at_least(name, fabric, THR_TARGET_RATIO));
         }
-        if let Some(t) = tcp {
-            worst_tcp = Some(worst_tcp.map_or((t, clients), |w| if t < w.0 { (t, clients) } else { w }));
-        }
+        worst_tcp.see(tcp, clients);
     }
-    checks.push(Check {
-        name: format!("fabric-tcp throughput >= {TCP_TARGET_RATIO}x vanilla"),
-        ratio: worst_tcp.map(|w| w.0),
-        pass: worst_tcp.map(|w| w.0 >= TCP_TARGET_RATIO),
-        detail: worst_tcp.map(|w| format!("worst at {} clients", w.1)).unwrap_or_default(),
-    });
+    let name = format!("fabric-tcp throughput >= {TCP_TARGET_RATIO}x vanilla");
+    checks.push(worst_tcp.check(name, TCP_TARGET_RATIO, |clients| format!("worst at {clients} clients")));
     (text, checks)
 }
 

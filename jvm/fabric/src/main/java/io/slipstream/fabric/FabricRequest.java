@@ -84,14 +84,7 @@ public final class FabricRequest {
 
     /** Answers with a copy of {@code data[offset, offset + length)}. */
     public void respond(byte[] data, int offset, int length) {
-        Objects.checkFromIndexSize(offset, length, data.length);
-        long handle = take();
-        long payloadHandle = payload.takeIfLive();
-        try {
-            FabricNative.requestRespond(handle, payloadHandle, null, data, offset, length);
-        } finally {
-            answered();
-        }
+        respond(data, offset, length, false);
     }
 
     /**
@@ -126,14 +119,7 @@ public final class FabricRequest {
 
     /** Fails the request: the requester gets a {@link FabricException} of kind {@code REMOTE} with {@code message}. */
     public void fail(String message) {
-        Objects.requireNonNull(message, "message");
-        long handle = take();
-        long payloadHandle = payload.takeIfLive();
-        try {
-            FabricNative.requestFail(handle, payloadHandle, message);
-        } finally {
-            answered();
-        }
+        fail(message, false);
     }
 
     /**
@@ -142,11 +128,19 @@ public final class FabricRequest {
      * the connection (HBase's answer to a request over its size limit). See {@link #failAndClose}.
      */
     public void respondAndClose(byte[] data, int offset, int length) {
+        respond(data, offset, length, true);
+    }
+
+    private void respond(byte[] data, int offset, int length, boolean thenClose) {
         Objects.checkFromIndexSize(offset, length, data.length);
         long handle = take();
         long payloadHandle = payload.takeIfLive();
         try {
-            FabricNative.requestRespondAndClose(handle, payloadHandle, data, offset, length);
+            if (thenClose) {
+                FabricNative.requestRespondAndClose(handle, payloadHandle, data, offset, length);
+            } else {
+                FabricNative.requestRespond(handle, payloadHandle, null, data, offset, length);
+            }
         } finally {
             answered();
         }
@@ -159,11 +153,19 @@ public final class FabricRequest {
      * flight on it fail with {@code PEER_FAILED}, and its next request opens a new connection.
      */
     public void failAndClose(String message) {
+        fail(message, true);
+    }
+
+    private void fail(String message, boolean thenClose) {
         Objects.requireNonNull(message, "message");
         long handle = take();
         long payloadHandle = payload.takeIfLive();
         try {
-            FabricNative.requestFailAndClose(handle, payloadHandle, message);
+            if (thenClose) {
+                FabricNative.requestFailAndClose(handle, payloadHandle, message);
+            } else {
+                FabricNative.requestFail(handle, payloadHandle, message);
+            }
         } finally {
             answered();
         }
