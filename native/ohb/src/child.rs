@@ -187,6 +187,14 @@ pub fn bench_jvm(root: &Path, module: &str, heap: &str) -> Result<Command, Strin
 }
 
 /// Runs `cmd` to completion with both outputs captured, killing it after `timeout`.
+/// `run_captured`, then both outputs kept in `log` (stdout first: Hadoop's log4j writes there).
+pub fn run_logged(name: &str, cmd: Command, timeout: Duration, log: &Path) -> Result<Captured, String> {
+    let captured = run_captured(name, cmd, timeout)?;
+    std::fs::write(log, format!("{}\n--- stderr ---\n{}", captured.stdout, captured.stderr))
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    Ok(captured)
+}
+
 pub fn run_captured(name: &str, mut cmd: Command, timeout: Duration) -> Result<Captured, String> {
     cmd.stderr(Stdio::piped());
     let mut guard = ChildGuard::spawn(name, cmd, true)?;

@@ -11,7 +11,7 @@
 //! checked (both tests, every file, every byte), and set side by side with ratios against vanilla.
 //! Logs go to `build/ohb-hdfs-dfsio-<config>.log`.
 
-use crate::child::{bench_jvm, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_logged};
 use crate::output::write_json;
 use crate::stats::median;
 use crate::table::format_ratio;
@@ -188,11 +188,9 @@ fn run_jvm(root: &Path, w: &DfsioWorkload, config: &str) -> Result<(Vec<DfsioRes
         .arg("--work")
         .arg(root.join("build/ohb-hdfs"));
     eprintln!("ohb hdfs dfsio: running {config} ...");
-    let captured = run_captured("ohb-hdfs-dfsio", cmd, RUN_TIMEOUT)?;
     std::fs::create_dir_all(root.join("build")).map_err(|e| format!("build/: {e}"))?;
     let log = root.join("build").join(format!("ohb-hdfs-dfsio-{config}.log"));
-    // Hadoop's log4j writes to stdout: both outputs go to the log.
-    std::fs::write(&log, format!("{}\n{}", captured.stdout, captured.stderr)).map_err(|e| format!("{}: {e}", log.display()))?;
+    let captured = run_logged("ohb-hdfs-dfsio", cmd, RUN_TIMEOUT, &log)?;
     if !captured.status.success() {
         let reasons: Vec<&str> = captured.stderr.lines().filter(|l| l.starts_with("ohb hdfs dfsio:")).collect();
         return Err(format!("{config} failed ({}); log: {}\n{}", captured.status, log.display(), reasons.join("\n")));

@@ -12,7 +12,7 @@
 //! operation the tool's JVM sent calls over the fabric and none over sockets, and the NameNode's client
 //! server took at least that many over the fabric (`OHB_NN_SERVER`); a point without that proof fails.
 
-use crate::child::{bench_jvm, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_logged};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use crate::rpc::callbench::{configs, path_error, split_tool_runs, value_after};
 use crate::rpc::render::{render_checks, TCP_TARGET_RATIO};
@@ -207,10 +207,8 @@ pub fn meta_main(argv: &[String]) -> Result<(), String> {
         for op in &run.ops {
             cmd.arg("--run").args(tool_args(&run, op));
         }
-        let captured = run_captured("ohb-hdfs-meta", cmd, PER_OP_TIMEOUT * (run.ops.len() as u32 + 1))?;
         let log = root.join("build").join(format!("ohb-hdfs-meta-{config}.log"));
-        std::fs::write(&log, format!("{}\n--- stderr ---\n{}", captured.stdout, captured.stderr))
-            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let captured = run_logged("ohb-hdfs-meta", cmd, PER_OP_TIMEOUT * (run.ops.len() as u32 + 1), &log)?;
         let points = results_of(config, &run.ops, &captured.stdout)?;
         for p in &points {
             if let Some(e) = p["error"].as_str() {

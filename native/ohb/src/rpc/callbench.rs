@@ -12,7 +12,7 @@
 
 use super::render::{render_checks, TCP_TARGET_RATIO, THR_TARGET_CLIENTS, THR_TARGET_RATIO};
 use super::CONFIGS;
-use crate::child::{bench_jvm, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_logged};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use crate::table::{format_rate, format_ratio, format_us, Check, Worst};
 use serde_json::{json, Value};
@@ -243,10 +243,8 @@ pub fn callbench_main(argv: &[String]) -> Result<(), String> {
             cmd.arg("--run").args(tool_args(&run, clients));
         }
         let timeout = (Duration::from_secs(run.seconds) + RUN_SLACK) * run.clients.len() as u32;
-        let captured = run_captured("ohb-rpc-callbench", cmd, timeout)?;
         let log = root.join("build").join(format!("ohb-rpc-callbench-{config}.log"));
-        std::fs::write(&log, format!("{}\n--- stderr ---\n{}", captured.stdout, captured.stderr))
-            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let captured = run_logged("ohb-rpc-callbench", cmd, timeout, &log)?;
         let points = results_of(config, &run.clients, &captured.stdout)?;
         for p in &points {
             if let Some(e) = p["error"].as_str() {
