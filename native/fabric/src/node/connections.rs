@@ -208,17 +208,25 @@ impl NodeInner {
 
     /// Marks a connection failed, fails its requests in flight and schedules its endpoint's close.
     pub(super) fn fail_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) {
-        let Some(conn) = state.conns.get_mut(&conn_id) else { return };
-        if conn.failed {
+        if !self.shut_conn(state, conn_id, reason) {
             return;
         }
-        conn.failed = true;
         // The wedge check starts from the moment of a failure, of any kind (a killed same-host
         // peer may show as a reset, a timeout or a failed send).
         // SAFETY: under the runtime's lock (the caller holds `state`); no borrow of the shared state
         // is live up the stack (callers copy out of the endpoint map); this one ends with the statement.
         unsafe { self.runtime.shared() }.wedge.peer_failed(coarse_ms(), self.runtime.messages_received.load(Ordering::Relaxed));
-        // A failed connection is no longer open, even while its endpoint waits to be closed.
+        state.to_close.push((conn_id, true));
+    }
+
+    /// What a connection's failure and a close after an answer share: the connection counts as
+    /// failed (nothing more is served from it, it leaves the cache and `connections_open`: a
+    /// failed connection is no longer open, even while its endpoint waits to be closed), this
+    /// node's requests on it fail with `reason`, its partial messages and same-host state go.
+    /// False if it was gone or failed already. The caller schedules the endpoint's close.
+    fn shut_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) -> bool {
+        let Some(conn) = state.conns.get_mut(&conn_id).filter(|c| !c.failed) else { return false };
+        conn.failed = true;
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
         let peer = conn.peer_name.clone();
         if let Some(addr) = conn.outgoing_peer {
@@ -231,7 +239,7 @@ impl NodeInner {
         }
         state.partials.drop_conn(conn_id);
         state.same_host.drop_conn(conn_id);
-        state.to_close.push((conn_id, true));
+        true
     }
 
     /// Starts closing an endpoint; `force` drops what is queued on it (for failed peers).
@@ -290,23 +298,10 @@ impl NodeInner {
     /// receive queue (shared memory, another lane), so the close waits until the answer was
     /// surely taken in.
     pub(super) fn close_after_answer(&self, state: &mut NodeState, conn_id: u64) {
-        let Some(conn) = state.conns.get_mut(&conn_id).filter(|c| !c.failed) else { return };
-        conn.failed = true;
-        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-        let peer = conn.peer_name.clone();
-        if let Some(addr) = conn.outgoing_peer {
-            if state.by_peer.get(&addr) == Some(&conn_id) {
-                state.by_peer.remove(&addr);
-            }
+        if self.shut_conn(state, conn_id, "this node closed the connection after a broken request of the peer") {
+            log_debug!("closing connection {conn_id} after answering a request on it");
+            state.lingering.push((conn_id, coarse_ms() + CLOSE_LINGER_MS));
         }
-        log_debug!("closing connection {conn_id} from {peer} after answering a request on it");
-        for request_id in state.pending.ids_on_conn(conn_id) {
-            let reason = "this node closed the connection after a broken request of the peer".to_string();
-            self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason }));
-        }
-        state.partials.drop_conn(conn_id);
-        state.same_host.drop_conn(conn_id);
-        state.lingering.push((conn_id, coarse_ms() + CLOSE_LINGER_MS));
     }
 
     /// Closes the endpoints of `close_after_answer` whose linger is over.
