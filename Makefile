@@ -93,11 +93,13 @@ UCX122_CRATES    := -p ucx-sys -p fabric -p fabric-jni -p fabric-jni-preload
 ucx-1.22: deps
 	tools/ucx-wheel.sh $(UCX122_VERSION) $(UCX122_SHA256) $(UCX122_DIR)
 
+# The ldd checks read ldd's whole output (grep without -q): `grep -q` exits at its first match, and
+# under pipefail an ldd still writing then dies of SIGPIPE and fails the check (seen under load).
 native-ucx-1.22: ucx-1.22
 	cd native && $(UCX122_ENV) $(CARGO) build --release $(UCX122_CRATES)
 	cd ..
 	$(call fabric_jar_libs,$(UCX122_TARGET)/release)
-	ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so | grep -q "libucp.so.0 => $(UCX122_LIB)/libucp.so.0" \
+	ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so | grep "libucp.so.0 => $(UCX122_LIB)/libucp.so.0" >/dev/null \
 	  || { ldd $(UCX122_TARGET)/release/libslipstream_fabric_jni.so; echo "the JNI library does not load UCX $(UCX122_VERSION)"; exit 1; }
 
 # Rust: ucx-sys (its version test prints the loaded UCX), fabric (unit, two-process and netns tests),
@@ -111,7 +113,7 @@ test-ucx-1.22: native-ucx-1.22
 	grep -q "UCX at run time: $(UCX122_VERSION)" build/test-ucx-1.22.log \
 	  || { echo "test-ucx-1.22: the tests did not run on UCX $(UCX122_VERSION)"; exit 1; }
 	$(MVN) -f jvm/pom.xml -pl fabric test -Dnative.dir=$(UCX122_TARGET)/release -Dfabric.build.directory=$(UCX122_JVM_BUILD)
-	ldd $(UCX122_JVM_BUILD)/classes/native/linux-x86_64/libslipstream_fabric_jni.so | grep -q "$(UCX122_LIB)/libucp.so.0" \
+	ldd $(UCX122_JVM_BUILD)/classes/native/linux-x86_64/libslipstream_fabric_jni.so | grep "$(UCX122_LIB)/libucp.so.0" >/dev/null \
 	  || { echo "test-ucx-1.22: the JVM suite ran with a library that does not load UCX $(UCX122_VERSION)"; exit 1; }
 	echo "test-ucx-1.22: Rust and JVM fabric suites passed on UCX $(UCX122_VERSION)"
 

@@ -72,6 +72,7 @@ echo "$stamp" > "$home/.ucx-wheel"
 
 rm -rf "$dest"
 mv "$home" "$dest"
-LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/ucx_info" -v | grep -q "Library version: $version" \
+# Not `grep -q`: under pipefail a writer cut off by its early exit fails the check (see the Makefile).
+LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/ucx_info" -v | grep "Library version: $version" >/dev/null \
   || { echo "ucx-wheel: $prefix/bin/ucx_info does not report version $version" >&2; exit 1; }
 echo "ucx-wheel: UCX $version in $dest"

@@ -56,6 +56,21 @@ impl Context {
             if result.is_ok() && std::env::var_os("UCX_NET_DEVICES").is_none() {
                 result = modify("NET_DEVICES", &config.net_devices);
             }
+            // With peer error handling UCX offers shared memory no bulk (`rma_bw`) lane, so without
+            // RDMA every same-host endpoint got a TCP lane for rendezvous alone, and a TCP lane keeps
+            // UCX's TCP interface polled, one `epoll_wait` per `ucp_worker_progress`, even between
+            // two same-host peers (issue 11's profile: about 30 % of the samples at 16 KiB). The
+            // lane carries nothing the fabric needs: peers on other hosts reached over TCP are sent
+            // eagerly (`connections.rs`), and large same-host messages take the pull path. So
+            // without an RDMA device in reach, rendezvous gets no lanes (UCX then runs it over
+            // active messages); with one, verbs keep zero-copy rendezvous. An explicit
+            // UCX_MAX_RNDV_LANES wins.
+            if result.is_ok() && config.transport == Transport::Auto && std::env::var_os("UCX_MAX_RNDV_LANES").is_none() {
+                let net_devices = std::env::var("UCX_NET_DEVICES").unwrap_or_else(|_| config.net_devices.clone());
+                if !rdma_in_reach(&rdma_devices(), &net_devices) {
+                    result = modify("MAX_RNDV_LANES", "0");
+                }
+            }
             if let Err(e) = result {
                 u::ucp_config_release(ucp_config);
                 return Err(e);
@@ -128,6 +143,21 @@ pub(crate) fn sockaddr(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, 
     }
 }
 
+/// This host's RDMA devices (verbs: InfiniBand, RoCE, iWARP), as the kernel lists them.
+fn rdma_devices() -> Vec<String> {
+    std::fs::read_dir("/sys/class/infiniband")
+        .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether UCX may use one of `devices` under `net_devices` (UCX_NET_DEVICES's syntax: `all`, or
+/// a comma-separated list of names such as `mlx5_0:1`, `eth0`, `lo`).
+fn rdma_in_reach(devices: &[String], net_devices: &str) -> bool {
+    net_devices.split(',').map(str::trim).any(|wanted| {
+        wanted == "all" || devices.iter().any(|device| wanted == device || wanted.strip_prefix(device.as_str()).is_some_and(|port| port.starts_with(':')))
+    }) && !devices.is_empty()
+}
+
 /// The inverse of `sockaddr`.
 pub(crate) fn socket_addr(storage: &libc::sockaddr_storage) -> Result<std::net::SocketAddr> {
     // SAFETY: `ss_family` says which of sockaddr_in/sockaddr_in6 the storage holds; both fit in it.
@@ -177,5 +207,22 @@ pub(crate) fn is_local_address(ip: std::net::IpAddr) -> bool {
         }
         libc::freeifaddrs(list);
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rdma_in_reach;
+
+    #[test]
+    fn rdma_is_in_reach_only_when_a_device_exists_and_the_device_list_takes_it() {
+        let mlx = vec!["mlx5_0".to_string(), "mlx5_1".to_string()];
+        assert!(!rdma_in_reach(&[], "all"), "no device");
+        assert!(!rdma_in_reach(&mlx, "lo"), "the fabric's default device list is loopback only");
+        assert!(rdma_in_reach(&mlx, "all"));
+        assert!(rdma_in_reach(&mlx, "lo,mlx5_1:1"));
+        assert!(rdma_in_reach(&mlx, "mlx5_0"));
+        assert!(!rdma_in_reach(&mlx, "mlx5_10:1"), "another device whose name starts the same");
+        assert!(!rdma_in_reach(&mlx, "eth0, lo"));
     }
 }

@@ -92,6 +92,9 @@ fn large_messages_are_pulled_both_ways_and_small_ones_are_not() {
     let stats = node.stats();
     assert!(stats.same_host_bytes_pulled >= 2 * (9 << 20), "responses were pulled by this node: {stats:?}");
     assert_eq!((stats.same_host_pulls_failed, stats.same_host_pull_refused, stats.protocol_errors), (0, 0, 0), "{stats:?}");
+    // Without RDMA, a same-host connection has no TCP lane, so progress never polls UCX's TCP
+    // interface (`ucx.rs`, MAX_RNDV_LANES).
+    assert_eq!(stats.same_host_connections_with_tcp, 0, "{stats:?}");
     // Our requests were pulled by the peer and released: nothing of ours is held any more.
     let deadline = Instant::now() + Duration::from_secs(5);
     while node.stats().pool_bytes_in_use != 0 {

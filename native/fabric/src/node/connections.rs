@@ -178,11 +178,18 @@ impl NodeInner {
         // to 1 MiB across a veth pair, against 1.1 to 1.4 GB/s eagerly: `ohb fabric bw --hosts
         // netns`), so send eagerly, as `Transport::Tcp` does. Same-host peers keep their rule
         // (`same_host_eager`); RDMA lanes keep zero-copy rendezvous.
-        if conn.send_flags == 0 && self.config.transport == crate::config::Transport::Auto {
+        if self.config.transport == crate::config::Transport::Auto {
             let same_host = conn.peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
             // SAFETY: under the runtime's lock (the caller holds `state`); `conn.ep` is a live,
             // wired-up endpoint of this worker.
-            if !same_host && rendezvous_is_emulated(&unsafe { endpoint_info(conn.ep) }) {
+            let lanes = unsafe { endpoint_info(conn.ep) };
+            // A TCP lane to a same-host peer keeps UCX's TCP interface polled on every progress
+            // call (`ucx.rs`, MAX_RNDV_LANES): counted, so that a test and an operator can see it.
+            if same_host && lane_transports(&lanes).any(|(_, transport)| transport == "tcp") {
+                self.counters.same_host_connections_with_tcp.fetch_add(1, Ordering::Relaxed);
+                log_debug!("connection {conn_id} to {}: same host, but UCX gave it a TCP lane", conn.peer_name);
+            }
+            if conn.send_flags == 0 && !same_host && rendezvous_is_emulated(&lanes) {
                 conn.send_flags = u::UCP_AM_SEND_FLAG_EAGER;
                 log_debug!("connection {conn_id} to {}: TCP only, sending eagerly", conn.peer_name);
             }
@@ -352,12 +359,18 @@ unsafe fn endpoint_info(ep: u::ucp_ep_h) -> String {
 /// Whether UCX would emulate rendezvous in software on an endpoint with these lanes
 /// (`ucp_ep_print_info` text): no remote-memory lane for bulk data (`rma_bw`), or only TCP ones.
 fn rendezvous_is_emulated(info: &str) -> bool {
-    let mut rma_transports = info
-        .lines()
-        .filter(|line| line.contains("lane[") && line.contains("rma_bw"))
-        .filter_map(|line| line.split_once("]:").map(|(_, rest)| rest.trim()))
-        .map(|lane| lane.split_whitespace().next().unwrap_or("").split(':').nth(1).unwrap_or("").split('/').next().unwrap_or(""));
+    let mut rma_transports = lane_transports(info).filter(|(lane, _)| lane.contains("rma_bw")).map(|(_, transport)| transport);
     !info.is_empty() && rma_transports.all(|transport| transport == "tcp")
+}
+
+/// Each transport lane of `ucp_ep_print_info` text (`lane[1]:  2:sysv/memory.0 md[2] ... am`) with
+/// its transport's name (`sysv`); the connection-manager lane (`lane[0]: cm tcp`) is not one.
+fn lane_transports(info: &str) -> impl Iterator<Item = (&str, &str)> {
+    info.lines()
+        .filter(|line| line.contains("lane["))
+        .filter_map(|line| line.split_once("]:").map(|(_, rest)| rest.trim()))
+        .filter(|lane| !lane.starts_with("cm "))
+        .map(|lane| (lane, lane.split_whitespace().next().unwrap_or("").split(':').nth(1).unwrap_or("").split('/').next().unwrap_or("")))
 }
 
 /// Frees the endpoint-close requests UCX has finished.
@@ -480,6 +493,15 @@ mod tests {
 #                 lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[3]      -> md[3]/ib/sysdev[255] am am_bw#0 rma_bw#0 wireup
 #                 lane[2]:  1:tcp/eth0.0 md[1]              -> md[1]/tcp/sysdev[255] rma_bw#1
 ";
+
+    #[test]
+    fn lanes_are_read_with_their_transport_and_the_connection_manager_is_not_one() {
+        let transports = |info| lane_transports(info).map(|(_, transport)| transport).collect::<Vec<_>>();
+        assert_eq!(transports(SHM_AND_TCP), ["sysv", "tcp"]);
+        assert_eq!(transports(TCP_ONLY), ["tcp"], "`cm tcp` is the connection manager, not a lane");
+        assert_eq!(transports(VERBS), ["rc_mlx5", "tcp"]);
+        assert_eq!(transports("#  lane[0]: cm rdmacm\n#  lane[1]:  2:sysv/memory.0 md[2] -> md[2]/sysv am keepalive\n"), ["sysv"]);
+    }
 
     #[test]
     fn rendezvous_counts_as_emulated_over_tcp_only_or_without_a_bulk_lane() {

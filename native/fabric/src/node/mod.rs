@@ -115,6 +115,9 @@ pub struct Stats {
     /// The most registered memory the pool has had mapped at once (never above the cap plus the
     /// small-buffer reserve): the node's off-heap memory at its worst.
     pub pool_bytes_mapped_peak: u64,
+    /// Connections to peers on this host that UCX gave a TCP lane (none without RDMA: `ucx.rs`);
+    /// such a lane costs every progress call a poll of UCX's TCP interface.
+    pub same_host_connections_with_tcp: u64,
 }
 
 #[derive(Default)]
@@ -130,6 +133,7 @@ struct Counters {
     same_host_bytes_pulled: AtomicU64,
     same_host_pulls_failed: AtomicU64,
     same_host_pull_refused: AtomicU64,
+    same_host_connections_with_tcp: AtomicU64,
 }
 
 /// Everything of the node that only the holder of its runtime's lock may touch.
@@ -400,6 +404,7 @@ impl Node {
             same_host_bytes_pulled: c.same_host_bytes_pulled.load(Ordering::Relaxed),
             same_host_pulls_failed: c.same_host_pulls_failed.load(Ordering::Relaxed),
             same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
+            same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
         }
     }
 
