@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use crate::child::find_repo_root;
 
 /// Writes pretty JSON, creating the directory. An object gets a `run` stamp (commit, time,
-/// command) unless it has one, so `ohb report` can tell runs apart.
+/// command, load average) and the `machine` unless it has them, so `ohb report` can tell runs
+/// apart and say where each ran.
 pub fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
@@ -18,6 +19,7 @@ pub fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     let mut value = value.clone();
     if let Some(object) = value.as_object_mut() {
         object.entry("run").or_insert_with(run_stamp);
+        object.entry("machine").or_insert_with(|| crate::machine::Machine::detect().to_json());
     }
     let text = serde_json::to_string_pretty(&value).expect("JSON values serialize");
     std::fs::write(path, text + "\n").map_err(|e| format!("write {}: {e}", path.display()))
@@ -38,7 +40,14 @@ pub fn run_stamp() -> Value {
     };
     let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let args: Vec<String> = std::env::args().skip(1).collect();
-    json!({"commit": commit, "written_utc": utc_text(seconds), "command": format!("ohb {}", args.join(" "))})
+    // The load when the results were written: on a shared machine it says how noisy they are.
+    let load_average = std::fs::read_to_string("/proc/loadavg").map(|text| load_average_of(&text)).unwrap_or_default();
+    json!({"commit": commit, "written_utc": utc_text(seconds), "command": format!("ohb {}", args.join(" ")), "load_average": load_average})
+}
+
+/// `"0.52 1.29 2.43"` (1, 5 and 15 minutes) of `/proc/loadavg`'s text.
+fn load_average_of(text: &str) -> String {
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of seconds since the epoch (civil calendar from days, H. Hinnant's algorithm).
@@ -81,6 +90,22 @@ pub fn fail_if_points_failed(run_name: &str, failures: &[String]) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_load_average_is_the_first_three_fields_of_proc_loadavg() {
+        assert_eq!(load_average_of("0.52 1.29 2.43 3/512 12345\n"), "0.52 1.29 2.43");
+        assert_eq!(load_average_of(""), "");
+    }
+
+    #[test]
+    fn written_results_carry_the_run_stamp_and_the_machine() {
+        let path = std::env::temp_dir().join(format!("ohb-output-test-{}.json", std::process::id()));
+        write_json(&path, &json!({"bench": "x"})).unwrap();
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(written.pointer("/run/load_average").and_then(Value::as_str).is_some_and(|l| l.split(' ').count() == 3), "{written}");
+        assert!(written.pointer("/machine/cpus").and_then(Value::as_u64).is_some_and(|n| n > 0), "{written}");
+    }
 
     #[test]
     fn utc_dates() {

@@ -30,6 +30,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         commit: stamp("commit").unwrap_or_else(|| "unknown commit".into()),
         written_utc: stamp("written_utc").unwrap_or_default(),
         command: stamp("command").unwrap_or_default(),
+        load_average: stamp("load_average").unwrap_or_default(),
         charts: Vec::new(),
         tables: Vec::new(),
         targets: targets_of(v),

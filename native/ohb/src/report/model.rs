@@ -24,6 +24,8 @@ pub struct Run {
     pub written_utc: String,
     /// The command that wrote it, if stamped.
     pub command: String,
+    /// The load average (1, 5, 15 minutes) when it was written, if stamped.
+    pub load_average: String,
     pub charts: Vec<Chart>,
     /// Tables that are not a chart's data (the chart's data table travels with the chart).
     pub tables: Vec<Table>,

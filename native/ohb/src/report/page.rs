@@ -76,7 +76,7 @@ pub fn html(runs: &[Run], svgs: &[Vec<String>], input: &str) -> String {
     out += "</table>\n";
     for (r, run_svgs) in runs.iter().zip(svgs) {
         out += &format!("<section id=\"run-{}\">\n<h2>{} <small>({})</small></h2>\n", crate::report::model::slug(&r.file), escape(&r.bench), escape(&r.file));
-        out += &format!("<p>machine: {}; commit: {}</p>\n", escape(&r.machine), escape(&r.commit));
+        out += &format!("<p>machine: {}; commit: {}{}</p>\n", escape(&r.machine), escape(&r.commit), escape(&load_text(r)));
         if !r.targets.is_empty() {
             out += &format!("<table id=\"targets-{}\">\n<caption>Targets</caption>\n<tr><th>target</th><th>verdict</th><th>detail</th></tr>\n", crate::report::model::slug(&r.file));
             for t in &r.targets {
@@ -117,6 +117,15 @@ fn md_table(table: &Table) -> String {
     out + "\n"
 }
 
+/// `; load average 1.50 2.00 2.50 (1, 5, 15 min) when written`, or nothing for files without it.
+fn load_text(run: &Run) -> String {
+    if run.load_average.is_empty() {
+        String::new()
+    } else {
+        format!("; load average {} (1, 5, 15 min) when written", run.load_average)
+    }
+}
+
 /// The Markdown summary; charts are linked as `charts/ID.svg`.
 pub fn markdown(runs: &[Run], input: &str) -> String {
     let mut out = format!("# Slipstream ohb report\n\n{} result file(s) from `{input}`.\n\n", runs.len());
@@ -129,7 +138,7 @@ pub fn markdown(runs: &[Run], input: &str) -> String {
         out += &format!("| {} | {} | {} | {} | {} |\n", md_cell(&r.file), md_cell(&r.bench), md_cell(&r.machine), md_cell(&r.commit), md_cell(&r.written_utc));
     }
     for r in runs {
-        out += &format!("\n## {} ({})\n\nmachine: {}; commit: {}\n\n", r.bench, r.file, r.machine, r.commit);
+        out += &format!("\n## {} ({})\n\nmachine: {}; commit: {}{}\n\n", r.bench, r.file, r.machine, r.commit, load_text(r));
         if !r.targets.is_empty() {
             out += "| target | verdict | detail |\n|---|---|---|\n";
             for t in &r.targets {
@@ -160,6 +169,7 @@ mod tests {
             commit: commit.into(),
             written_utc: String::new(),
             command: String::new(),
+            load_average: "1.50 2.00 2.50".into(),
             charts: vec![],
             tables: vec![],
             targets: vec![],
@@ -174,6 +184,16 @@ mod tests {
         let page = html(&mixed, &[vec![], vec![]], "results/");
         assert!(page.contains("id=\"mixed-origins\"") && page.contains("2 different machines or commits"), "{page}");
         assert!(markdown(&mixed, "results/").contains("2 different machines or commits"));
+    }
+
+    #[test]
+    fn each_run_says_its_load_when_stamped() {
+        let stamped = [run("a.json", "c1")];
+        assert!(html(&stamped, &[vec![]], "results/").contains("load average 1.50 2.00 2.50 (1, 5, 15 min) when written"));
+        assert!(markdown(&stamped, "results/").contains("load average 1.50 2.00 2.50"));
+        let mut old = run("b.json", "c1");
+        old.load_average.clear();
+        assert!(!markdown(&[old], "results/").contains("load average"), "files written before the stamp say nothing");
     }
 
     #[test]
