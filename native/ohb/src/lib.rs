@@ -38,6 +38,7 @@ pub mod hbase;
 pub mod spark;
 pub mod stats;
 pub mod table;
+pub mod tool_jvm;
 pub mod usage;
 
 pub use usage::usage;

@@ -12,10 +12,10 @@
 //! operation the tool's JVM sent calls over the fabric and none over sockets, and the NameNode's client
 //! server took at least that many over the fabric (`OHB_NN_SERVER`); a point without that proof fails.
 
-use crate::child::{bench_jvm, find_repo_root, run_logged};
-use crate::output::{fail_if_points_failed, run_stamp, write_json};
-use crate::rpc::callbench::{configs, path_error, split_tool_runs, value_after};
-use crate::rpc::render::{render_checks, TCP_TARGET_RATIO};
+use crate::child::find_repo_root;
+use crate::rpc::callbench::configs;
+use crate::tool_jvm::{path_error, split_tool_runs, value_after, ToolJvm};
+use crate::rpc::render::TCP_TARGET_RATIO;
 use crate::rpc::CONFIGS;
 use crate::table::{format_ratio, format_rate, Check, Worst};
 use serde_json::{json, Value};
@@ -197,42 +197,14 @@ pub fn meta_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(root.join("build")).map_err(|e| format!("build/: {e}"))?;
-    let mut results = Vec::new();
-    let mut failed = Vec::new();
-    for config in &run.configs {
-        eprintln!("ohb hdfs meta: {config}: NameNode, then {} ...", run.ops.join(", "));
-        let mut cmd = bench_jvm(&root, "ohb-rpc", "1g")?;
-        cmd.arg("io.slipstream.ohb.rpc.NnMetaBench").arg(config);
-        for op in &run.ops {
-            cmd.arg("--run").args(tool_args(&run, op));
-        }
-        let log = root.join("build").join(format!("ohb-hdfs-meta-{config}.log"));
-        let captured = run_logged("ohb-hdfs-meta", cmd, PER_OP_TIMEOUT * (run.ops.len() as u32 + 1), &log)?;
-        let points = results_of(config, &run.ops, &captured.stdout)?;
-        for p in &points {
-            if let Some(e) = p["error"].as_str() {
-                failed.push(format!("{config} {}: {e}; log: {}", p["op"].as_str().unwrap_or("?"), log.display()));
-            }
-        }
-        if !captured.status.success() && failed.is_empty() {
-            failed.push(format!("{config}: the JVM exited with {}; log: {}", captured.status, log.display()));
-        }
-        results.extend(points);
-    }
+    let tool = ToolJvm { bench: "hdfs meta", module: "ohb-rpc", main_class: "io.slipstream.ohb.rpc.NnMetaBench" };
+    let runs: Vec<Vec<String>> = run.ops.iter().map(|op| tool_args(&run, op)).collect();
+    let timeout = PER_OP_TIMEOUT * (run.ops.len() as u32 + 1);
+    let (results, failed) = tool.run_configs(&root, &run.configs, &runs, timeout, &format!("NameNode, then {}", run.ops.join(", ")), |config, stdout| results_of(config, &run.ops, stdout), |p| {
+        p["op"].as_str().unwrap_or("?").to_string()
+    })?;
     let (table, checks) = render(&run, &results);
-    print!("{table}{}", render_checks(&checks));
-    let value = json!({
-        "bench": "hdfs meta",
-        "run": run_stamp(),
-        "tool_args": run.ops.iter().map(|op| tool_args(&run, op).join(" ")).collect::<Vec<_>>(),
-        "results": results,
-        "targets": checks.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
-    });
-    let path = run.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-meta.json"));
-    write_json(&path, &value)?;
-    println!("results: {}", path.display());
-    fail_if_points_failed("ohb hdfs meta", &failed)
+    tool.finish(&root, run.json.clone(), &runs, results, (table, checks), &failed)
 }
 
 #[cfg(test)]

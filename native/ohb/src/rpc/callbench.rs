@@ -10,10 +10,10 @@
 //! engine's counters for that run: a fabric point whose calls did not go over the fabric (none counted,
 //! or any on the socket path) fails, and `ohb` exits non-zero.
 
-use super::render::{render_checks, TCP_TARGET_RATIO, THR_TARGET_CLIENTS, THR_TARGET_RATIO};
+use super::render::{TCP_TARGET_RATIO, THR_TARGET_CLIENTS, THR_TARGET_RATIO};
 use super::CONFIGS;
-use crate::child::{bench_jvm, find_repo_root, run_logged};
-use crate::output::{fail_if_points_failed, run_stamp, write_json};
+use crate::child::find_repo_root;
+use crate::tool_jvm::{path_error, split_tool_runs, value_after, ToolJvm};
 use crate::table::{format_rate, format_ratio, format_us, Check, Worst};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -21,8 +21,6 @@ use std::time::Duration;
 
 const USAGE: &str = "Usage: ohb rpc callbench [--quick] [--clients LIST] [--handlers N] [--bytes N] [--seconds N] \
                      [--configs LIST] [--json FILE]\n";
-const BEGIN: &str = "OHB_TOOL_BEGIN ";
-const END: &str = "OHB_TOOL_END ";
 /// Per tool run on top of its own `-t` seconds: JVM start, server start, fabric sessions.
 const RUN_SLACK: Duration = Duration::from_secs(90);
 
@@ -94,57 +92,6 @@ pub fn configs(value: &str) -> Result<Vec<String>, String> {
 pub fn tool_args(run: &CallRun, clients: u64) -> Vec<String> {
     let (s, c, m, t) = (run.handlers.to_string(), clients.to_string(), run.bytes.to_string(), run.seconds.to_string());
     ["-s", &s, "-c", &c, "-m", &m, "-t", &t, "-h", "127.0.0.1"].map(String::from).to_vec()
-}
-
-/// One framed run of a tool: its output lines and the end line's JSON (`None` when the JVM died in it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolRun {
-    pub output: String,
-    pub end: Option<Value>,
-}
-
-/// Splits a JVM's stdout into its tool runs (`OHB_TOOL_BEGIN` .. `OHB_TOOL_END {json}`).
-pub fn split_tool_runs(stdout: &str) -> Result<Vec<ToolRun>, String> {
-    let mut runs: Vec<ToolRun> = Vec::new();
-    let mut open = false;
-    for line in stdout.lines() {
-        if line.starts_with(BEGIN) {
-            runs.push(ToolRun { output: String::new(), end: None });
-            open = true;
-        } else if let Some(text) = line.strip_prefix(END) {
-            let value = serde_json::from_str(text).map_err(|e| format!("bad end line {text}: {e}"))?;
-            let last = runs.last_mut().filter(|_| open).ok_or_else(|| format!("end line without a begin: {line}"))?;
-            last.end = Some(value);
-            open = false;
-        } else if open {
-            let last = runs.last_mut().expect("open implies a run");
-            last.output.push_str(line);
-            last.output.push('\n');
-        }
-    }
-    Ok(runs)
-}
-
-/// The number after `label` on the first line containing it (`Total calls per second: 2361.0`,
-/// `CPU time per call on client: 89071 ns`).
-pub fn value_after(output: &str, label: &str) -> Option<f64> {
-    output.lines().find_map(|line| {
-        let rest = &line[line.find(label)? + label.len()..];
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
-/// Why a fabric (or vanilla) run's counters do not prove its path, if they do not.
-pub fn path_error(config: &str, end: &Value) -> Option<String> {
-    let fabric = end["fabric_calls"].as_u64().unwrap_or(0);
-    let socket = end["socket_calls"].as_u64().unwrap_or(0);
-    match config {
-        "vanilla" if fabric > 0 => Some(format!("{fabric} calls went over the fabric in the vanilla configuration")),
-        "vanilla" => None,
-        _ if fabric == 0 => Some("no call went over the fabric (engine counter 0)".into()),
-        _ if socket > 0 => Some(format!("{socket} calls took the socket path ({fabric} over the fabric)")),
-        _ => None,
-    }
 }
 
 /// One configuration's JVM output to result points (one per client count, in order).
@@ -232,43 +179,14 @@ pub fn callbench_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(root.join("build")).map_err(|e| format!("build/: {e}"))?;
-    let mut results = Vec::new();
-    let mut failed = Vec::new();
-    for config in &run.configs {
-        eprintln!("ohb rpc callbench: {config}, clients {:?} ...", run.clients);
-        let mut cmd = bench_jvm(&root, "ohb-rpc", "1g")?;
-        cmd.arg("io.slipstream.ohb.rpc.CallBench").arg(config);
-        for &clients in &run.clients {
-            cmd.arg("--run").args(tool_args(&run, clients));
-        }
-        let timeout = (Duration::from_secs(run.seconds) + RUN_SLACK) * run.clients.len() as u32;
-        let log = root.join("build").join(format!("ohb-rpc-callbench-{config}.log"));
-        let captured = run_logged("ohb-rpc-callbench", cmd, timeout, &log)?;
-        let points = results_of(config, &run.clients, &captured.stdout)?;
-        for p in &points {
-            if let Some(e) = p["error"].as_str() {
-                failed.push(format!("{config} {} clients: {e}; log: {}", p["clients"], log.display()));
-            }
-        }
-        if !captured.status.success() && failed.is_empty() {
-            failed.push(format!("{config}: the JVM exited with {}; log: {}", captured.status, log.display()));
-        }
-        results.extend(points);
-    }
+    let tool = ToolJvm { bench: "rpc callbench", module: "ohb-rpc", main_class: "io.slipstream.ohb.rpc.CallBench" };
+    let runs: Vec<Vec<String>> = run.clients.iter().map(|&clients| tool_args(&run, clients)).collect();
+    let timeout = (Duration::from_secs(run.seconds) + RUN_SLACK) * run.clients.len() as u32;
+    let (results, failed) = tool.run_configs(&root, &run.configs, &runs, timeout, &format!("clients {:?}", run.clients), |config, stdout| results_of(config, &run.clients, stdout), |p| {
+        format!("{} clients", p["clients"])
+    })?;
     let (table, checks) = render(&run, &results);
-    print!("{table}{}", render_checks(&checks));
-    let value = json!({
-        "bench": "rpc callbench",
-        "run": run_stamp(),
-        "tool_args": run.clients.iter().map(|&c| tool_args(&run, c).join(" ")).collect::<Vec<_>>(),
-        "results": results,
-        "targets": checks.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
-    });
-    let path = run.json.clone().unwrap_or_else(|| root.join("results").join("ohb-rpc-callbench.json"));
-    write_json(&path, &value)?;
-    println!("results: {}", path.display());
-    fail_if_points_failed("ohb rpc callbench", &failed)
+    tool.finish(&root, run.json.clone(), &runs, results, (table, checks), &failed)
 }
 
 #[cfg(test)]
@@ -322,8 +240,6 @@ OHB_TOOL_END {\"config\":\"fabric\",\"rc\":0,\"fabric_calls\":2966,\"socket_call
         let points = results_of("fabric", &[1, 8], &died).unwrap();
         assert!(points[0]["error"].is_null());
         assert!(points[1]["error"].as_str().unwrap().contains("ended before"));
-        assert!(split_tool_runs("OHB_TOOL_END {\"rc\":0}\n").is_err(), "an end without a begin");
-        assert!(split_tool_runs("OHB_TOOL_BEGIN 0\nOHB_TOOL_END {bad\n").is_err());
     }
 
     #[test]
