@@ -45,6 +45,15 @@ final class LostExecutorServedScenario extends Scenario {
                 Runtime.getRuntime().halt(VICTIM_EXIT_STATUS);
             }
         });
+        // The Master replaces the lost executor: with both running, the second read's reducers spread over an executor
+        // that knew the lost one's fabric address (it fails, then the directory says gone) and one that never did (the
+        // directory says gone at once).
+        try {
+            ScenarioApp.awaitExecutors(spark.sparkContext(), 2);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while waiting for the replacement executor", e);
+        }
         sc.setLocalProperty(ShuffleMetricsListener.SCENARIO_PROPERTY, NAME + AFTER_LOSS);
         try {
             return Scenario.unorderedDigest(shuffled.mapPartitions(LostExecutorServedScenario::hashRecords));

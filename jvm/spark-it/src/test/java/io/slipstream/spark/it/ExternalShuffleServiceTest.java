@@ -34,6 +34,8 @@ class ExternalShuffleServiceTest {
             conf.put("spark.cores.max", "2");
             conf.put("spark.executor.cores", "1");
             conf.put("spark.slipstream.fallback", "never");
+            // Reducers go to whichever executor is free (not all to the one holding the most output).
+            conf.put("spark.locality.wait", "0");
             ApplicationRun run = ApplicationRun.start("ess-" + home.version + "-lost-executor", home, List.of(pluginJar), conf,
                     List.of(SCENARIO));
             String logs = String.join("\n", run.lines) + "\n" + cluster.logs();
@@ -48,6 +50,10 @@ class ExternalShuffleServiceTest {
             assertEquals(0, run.scenarioMetric(AFTER_LOSS, "fetchFailuresFromExecutor"), context);
             assertEquals(0, run.scenarioMetric(AFTER_LOSS, "failedTasks"), context);
             assertTrue(logs.contains("from the external shuffle service"), "no block came from the service\n" + context);
+            // Which way each executor learned of the loss (both, when the reducers spread over the two executors).
+            System.out.printf("%s: reroute after a failed fabric fetch %b, directory answered gone at once %b%n", run.name,
+                    logs.contains("its fabric server stopped answering"),
+                    logs.matches("(?s).*first: executor \\d+, the driver's directory says it is gone.*"));
             assertTrue(logs.contains("blocks of lost executors (the directory says gone) from the external shuffle service"),
                     "the driver did not say how the service is used\n" + context);
             // Live executors' blocks came over the fabric.
