@@ -156,7 +156,8 @@ final class ServiceBlocks implements AutoCloseable {
             bytes += wanted.expectedBytes();
             it.remove();
         }
-        java.util.Map<String, BlockFetcher.Wanted> byName = new java.util.HashMap<>();
+        // Concurrent: the client calls back from its threads (a retry from another than the first answer).
+        java.util.Map<String, BlockFetcher.Wanted> byName = new java.util.concurrent.ConcurrentHashMap<>();
         String[] names = new String[batch.size()];
         for (int i = 0; i < names.length; i++) {
             names[i] = addressing.blockName(batch.get(i));

@@ -1,12 +1,10 @@
 package io.slipstream.spark.it;
 
-import java.util.Iterator;
 import org.apache.spark.HashPartitioner;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
-import scala.Tuple2;
 
 /**
  * With the external shuffle service, a lost executor's map outputs outlive it: a shuffle is written and read once
@@ -56,31 +54,14 @@ final class LostExecutorServedScenario extends Scenario {
         }
         sc.setLocalProperty(ShuffleMetricsListener.SCENARIO_PROPERTY, NAME + AFTER_LOSS);
         try {
-            return Scenario.unorderedDigest(shuffled.mapPartitions(LostExecutorServedScenario::hashRecords));
+            return Scenario.unorderedDigest(shuffled.mapPartitions(PairData::recordHashes));
         } finally {
             sc.setLocalProperty(ShuffleMetricsListener.SCENARIO_PROPERTY, NAME);
         }
     }
 
-    private static Iterator<Long> hashRecords(Iterator<Tuple2<Long, byte[]>> records) {
-        return new Iterator<>() {
-            @Override
-            public boolean hasNext() {
-                return records.hasNext();
-            }
-
-            @Override
-            public Long next() {
-                Tuple2<Long, byte[]> record = records.next();
-                return Records.hash(record._1, Records.hash(record._2));
-            }
-        };
-    }
-
     @Override
     public Outcome reference() {
-        Outcome[] outcome = {Outcome.EMPTY};
-        data.forEach((key, value) -> outcome[0] = outcome[0].plusUnordered(Records.hash(key, Records.hash(value))));
-        return outcome[0];
+        return data.unorderedReference();
     }
 }
