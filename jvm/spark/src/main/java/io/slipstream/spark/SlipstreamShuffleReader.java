@@ -150,8 +150,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                         // Gone, and the external shuffle service of its host serves its files.
                         goneExecutors.add(address.executorId());
                         fromService = true;
-                    } else {
-                    if (found.isEmpty()) {
+                    } else if (found.isEmpty()) {
                         if (runtime.conf.fallback == SlipstreamConf.Fallback.NEVER) {
                             throw new IllegalStateException("slipstream: executor " + address.executorId()
                                     + " serves no map outputs over the fabric (spark.slipstream.fallback=never)");
@@ -160,10 +159,10 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                         FallbackLog.once("reduce tasks that need blocks of executor " + address.executorId() + " read",
                                 "that executor serves no map outputs over the fabric (it runs without it)");
                         return sparkReader.get().read();
-                    }
-                    peer = found.get();
-                    addresses.put(address.executorId(), peer);
-                    executorOfPeer.put(peer, address.executorId());
+                    } else {
+                        peer = found.get();
+                        addresses.put(address.executorId(), peer);
+                        executorOfPeer.put(peer, address.executorId());
                     }
                 }
             }
