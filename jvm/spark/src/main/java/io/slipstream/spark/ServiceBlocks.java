@@ -59,7 +59,6 @@ final class ServiceBlocks implements AutoCloseable {
     /** Blocks of the request on the wire not yet handed out. */
     private int outstanding;
     private long fetchWaitNanos;
-    private long blocksFetched;
 
     ServiceBlocks(BlockStoreClient client, Addressing addressing, long maxBytesInFlight, Duration responseTimeout) {
         this.client = client;
@@ -72,20 +71,12 @@ final class ServiceBlocks implements AutoCloseable {
         waiting.add(wanted);
     }
 
-    boolean isEmpty() {
-        return waiting.isEmpty() && outstanding == 0;
-    }
-
     boolean hasNext() {
-        return !isEmpty();
+        return !waiting.isEmpty() || outstanding > 0;
     }
 
     long fetchWaitNanos() {
         return fetchWaitNanos;
-    }
-
-    long blocksFetched() {
-        return blocksFetched;
     }
 
     /** Sends the first request (call early: the caller reads other blocks meanwhile). */
@@ -128,7 +119,6 @@ final class ServiceBlocks implements AutoCloseable {
                     + ")", null);
         }
         held.add(buffer);
-        blocksFetched++;
         return new Fetched(outcome.wanted(), buffer);
     }
 
