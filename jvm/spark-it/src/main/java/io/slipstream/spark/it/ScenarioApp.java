@@ -151,7 +151,7 @@ public final class ScenarioApp {
     }
 
     /** local-cluster starts its executors after the context: a shuffle before both registered would stay local. */
-    static void awaitExecutors(SparkContext context, int executors) throws InterruptedException {
+    private static void awaitExecutors(SparkContext context, int executors) throws InterruptedException {
         long deadline = System.currentTimeMillis() + EXECUTOR_REGISTRATION_WAIT_MS;
         // The status tracker lists the driver too.
         while (context.statusTracker().getExecutorInfos().length < executors + 1) {
