@@ -73,6 +73,14 @@ public final class PeerDirectoryClient {
         return found;
     }
 
+    /**
+     * Forgets the remembered address of {@code peerId} (its server stopped answering), so the next
+     * {@link #lookup} asks the coordinator again, which then knows whether the peer is gone.
+     */
+    public void forget(String peerId) {
+        known.remove(peerId);
+    }
+
     /** The coordinator says the peer is gone: its map outputs are lost. */
     public static final class PeerGoneException extends RuntimeException {
         private static final long serialVersionUID = 1L;

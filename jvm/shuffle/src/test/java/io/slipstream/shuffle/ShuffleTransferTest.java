@@ -293,6 +293,10 @@ class ShuffleTransferTest {
         PeerDirectoryClient other = new PeerDirectoryClient(node(false), coordinator.localAddress(), RequestAuthenticator.none());
         assertThrows(PeerDirectoryClient.PeerGoneException.class, () -> other.lookup("exec-1"));
         assertEquals(0, directory.size(), "the gone peer left the directory");
+        // The first client still remembers the address until told to forget it; then it learns the peer is gone.
+        assertEquals(peer.localAddress().getPort(), client.lookup("exec-1").orElseThrow().getPort());
+        client.forget("exec-1");
+        assertThrows(PeerDirectoryClient.PeerGoneException.class, () -> client.lookup("exec-1"));
     }
 
     /** A node that answers every request with {@code response} (a peer breaking the protocol). */

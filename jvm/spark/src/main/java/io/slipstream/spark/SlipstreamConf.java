@@ -65,6 +65,8 @@ final class SlipstreamConf {
     final int requestBytesMax;
     final boolean authenticate;
     final boolean networkCrypto;
+    /** {@code spark.shuffle.service.enabled}: blocks of lost executors are fetched from the external shuffle service. */
+    final boolean externalShuffleService;
     /** Spark's corrupt-block handling (see CorruptBlocks). */
     final boolean detectCorrupt;
     final boolean detectCorruptUseExtraMemory;
@@ -90,6 +92,7 @@ final class SlipstreamConf {
         requestBytesMax = io.slipstream.shuffle.BlockFetcher.Limits.requestBytesFor(maxBytesInFlight);
         authenticate = conf.getBoolean("spark.authenticate", false);
         networkCrypto = conf.getBoolean("spark.network.crypto.enabled", false);
+        externalShuffleService = conf.getBoolean("spark.shuffle.service.enabled", false);
         detectCorrupt = conf.getBoolean("spark.shuffle.detectCorrupt", true);
         detectCorruptUseExtraMemory = conf.getBoolean("spark.shuffle.detectCorrupt.useExtraMemory", false);
         checksumEnabled = conf.getBoolean("spark.shuffle.checksum.enabled", true);

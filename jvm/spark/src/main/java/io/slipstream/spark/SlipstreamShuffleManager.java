@@ -119,6 +119,11 @@ public class SlipstreamShuffleManager extends SortShuffleManager {
             // The executors get the driver's configuration when they start, this included.
             sparkConf.set(SlipstreamConf.DIRECTORY_ADDRESS, address.getAddress().getHostAddress() + ":" + address.getPort());
             LOG.info("slipstream: shuffle over the fabric ({} transport); peer directory at {}", conf.transport, address);
+            if (conf.externalShuffleService) {
+                LOG.info("slipstream: spark.shuffle.service.enabled: blocks of live executors come over the fabric; blocks of"
+                        + " lost executors (the directory says gone) from the external shuffle service through Spark's own"
+                        + " client, so Spark keeps their map outputs and does not recompute them");
+            }
         } catch (FabricUnavailableException | RuntimeException e) {
             unavailable("the fabric cannot start on the driver", e);
         }

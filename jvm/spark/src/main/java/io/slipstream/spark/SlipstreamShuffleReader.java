@@ -4,18 +4,22 @@ import io.slipstream.shuffle.BlockFetchException;
 import io.slipstream.shuffle.BlockFetcher;
 import io.slipstream.shuffle.FetchedBlock;
 import io.slipstream.shuffle.MapOutputBlock;
+import io.slipstream.shuffle.PeerDirectoryClient;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.reflect.Constructor;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.spark.Aggregator;
@@ -59,6 +63,19 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     private static final int BLOCKS_PER_REQUEST_MAX = 1024;
     /** Beyond the fabric's own request timeout, the longest the reader waits for any response. */
     private static final Duration RESPONSE_WAIT_SLACK = Duration.ofSeconds(30);
+    private static final java.util.concurrent.atomic.AtomicBoolean SERVICE_LOGGED = new java.util.concurrent.atomic.AtomicBoolean();
+    /** A gone executor's blocks, at its host's external shuffle service: Spark's map status names it (port included). */
+    private static final ServiceBlocks.Addressing SERVICE_ADDRESSING = new ServiceBlocks.Addressing() {
+        @Override
+        public BlockManagerId serviceOf(BlockFetcher.Wanted wanted) {
+            return ((Origin) wanted.tag()).address();
+        }
+
+        @Override
+        public String blockName(BlockFetcher.Wanted wanted) {
+            return ((Origin) wanted.tag()).blockId().name();
+        }
+    };
 
     private final FabricShuffleRuntime runtime;
     private final BaseShuffleHandle<K, ?, C> handle;
@@ -100,6 +117,11 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         List<BlockFetcher.Wanted> local = new ArrayList<>();
         Map<InetSocketAddress, List<BlockFetcher.Wanted>> remote = new LinkedHashMap<>();
         Map<String, InetSocketAddress> addresses = new HashMap<>();
+        Map<InetSocketAddress, String> executorOfPeer = new HashMap<>();
+        Set<String> goneExecutors = new java.util.HashSet<>();
+        SlipstreamConf conf = runtime.conf;
+        ServiceBlocks service = conf.externalShuffleService ? new ServiceBlocks(env.blockManager().blockStoreClient(),
+                SERVICE_ADDRESSING, conf.maxBytesInFlight, conf.requestTimeout.plus(RESPONSE_WAIT_SLACK)) : null;
         boolean hostLocalFromDisk = HostLocalDirs.enabled(env);
         String localHost = env.blockManager().blockManagerId().host();
         Map<String, Optional<String[]>> hostLocalDirs = new HashMap<>();
@@ -117,11 +139,18 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 isLocal = dirs != null;
             }
             InetSocketAddress peer = null;
+            boolean fromService = false;
             if (!isLocal) {
                 peer = addresses.get(address.executorId());
-                if (peer == null) {
+                if (peer == null && goneExecutors.contains(address.executorId())) {
+                    fromService = true;
+                } else if (peer == null) {
                     Optional<InetSocketAddress> found = lookup(address);
-                    if (found.isEmpty()) {
+                    if (found == null) {
+                        // Gone, and the external shuffle service of its host serves its files.
+                        goneExecutors.add(address.executorId());
+                        fromService = true;
+                    } else if (found.isEmpty()) {
                         if (runtime.conf.fallback == SlipstreamConf.Fallback.NEVER) {
                             throw new IllegalStateException("slipstream: executor " + address.executorId()
                                     + " serves no map outputs over the fabric (spark.slipstream.fallback=never)");
@@ -130,9 +159,11 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                         FallbackLog.once("reduce tasks that need blocks of executor " + address.executorId() + " read",
                                 "that executor serves no map outputs over the fabric (it runs without it)");
                         return sparkReader.get().read();
+                    } else {
+                        peer = found.get();
+                        addresses.put(address.executorId(), peer);
+                        executorOfPeer.put(peer, address.executorId());
                     }
-                    peer = found.get();
-                    addresses.put(address.executorId(), peer);
                 }
             }
             Iterator<Tuple3<BlockId, Object, Object>> blocks = next._2().iterator();
@@ -155,21 +186,18 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                         new Origin(address, id, (Integer) block._3(), dirs));
                 if (isLocal) {
                     local.add(wanted);
+                } else if (fromService) {
+                    service.add(wanted);
                 } else {
                     remote.computeIfAbsent(peer, key -> new ArrayList<>()).add(wanted);
                 }
             }
         }
-        SlipstreamConf conf = runtime.conf;
-        BlockFetcher fetcher = new BlockFetcher(runtime.node, runtime.authenticator,
-                new BlockFetcher.Limits(conf.maxBytesInFlight, conf.maxRequestsInFlight, conf.requestBytesMax,
-                        BLOCKS_PER_REQUEST_MAX, conf.requestTimeout.plus(RESPONSE_WAIT_SLACK)),
-                remote);
-        context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) done -> fetcher.close());
-        fetcher.start();
-
         ShuffleDependency<K, ?, C> dependency = handle.dependency();
-        Records records = new Records(fetcher, local, dependency.serializer().newInstance(), env.serializerManager());
+        Records records = new Records(remote, executorOfPeer, service, local, dependency.serializer().newInstance(),
+                env.serializerManager());
+        context.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) done -> records.close());
+        records.start();
         InterruptibleIterator<Tuple2<Object, Object>> interruptible = new InterruptibleIterator<>(context, records);
 
         Iterator aggregated;
@@ -203,13 +231,33 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         }
     }
 
+    /**
+     * The fabric address of {@code address}'s executor; empty if it serves no fabric; null if it is
+     * gone and the external shuffle service serves its files (Spark kept its map outputs).
+     */
     private Optional<InetSocketAddress> lookup(BlockManagerId address) {
         try {
             return runtime.directoryClient.lookup(address.executorId());
+        } catch (PeerDirectoryClient.PeerGoneException gone) {
+            if (runtime.conf.externalShuffleService) {
+                logServiceOnce(address.executorId(), "the driver's directory says it is gone");
+                return null;
+            }
+            throw sneaky(new FetchFailedException(address, handle.shuffleId(), -1L, -1, startPartition,
+                    "slipstream: cannot look up executor " + address.executorId() + ": " + gone.getMessage(), gone));
         } catch (RuntimeException e) {
             // The driver's directory does not answer: as for a lost executor, let Spark decide.
             throw sneaky(new FetchFailedException(address, handle.shuffleId(), -1L, -1, startPartition,
                     "slipstream: cannot look up executor " + address.executorId() + ": " + e.getMessage(), e));
+        }
+    }
+
+    /** Once per process: blocks of lost executors come from the external shuffle service (not a fallback of live peers). */
+    private static void logServiceOnce(String executorId, String why) {
+        if (SERVICE_LOGGED.compareAndSet(false, true)) {
+            LOG.info("slipstream: blocks of lost executors (first: executor {}, {}) are fetched from the external shuffle"
+                    + " service with Spark's client, so their map outputs are not recomputed; blocks of live executors"
+                    + " come over the fabric (logged once)", executorId, why);
         }
     }
 
@@ -250,25 +298,68 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         throw new IllegalStateException("no usable ExternalSorter constructor in this Spark version");
     }
 
-    /** The records of every block, local ones first (remote requests are already on the wire), then remote ones as they complete. */
+    /**
+     * The records of every block, local ones first (remote requests are already on the wire), then remote ones as they
+     * complete, then those of gone executors from the external shuffle service.
+     */
     private final class Records extends AbstractIterator<Tuple2<Object, Object>> {
-        private final BlockFetcher fetcher;
+        /** Remote blocks not yet delivered are among these (replaced when a gone executor's blocks move to the service). */
+        private Map<InetSocketAddress, List<BlockFetcher.Wanted>> remote;
+        private final Map<InetSocketAddress, String> executorOfPeer;
+        /** Null without the external shuffle service. */
+        private final ServiceBlocks service;
+        private BlockFetcher fetcher;
         private final List<BlockFetcher.Wanted> local;
         private final SerializerInstance serializer;
         private final SerializerManager serializerManager;
         private int nextLocal;
         private Iterator<Tuple2<Object, Object>> current;
+        private ServiceBlocks.Fetched currentFromService;
         private boolean finished;
         private long fetchWaitMsReported;
+        /** Fetch wait of fetchers given up (their peer died), in nanoseconds. */
+        private long fetchWaitNanosBefore;
         /** Remote blocks found corrupt once (fetched again; the second time is a fetch failure). */
         private final java.util.Set<BlockId> corrupted = new java.util.HashSet<>();
+        /** Tags of remote blocks delivered by the fabric (a block fetched again is removed until it comes again). */
+        private final Set<Object> deliveredTags = Collections.newSetFromMap(new IdentityHashMap<>());
+        /** Fabric peers whose remaining blocks moved to the external shuffle service. */
+        private final Set<InetSocketAddress> abandoned = new java.util.HashSet<>();
 
-        Records(BlockFetcher fetcher, List<BlockFetcher.Wanted> local, SerializerInstance serializer,
+        Records(Map<InetSocketAddress, List<BlockFetcher.Wanted>> remote, Map<InetSocketAddress, String> executorOfPeer,
+                ServiceBlocks service, List<BlockFetcher.Wanted> local, SerializerInstance serializer,
                 SerializerManager serializerManager) {
-            this.fetcher = fetcher;
+            this.remote = remote;
+            this.executorOfPeer = executorOfPeer;
+            this.service = service;
+            this.fetcher = newFetcher(remote);
             this.local = local;
             this.serializer = serializer;
             this.serializerManager = serializerManager;
+        }
+
+        private BlockFetcher newFetcher(Map<InetSocketAddress, List<BlockFetcher.Wanted>> blocks) {
+            SlipstreamConf conf = runtime.conf;
+            return new BlockFetcher(runtime.node, runtime.authenticator,
+                    new BlockFetcher.Limits(conf.maxBytesInFlight, conf.maxRequestsInFlight, conf.requestBytesMax,
+                            BLOCKS_PER_REQUEST_MAX, conf.requestTimeout.plus(RESPONSE_WAIT_SLACK)),
+                    blocks);
+        }
+
+        /** Puts the first requests on the wire. */
+        void start() {
+            fetcher.start();
+            if (service != null) {
+                service.start();
+            }
+        }
+
+        /** Gives every buffer back (the task's end, whatever it was). */
+        void close() {
+            fetcher.close();
+            if (service != null) {
+                service.close();
+            }
         }
 
         @Override
@@ -279,7 +370,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 }
                 if (!nextBlock()) {
                     finished = true;
-                    fetcher.close();
+                    close();
                     context.taskMetrics().mergeShuffleReadMetrics();
                     return false;
                 }
@@ -300,27 +391,120 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             if (nextLocal < local.size()) {
                 return nextLocalBlock((Origin) local.get(nextLocal++).tag());
             }
+            if (currentFromService != null) {
+                service.release(currentFromService);
+                currentFromService = null;
+            }
             while (fetcher.hasNext()) {
                 FetchedBlock block;
                 try {
                     block = fetcher.next();
                 } catch (BlockFetchException e) {
+                    if (servedByServiceInstead(e)) {
+                        continue;
+                    }
                     Origin origin = e.wanted() == null ? null : (Origin) e.wanted().tag();
                     throw sneaky(fetchFailed(origin, e.getMessage(), e));
                 } finally {
-                    long waitMs = TimeUnit.NANOSECONDS.toMillis(fetcher.fetchWaitNanos());
-                    readMetrics.incFetchWaitTime(waitMs - fetchWaitMsReported);
-                    fetchWaitMsReported = waitMs;
+                    reportFetchWait();
                 }
                 readMetrics.incRemoteBlocksFetched(1);
                 readMetrics.incRemoteBytesRead(block.bytes());
                 runtime.readCounters.add(block.bytes());
+                deliveredTags.add(block.tag());
                 if (openRemote(block)) {
                     return true;
                 }
                 // Corrupt the first time: it is on its way again.
+                deliveredTags.remove(block.tag());
+            }
+            if (service != null && service.hasNext()) {
+                ServiceBlocks.Fetched block;
+                try {
+                    block = service.next();
+                } catch (ServiceBlocks.ServiceFetchException e) {
+                    Origin origin = e.wanted == null ? null : (Origin) e.wanted.tag();
+                    throw sneaky(fetchFailed(origin, e.getMessage(), e));
+                } finally {
+                    reportFetchWait();
+                }
+                currentFromService = block;
+                readMetrics.incRemoteBlocksFetched(1);
+                readMetrics.incRemoteBytesRead(block.buffer().size());
+                return openFromService(block);
             }
             return false;
+        }
+
+        private void reportFetchWait() {
+            long waitNanos = fetchWaitNanosBefore + fetcher.fetchWaitNanos() + (service == null ? 0 : service.fetchWaitNanos());
+            long waitMs = TimeUnit.NANOSECONDS.toMillis(waitNanos);
+            readMetrics.incFetchWaitTime(waitMs - fetchWaitMsReported);
+            fetchWaitMsReported = waitMs;
+        }
+
+        /**
+         * With the external shuffle service: when a fabric peer fails and the driver's directory, asked again, says its
+         * executor is gone (Spark kept its map outputs: the service serves its files), that executor's blocks not yet
+         * delivered come from the service, the other peers' from a new fetcher. Each peer at most once per task; a
+         * peer the directory still knows as alive is a fetch failure, as without the service.
+         */
+        private boolean servedByServiceInstead(BlockFetchException failure) {
+            InetSocketAddress peer = failure.peer();
+            String executorId = peer == null ? null : executorOfPeer.get(peer);
+            if (service == null || executorId == null || abandoned.contains(peer)) {
+                return false;
+            }
+            runtime.directoryClient.forget(executorId);
+            try {
+                runtime.directoryClient.lookup(executorId);
+                return false;
+            } catch (PeerDirectoryClient.PeerGoneException gone) {
+                logServiceOnce(executorId, "its fabric server stopped answering and the driver's directory says it is gone");
+            } catch (RuntimeException unknown) {
+                return false;
+            }
+            abandoned.add(peer);
+            fetchWaitNanosBefore += fetcher.fetchWaitNanos();
+            fetcher.close();
+            Map<InetSocketAddress, List<BlockFetcher.Wanted>> rest = new LinkedHashMap<>();
+            int moved = 0;
+            for (Map.Entry<InetSocketAddress, List<BlockFetcher.Wanted>> entry : remote.entrySet()) {
+                for (BlockFetcher.Wanted wanted : entry.getValue()) {
+                    if (deliveredTags.contains(wanted.tag())) {
+                        continue;
+                    }
+                    if (entry.getKey().equals(peer)) {
+                        service.add(wanted);
+                        moved++;
+                    } else {
+                        rest.computeIfAbsent(entry.getKey(), key -> new ArrayList<>()).add(wanted);
+                    }
+                }
+            }
+            LOG.warn("slipstream: executor {} is gone ({}); its {} remaining blocks come from the external shuffle service",
+                    executorId, failure.getMessage(), moved);
+            remote = rest;
+            fetcher = newFetcher(rest);
+            start();
+            return true;
+        }
+
+        /** A gone executor's block from the service; corrupt bytes are a fetch failure at once (its map is recomputed). */
+        private boolean openFromService(ServiceBlocks.Fetched block) {
+            Origin origin = (Origin) block.wanted().tag();
+            InputStream raw;
+            try {
+                raw = block.buffer().createInputStream();
+            } catch (Exception e) {
+                throw sneaky(fetchFailed(origin, "block from the external shuffle service unreadable: " + e, e));
+            }
+            BlockManagerId service = origin.address();
+            ShuffleBlockId id = origin.blockId();
+            String algorithm = runtime.conf.checksumAlgorithm;
+            return openStream(origin, raw, "block from the external shuffle service", checksum -> SparkEnv.get().blockManager()
+                    .blockStoreClient().diagnoseCorruption(service.host(), service.port(), service.executorId(), id.shuffleId(),
+                            id.mapId(), id.reduceId(), checksum, algorithm).name(), block.buffer());
         }
 
         private boolean nextLocalBlock(Origin origin) {
@@ -335,6 +519,18 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             } catch (Exception e) {
                 throw sneaky(fetchFailed(origin, "local block unreadable: " + e, e));
             }
+            return openStream(origin, raw, "local block", checksum -> SparkEnv.get().blockManager()
+                    .diagnoseShuffleBlockCorruption(origin.blockId(), checksum, conf.checksumAlgorithm).name(), buffer);
+        }
+
+        /**
+         * Opens a block read whole from a file or from the external shuffle service: corrupt bytes are a fetch failure
+         * at once (as Spark does for local blocks), diagnosed by {@code causeOf} (the checksum of {@code buffer}'s
+         * bytes to the name of Spark's cause) when checksums are on.
+         */
+        private boolean openStream(Origin origin, InputStream raw, String what,
+                java.util.function.LongFunction<String> causeOf, ManagedBuffer buffer) {
+            SlipstreamConf conf = runtime.conf;
             InputStream wrapped;
             try {
                 wrapped = serializerManager.wrapStream(origin.blockId(), raw);
@@ -346,7 +542,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 IOException e = asIOException(thrown);
                 // As Spark: a local (file) block is not fetched again.
                 closeQuietly(raw);
-                throw sneaky(fetchFailed(origin, "local block corrupt: " + e, e));
+                throw sneaky(fetchFailed(origin, what + " corrupt: " + e, e));
             }
             InputStream stream = wrapped;
             if (wrapped != raw && conf.detectCorrupt) {
@@ -356,8 +552,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                     if (conf.checksumEnabled) {
                         try {
                             long checksum = CorruptBlocks.checksum(buffer.createInputStream(), conf.checksumAlgorithm);
-                            diagnosis = CorruptBlocks.diagnosisMessage(origin.blockId(), SparkEnv.get().blockManager()
-                                    .diagnoseShuffleBlockCorruption(origin.blockId(), checksum, conf.checksumAlgorithm).name(),
+                            diagnosis = CorruptBlocks.diagnosisMessage(origin.blockId(), causeOf.apply(checksum),
                                     conf.checksumAlgorithm);
                         } catch (Exception diagnosisFailure) {
                             diagnosis = CorruptBlocks.diagnosisMessage(origin.blockId(), null, conf.checksumAlgorithm);

@@ -14,7 +14,6 @@ import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
-import scala.Tuple2;
 
 /**
  * An executor dies in the middle of a reduce stage, and the other executor's reducers then fetch from it: the
@@ -56,7 +55,7 @@ final class ExecutorLossScenario extends Scenario {
             String markerDirectory = markers.toString();
             JavaRDD<Integer> gate = sc.parallelize(Scenario.range(REDUCERS), REDUCERS)
                     .mapPartitions(ignored -> passGate(markerDirectory));
-            JavaRDD<Long> recordHashes = gate.zipPartitions(shuffled, ExecutorLossScenario::hashRecords);
+            JavaRDD<Long> recordHashes = gate.zipPartitions(shuffled, (passed, records) -> PairData.recordHashes(records));
             return Scenario.unorderedDigest(recordHashes);
         } finally {
             try (var files = Files.list(markers)) {
@@ -101,25 +100,8 @@ final class ExecutorLossScenario extends Scenario {
         return Collections.emptyIterator();
     }
 
-    private static Iterator<Long> hashRecords(Iterator<Integer> passedGate, Iterator<Tuple2<Long, byte[]>> records) {
-        return new Iterator<>() {
-            @Override
-            public boolean hasNext() {
-                return records.hasNext();
-            }
-
-            @Override
-            public Long next() {
-                Tuple2<Long, byte[]> record = records.next();
-                return Records.hash(record._1, Records.hash(record._2));
-            }
-        };
-    }
-
     @Override
     public Outcome reference() {
-        Outcome[] outcome = {Outcome.EMPTY};
-        data.forEach((key, value) -> outcome[0] = outcome[0].plusUnordered(Records.hash(key, Records.hash(value))));
-        return outcome[0];
+        return data.unorderedReference();
     }
 }

@@ -113,4 +113,27 @@ public final class PairData implements Serializable {
             }
         };
     }
+
+    /** Each record's hash of (key, value): what the scenarios that move every record digest, unordered. */
+    static Iterator<Long> recordHashes(Iterator<Tuple2<Long, byte[]>> records) {
+        return new Iterator<>() {
+            @Override
+            public boolean hasNext() {
+                return records.hasNext();
+            }
+
+            @Override
+            public Long next() {
+                Tuple2<Long, byte[]> record = records.next();
+                return Records.hash(record._1, Records.hash(record._2));
+            }
+        };
+    }
+
+    /** The unordered digest of every record's {@link #recordHashes hash}, computed here without Spark. */
+    Outcome unorderedReference() {
+        Outcome[] outcome = {Outcome.EMPTY};
+        forEach((key, value) -> outcome[0] = outcome[0].plusUnordered(Records.hash(key, Records.hash(value))));
+        return outcome[0];
+    }
 }

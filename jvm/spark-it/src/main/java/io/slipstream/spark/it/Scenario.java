@@ -35,7 +35,7 @@ public abstract class Scenario {
 
     /** Scenarios only the applications that name them run (they need settings of their own). */
     static List<Scenario> onRequest() {
-        return List.of(new CorruptMapOutputScenario());
+        return List.of(new CorruptMapOutputScenario(), new LostExecutorServedScenario());
     }
 
     public static Scenario named(String name) {

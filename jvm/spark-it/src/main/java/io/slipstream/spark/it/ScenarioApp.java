@@ -27,6 +27,7 @@ import io.slipstream.ohb.spark.FabricReadProbe;
  * METRIC remoteBytesRead 123456                                          (after the context stopped)
  * SCENARIO_METRIC largeRecord remoteBytesRead 146800640
  * SCENARIO_METRIC executorLoss fetchFailuresFromExecutor 2
+ * SCENARIO_METRIC groupByKey mapTasks 8                                  (tasks of map stages, retries included)
  * SCENARIO_METRIC none failedTasks 0                                     ("none": jobs outside the scenarios)
  * FABRIC_COUNTERS 123456 64 2 2 8388608 (the plugin's executors: bytes, blocks received over the fabric; executors
  *                                     with counters, executors probed; the largest fabric memory peak; after the
@@ -138,6 +139,7 @@ public final class ScenarioApp {
             System.out.println("SCENARIO_METRIC " + name + " remoteBytesRead " + values[0]);
             System.out.println("SCENARIO_METRIC " + name + " fetchFailuresFromExecutor " + values[1]);
             System.out.println("SCENARIO_METRIC " + name + " failedTasks " + values[2]);
+            System.out.println("SCENARIO_METRIC " + name + " mapTasks " + values[3]);
         });
         System.out.flush();
         System.exit(failures == 0 ? 0 : 1);

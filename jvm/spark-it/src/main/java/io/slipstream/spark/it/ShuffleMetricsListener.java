@@ -26,7 +26,7 @@ final class ShuffleMetricsListener extends SparkListener {
     static final String SCENARIO_PROPERTY = "slipstream.it.scenario";
 
     private final Map<Integer, String> scenarioOfStage = new ConcurrentHashMap<>();
-    /** Scenario to {remote bytes read, fetch failures from an executor, failed tasks}. */
+    /** Scenario to {remote bytes read, fetch failures from an executor, failed tasks, map tasks}. */
     private final Map<String, long[]> perScenario = new ConcurrentHashMap<>();
 
     private final AtomicLong remoteBytesRead = new AtomicLong();
@@ -53,10 +53,13 @@ final class ShuffleMetricsListener extends SparkListener {
     @Override
     public void onTaskEnd(SparkListenerTaskEnd taskEnd) {
         long[] scenario = perScenario.computeIfAbsent(
-                scenarioOfStage.getOrDefault(taskEnd.stageId(), "none"), name -> new long[3]);
+                scenarioOfStage.getOrDefault(taskEnd.stageId(), "none"), name -> new long[4]);
         if (!taskEnd.taskInfo().successful()) {
             failedTasks.incrementAndGet();
             scenario[2]++;
+        }
+        if ("ShuffleMapTask".equals(taskEnd.taskType())) {
+            scenario[3]++;
         }
         TaskMetrics metrics = taskEnd.taskMetrics();
         if (metrics != null) {
@@ -100,7 +103,7 @@ final class ShuffleMetricsListener extends SparkListener {
         return totals;
     }
 
-    /** Scenario to {remote bytes read, fetch failures from an executor, failed tasks}, by name. */
+    /** Scenario to {remote bytes read, fetch failures from an executor, failed tasks, map tasks}, by name. */
     Map<String, long[]> perScenario() {
         return new TreeMap<>(perScenario);
     }
