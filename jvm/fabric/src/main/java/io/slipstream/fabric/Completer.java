@@ -48,6 +48,22 @@ final class Completer implements Runnable {
     static final int HELPER_BATCH = 16;
     /** A waiting thread stops spinning on the queue after this long without a completion, then parks. */
     static final long HELP_SPIN_NANOS = 50_000;
+    /**
+     * The shortest spin of a first-level wait once spins keep failing. A wait whose spin ran out
+     * before its response came halves the next wait's spin, down to this; a wait answered while it
+     * spun gives the next the whole {@link #HELP_SPIN_NANOS} again, and every
+     * {@link #SPIN_PROBE_EVERY}th wait spins in full anyway, to find out whether responses got fast
+     * again. Why: the spin only pays when the response comes within it (the fabric's own round trip,
+     * a few microseconds); an engine's call that takes longer (Hadoop's RPC: its call queue and a
+     * handler, 100 us and more) spun 50 us for nothing on every call, with a core taken from the
+     * handlers that would answer it (RPCCallBenchmark, 1 client: 406 us of client CPU per call
+     * against vanilla's 161 us).
+     */
+    static final long HELP_SPIN_MIN_NANOS = 2_000;
+    /** Every this many first-level waits, one spins the whole {@link #HELP_SPIN_NANOS}. */
+    static final int SPIN_PROBE_EVERY = 16;
+    /** Off ({@code -Dslipstream.fabric.adaptiveSpin=false}): every wait spins in full, as before, for A/B runs. */
+    static final boolean ADAPTIVE_SPIN = Boolean.parseBoolean(System.getProperty("slipstream.fabric.adaptiveSpin", "true"));
     /** One {@code Node::help_progress} call spins at most this long before the queue is drained again. */
     private static final long HELP_PROGRESS_SPIN_US = 20;
     /** Poll slice of the completer thread waiting inside a dependent action. */
@@ -148,6 +164,14 @@ final class Completer implements Runnable {
     private volatile long closeDeadlineNanos;
     private volatile boolean closing;
     private volatile boolean exited;
+
+    /**
+     * The spin of the next first-level wait ({@link #HELP_SPIN_MIN_NANOS}); read and written by the
+     * waiting threads without a lock: a lost update only makes one wait spin a little more or less.
+     */
+    private volatile long spinBudgetNanos = HELP_SPIN_NANOS;
+    /** First-level waits so far (racy, for the probe only). */
+    private int firstLevelWaits;
 
     /** Threads spinning in {@link #help} at nesting level 0 now (at most {@link #SPINNERS_MAX}). */
     private final java.util.concurrent.atomic.AtomicInteger spinners = new java.util.concurrent.atomic.AtomicInteger();
@@ -367,6 +391,7 @@ final class Completer implements Runnable {
         }
         Batch batch = levels[level];
         batch.busy = true;
+        long spinNanos = spinFor(level);
         long start = System.nanoTime();
         try {
             // Waiting inside a dependent action: first what the interrupted batches still hold.
@@ -394,7 +419,7 @@ final class Completer implements Runnable {
                             lastCompletion = now;
                             completed = false;
                         }
-                        if (now - lastCompletion > HELP_SPIN_NANOS || now - start > timeoutNanos || closing) {
+                        if (now - lastCompletion > spinNanos || now - start > timeoutNanos || closing) {
                             break;
                         }
                     }
@@ -406,6 +431,9 @@ final class Completer implements Runnable {
                 // only for completions that arrive later.
                 for (int i = 0; i < LEAVE_DRAINS_MAX && drain(batch, 0) == batch.results.length; i++) {
                     // the next batch
+                }
+                if (level == 0) {
+                    spinEnded(spinNanos, future.isDone());
                 }
             } finally {
                 FabricNative.nodeHelpCompletions(node.ptr, false);
@@ -424,6 +452,26 @@ final class Completer implements Runnable {
             }
             node.exit();
         }
+    }
+
+    /** How long a wait at {@code level} spins without a completion before it parks. */
+    private long spinFor(int level) {
+        if (!ADAPTIVE_SPIN || level > 0 || ++firstLevelWaits % SPIN_PROBE_EVERY == 0) {
+            return HELP_SPIN_NANOS;
+        }
+        return spinBudgetNanos;
+    }
+
+    /** After a first-level wait's spin of {@code spunNanos}: answered while spinning, or not. */
+    private void spinEnded(long spunNanos, boolean answered) {
+        if (ADAPTIVE_SPIN) {
+            spinBudgetNanos = answered ? HELP_SPIN_NANOS : Math.max(HELP_SPIN_MIN_NANOS, Math.min(spinBudgetNanos, spunNanos) / 2);
+        }
+    }
+
+    /** The spin the next first-level wait would get (tests). */
+    long spinBudgetNanos() {
+        return spinBudgetNanos;
     }
 
     /**

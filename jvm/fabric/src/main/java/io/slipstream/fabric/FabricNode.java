@@ -292,6 +292,11 @@ public final class FabricNode implements AutoCloseable {
         return completer.spinning();
     }
 
+    /** How long the next waiting thread spins before it parks (tests). */
+    long helperSpinBudgetNanos() {
+        return completer.spinBudgetNanos();
+    }
+
     public boolean isClosed() {
         return handle.isClosed();
     }

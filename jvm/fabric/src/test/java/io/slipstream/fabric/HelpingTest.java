@@ -29,6 +29,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class HelpingTest {
     private static final int OP_BLOCK = 10;
+    private static final int OP_SLOW = 11;
 
     private static FabricNode server;
     private static FabricNode client;
@@ -47,6 +48,13 @@ class HelpingTest {
                     Thread.currentThread().interrupt();
                 }
                 request.respond(new byte[] {1});
+            } else if (request.op() == OP_SLOW) {
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                request.respond(new byte[] {2});
             } else {
                 Fixtures.HANDLER.handle(request);
             }
@@ -230,5 +238,28 @@ class HelpingTest {
         assertTrue(maxSpinning.get() <= Completer.SPINNERS_MAX,
                 maxSpinning.get() + " threads spun at once, at most " + Completer.SPINNERS_MAX + " may");
         assertEquals(0, client.helpersSpinning());
+    }
+
+    /**
+     * A wait whose response takes longer than the spin (a slow handler) shortens the next waits'
+     * spin to the minimum; once responses come within the spin again (the probe wait spins in full),
+     * the spin is whole again.
+     */
+    @Test
+    void waitsSpinShortWhileResponsesAreSlowAndInFullOnceTheyAreFastAgain() throws Exception {
+        // The engines' way: a future, awaited (a blocking request() waits in native code instead).
+        FabricEndpoint endpoint = client.endpoint(server.localAddress());
+        endpoint.requestAsync(OP_ECHO, ByteBuffer.allocate(8)).get(30, TimeUnit.SECONDS).close();
+        for (int i = 0; i < 20; i++) {
+            try (FabricBuffer response = endpoint.requestAsync(OP_SLOW, ByteBuffer.allocate(8)).get(30, TimeUnit.SECONDS)) {
+                assertEquals(2, response.byteBuffer().get(0));
+            }
+        }
+        assertEquals(Completer.HELP_SPIN_MIN_NANOS, client.helperSpinBudgetNanos(), "1 ms answers: the spin shrank to the minimum");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (client.helperSpinBudgetNanos() != Completer.HELP_SPIN_NANOS) {
+            assertTrue(System.nanoTime() < deadline, "the spin never grew back with fast answers");
+            endpoint.requestAsync(OP_ECHO, ByteBuffer.allocate(8)).get(30, TimeUnit.SECONDS).close();
+        }
     }
 }
