@@ -10,8 +10,9 @@ import org.apache.hadoop.hdfs.server.namenode.AuditLogger;
  * ({@code dfs.namenode.audit.loggers = default,io.slipstream.hdfs.tiers.AccessAuditLogger}) that counts each
  * successful {@code open} (a client asking for a file's block locations to read it) per path, and follows
  * deletes and renames. It sees what the NameNode sees: not reads by clients that reuse block locations they
- * already hold (a long-open stream reading again, a cached location), nor reads inside the NameNode. HDFS calls
- * audit loggers only while audit logging is on and only for client calls (RPC, WebHDFS).
+ * already hold (a long-open stream reading again, a cached location), nor reads inside the NameNode (HDFS calls
+ * audit loggers only for client calls, RPC and WebHDFS); and it counts any {@code getBlockLocations}, read or not
+ * (MapReduce's split computation asks for locations too).
  */
 public final class AccessAuditLogger implements AuditLogger {
     private volatile AccessTracker tracker;
