@@ -168,6 +168,7 @@ demo: build spark-homes
 	$(OHB) hdfs all --quick
 	$(OHB) hdfs dfsio --quick
 	$(OHB) hdfs tiers --quick
+	$(OHB) hdfs tiers skew --quick
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -187,6 +188,7 @@ bench: build spark-homes
 	$(OHB) hdfs all
 	$(OHB) hdfs dfsio
 	$(OHB) hdfs tiers
+	$(OHB) hdfs tiers skew
 	$(OHB) report
 
 clean:

@@ -165,6 +165,11 @@ pub const TESTS: &[TestInfo] = &[
         description: "Triple-H vs HDFS storage policies: SWT (acknowledged and until RAM replicas persisted) and SRT, raw tier speeds",
         variants: "hot (vanilla default policy), lazy-persist, all-ssd (vanilla policies), hhh, hhh-m (jvm/hdfs-tiers); placement checked",
     },
+    TestInfo {
+        name: "hdfs tiers skew",
+        description: "Triple-H's tiering service under Zipf reads: share of reads served from SSD per window, after warm-up",
+        variants: "hhh with the access tracking, the tiering service and HDFS's external StoragePolicySatisfier; contents checked",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.

@@ -37,7 +37,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// at once in the worst case: each JVM's directory is removed after it).
 const SHM_SHARE_MAX: f64 = 0.5;
 
-const USAGE: &str = "Usage: ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
+const USAGE: &str = "Usage: ohb hdfs tiers skew --help | ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
                      [--rounds N] [--raw-bytes N] [--sync-on-close] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The workload every configuration gets.
@@ -419,6 +419,9 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
     if matches!(argv.first().map(String::as_str), Some("--help" | "-h")) {
         print!("{USAGE}");
         return Ok(());
+    }
+    if argv.first().map(String::as_str) == Some("skew") {
+        return super::tiers_skew::skew_main(&argv[1..]);
     }
     let a = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));

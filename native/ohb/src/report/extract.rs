@@ -74,6 +74,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
         "hbase pe" => hbase_charts(&mut run, v, &id),
         "hdfs dfsio" => dfsio_charts(&mut run, v, &id),
         "hdfs tiers" => hdfs_tiers_charts(&mut run, v, &id),
+        "hdfs tiers skew" => hdfs_tiers_skew_chart(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
     }
     Ok(run)
@@ -404,6 +405,19 @@ fn hdfs_tiers_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
+/// `ohb hdfs tiers skew`: the share of reads served from SSD per window of reads (the tiering service at work).
+fn hdfs_tiers_skew_chart(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+    let column = |key: &str| v["result"][key].as_array().cloned().unwrap_or_default();
+    let values: Vec<(String, f64)> = column("window_reads_end")
+        .iter()
+        .zip(column("window_ssd_fraction"))
+        .filter_map(|(end, share)| Some((format!("reads to {}", end.as_f64()?), 100.0 * share.as_f64()?)))
+        .collect();
+    if !values.is_empty() {
+        run.charts.push(bars(id("hdfs tiers skew"), "hdfs tiers skew: reads served from SSD, per window".into(), "window", "%", values));
+    }
+}
+
 /// HBase's PerformanceEvaluation: p50 latency per configuration, one bar chart per test.
 fn hbase_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     let results = v.get("results").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -487,6 +501,17 @@ mod tests {
         assert_eq!(run.charts.len(), 3);
         assert_eq!(run.charts[1].kind, ChartKind::Bars { bars: vec![("hot".into(), 90.0), ("hhh".into(), 40.0)] });
         assert_eq!(run.targets.len(), 1);
+        assert_eq!(run.targets[0].verdict, "FAIL");
+    }
+
+    /// The shape `hdfs/tiers_skew.rs` writes: the JVM's result under "result", the target.
+    #[test]
+    fn hdfs_tiers_skew_gives_the_ssd_share_per_window_and_its_target() {
+        let v = json!({"bench": "hdfs tiers skew", "result": {"window_reads_end": [200.0, 400.0], "window_ssd_fraction": [0.125, 0.76]},
+            "targets": [{"name": "reads from SSD after warm-up >= 90 %", "ratio": 0.67, "pass": false, "detail": ""}]});
+        let run = run_of("ohb-hdfs-tiers-skew.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 1);
+        assert_eq!(run.charts[0].kind, ChartKind::Bars { bars: vec![("reads to 200".into(), 12.5), ("reads to 400".into(), 76.0)] });
         assert_eq!(run.targets[0].verdict, "FAIL");
     }
 

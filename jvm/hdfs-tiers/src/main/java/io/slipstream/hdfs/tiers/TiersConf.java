@@ -38,10 +38,41 @@ public final class TiersConf {
     static final TierSetting HHHM_BUDGET_BYTES = new TierSetting(PREFIX + "hhhm.budget.bytes", "",
             "`hhh-m`: bytes the cluster's RAM_DISK storages may hold (every replica counted) before a new all-RAM block "
             + "is refused with TierBudgetExceededException; empty: 70% of the RAM_DISK capacity the DataNodes report");
+    static final TierSetting TIERING_INTERVAL_MS = new TierSetting(PREFIX + "tiering.interval.ms", "10000",
+            "tiering service (NameNode plugin `TieringService`): time between two decisions (one move batch at most "
+            + "each); 100 to 3600000");
+    static final TierSetting TIERING_WINDOW_MS = new TierSetting(PREFIX + "tiering.window.ms", "600000",
+            "tiering service: reads of a file are counted over this sliding window (in ten buckets); 1000 to 86400000");
+    static final TierSetting TIERING_HOT_READS = new TierSetting(PREFIX + "tiering.hotReads", "3",
+            "tiering service: a file opened at least this often within the window is hot: promoted to SSD "
+            + "(storage policy ALL_SSD) and never evicted; 1 to 1000000");
+    static final TierSetting TIERING_MAX_TRACKED_FILES = new TierSetting(PREFIX + "tiering.maxTrackedFiles", "100000",
+            "tiering service: files whose reads are counted at once; past it the file read least recently is "
+            + "forgotten; 1 to 10000000");
+    static final TierSetting TIERING_SSD_HIGH_WATER = new TierSetting(PREFIX + "tiering.ssd.highWater", "0.8",
+            "tiering service: when the cluster's SSD use passes this fraction of its capacity, the coldest files "
+            + "with SSD replicas are evicted (storage policy HOT: their SSD replicas move to DISK); promotions stop "
+            + "at it; 0 < x <= 1");
+    static final TierSetting TIERING_SSD_LOW_WATER = new TierSetting(PREFIX + "tiering.ssd.lowWater", "0.6",
+            "tiering service: eviction goes on, batch after batch, until SSD use is at or below this fraction; below "
+            + "`tiering.ssd.highWater`");
+    static final TierSetting TIERING_BATCH_MAX_FILES = new TierSetting(PREFIX + "tiering.batch.maxFiles", "100",
+            "tiering service: files promoted plus evicted in one batch, at most; 1 to 100000");
+    static final TierSetting TIERING_BATCH_MAX_BYTES = new TierSetting(PREFIX + "tiering.batch.maxBytes", "10g",
+            "tiering service: replica bytes one batch may ask HDFS to move, at most (a single larger file still "
+            + "moves, alone in its batch); a size such as 512m");
+    static final TierSetting TIERING_PATHS = new TierSetting(PREFIX + "tiering.paths", "/",
+            "tiering service: comma-separated directories whose files it may move (it scans them for files with SSD "
+            + "replicas); files elsewhere are left alone");
+    static final TierSetting TIERING_SCAN_MAX_FILES = new TierSetting(PREFIX + "tiering.scan.maxFiles", "100000",
+            "tiering service: files it looks at per decision, at most (the scan of `tiering.paths` stops there, "
+            + "with a warning); 1 to 10000000");
     /** Every user setting, in the order the documentation lists them. */
     static final List<TierSetting> SETTINGS =
             List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, PFS_HIGH_WATER, RAM_MIN_REPLICATION,
-                    HHHM_BUDGET_BYTES);
+                    HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_MAX_TRACKED_FILES,
+                    TIERING_SSD_HIGH_WATER, TIERING_SSD_LOW_WATER, TIERING_BATCH_MAX_FILES, TIERING_BATCH_MAX_BYTES,
+                    TIERING_PATHS, TIERING_SCAN_MAX_FILES);
 
     /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
     static final double DEFAULT_BUDGET_FRACTION = 0.7;
@@ -55,6 +86,16 @@ public final class TiersConf {
     public final int ramMinReplication;
     /** Negative: {@link #DEFAULT_BUDGET_FRACTION} of the reported RAM_DISK capacity. */
     public final long hhhmBudgetBytes;
+    public final long tieringIntervalMs;
+    public final long tieringWindowMs;
+    public final long tieringHotReads;
+    public final int tieringMaxTrackedFiles;
+    public final double tieringSsdHighWater;
+    public final double tieringSsdLowWater;
+    public final int tieringBatchMaxFiles;
+    public final long tieringBatchMaxBytes;
+    public final List<String> tieringPaths;
+    public final int tieringScanMaxFiles;
 
     public TiersConf(Configuration conf) {
         mode = TierMode.parse(conf.get(MODE.key(), MODE.defaultValue()), MODE.key());
@@ -99,6 +140,56 @@ public final class TiersConf {
                 throw new IllegalArgumentException(HHHM_BUDGET_BYTES.key() + "=" + budget + ": must not be negative");
             }
         }
+        tieringIntervalMs = ranged(conf, TIERING_INTERVAL_MS, 100, 3_600_000);
+        tieringWindowMs = ranged(conf, TIERING_WINDOW_MS, 1000, 86_400_000);
+        tieringHotReads = ranged(conf, TIERING_HOT_READS, 1, 1_000_000);
+        tieringMaxTrackedFiles = (int) ranged(conf, TIERING_MAX_TRACKED_FILES, 1, 10_000_000);
+        tieringSsdHighWater = fraction(conf, TIERING_SSD_HIGH_WATER);
+        tieringSsdLowWater = fraction(conf, TIERING_SSD_LOW_WATER);
+        if (tieringSsdLowWater >= tieringSsdHighWater) {
+            throw new IllegalArgumentException(TIERING_SSD_LOW_WATER.key() + "=" + tieringSsdLowWater + ": must be below "
+                    + TIERING_SSD_HIGH_WATER.key() + "=" + tieringSsdHighWater);
+        }
+        tieringBatchMaxFiles = (int) ranged(conf, TIERING_BATCH_MAX_FILES, 1, 100_000);
+        String maxBytes = conf.getTrimmed(TIERING_BATCH_MAX_BYTES.key(), TIERING_BATCH_MAX_BYTES.defaultValue());
+        try {
+            tieringBatchMaxBytes = org.apache.hadoop.util.StringUtils.TraditionalBinaryPrefix.string2long(maxBytes);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(TIERING_BATCH_MAX_BYTES.key() + "=" + maxBytes
+                    + ": expected a size such as 512m or 8g", e);
+        }
+        if (tieringBatchMaxBytes < 1) {
+            throw new IllegalArgumentException(TIERING_BATCH_MAX_BYTES.key() + "=" + maxBytes + ": must be positive");
+        }
+        List<String> paths = new java.util.ArrayList<>();
+        for (String path : conf.getTrimmedStringCollection(TIERING_PATHS.key())) {
+            if (!path.startsWith("/")) {
+                throw new IllegalArgumentException(TIERING_PATHS.key() + ": " + path + " is not an absolute path");
+            }
+            paths.add(path);
+        }
+        if (conf.get(TIERING_PATHS.key()) == null) {
+            paths.add(TIERING_PATHS.defaultValue());
+        }
+        if (paths.isEmpty()) {
+            throw new IllegalArgumentException(TIERING_PATHS.key() + " is empty: name at least one directory");
+        }
+        tieringPaths = List.copyOf(paths);
+        tieringScanMaxFiles = (int) ranged(conf, TIERING_SCAN_MAX_FILES, 1, 10_000_000);
+    }
+
+    private static long ranged(Configuration conf, TierSetting setting, long min, long max) {
+        String text = conf.getTrimmed(setting.key(), setting.defaultValue());
+        long value;
+        try {
+            value = Long.parseLong(text);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": not a number", e);
+        }
+        if (value < min || value > max) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": expected " + min + " to " + max);
+        }
+        return value;
     }
 
     private static double fraction(Configuration conf, TierSetting setting) {

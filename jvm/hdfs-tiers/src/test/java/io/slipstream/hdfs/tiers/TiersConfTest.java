@@ -24,6 +24,9 @@ class TiersConfTest {
         assertEquals(0.9, conf.ramHighWater);
         assertEquals(2, conf.ramMinReplication);
         assertEquals(700, conf.budgetBytes(1000));
+        assertEquals(10L << 30, conf.tieringBatchMaxBytes);
+        assertEquals(java.util.List.of("/"), conf.tieringPaths);
+        assertEquals(3, conf.tieringHotReads);
         Configuration m = new Configuration(false);
         m.set(TiersConf.MODE.key(), " HHH-M ");
         m.set(TiersConf.HHHM_BUDGET_BYTES.key(), "8m");
@@ -60,6 +63,18 @@ class TiersConfTest {
             {TiersConf.RAM_MIN_REPLICATION.key(), "two"},
             {TiersConf.HHHM_BUDGET_BYTES.key(), "-1"},
             {TiersConf.HHHM_BUDGET_BYTES.key(), "much"},
+            {TiersConf.TIERING_INTERVAL_MS.key(), "99"},
+            {TiersConf.TIERING_WINDOW_MS.key(), "a while"},
+            {TiersConf.TIERING_HOT_READS.key(), "0"},
+            {TiersConf.TIERING_MAX_TRACKED_FILES.key(), "10000001"},
+            {TiersConf.TIERING_SSD_HIGH_WATER.key(), "0"},
+            {TiersConf.TIERING_SSD_LOW_WATER.key(), "0.8"},
+            {TiersConf.TIERING_BATCH_MAX_FILES.key(), "0"},
+            {TiersConf.TIERING_BATCH_MAX_BYTES.key(), "0"},
+            {TiersConf.TIERING_BATCH_MAX_BYTES.key(), "big"},
+            {TiersConf.TIERING_PATHS.key(), "relative/dir"},
+            {TiersConf.TIERING_PATHS.key(), " "},
+            {TiersConf.TIERING_SCAN_MAX_FILES.key(), "0"},
         };
         for (String[] setting : bad) {
             Configuration conf = new Configuration(false);

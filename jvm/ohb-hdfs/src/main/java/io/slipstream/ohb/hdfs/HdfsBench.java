@@ -376,6 +376,12 @@ public final class HdfsBench {
             Object v = e.getValue();
             if (v instanceof Number || v instanceof Boolean) {
                 out.append(v instanceof Double d ? String.format(Locale.ROOT, "%.4f", d) : v.toString());
+            } else if (v instanceof double[] values) {
+                out.append('[');
+                for (int i = 0; i < values.length; i++) {
+                    out.append(i > 0 ? "," : "").append(String.format(Locale.ROOT, "%.4f", values[i]));
+                }
+                out.append(']');
             } else {
                 out.append('"').append(v.toString().replace("\\", "\\\\").replace("\"", "\\\"")).append('"');
             }

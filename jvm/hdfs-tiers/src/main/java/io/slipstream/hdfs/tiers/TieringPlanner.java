@@ -1,0 +1,124 @@
+package io.slipstream.hdfs.tiers;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
+
+/**
+ * The tiering service's decisions, without a cluster: given the SSD tier's space and the files seen (their
+ * replica bytes per tier, storage policy and reads in the window), which files to evict from SSD and which to
+ * promote to it in this batch. Policies are the service's only lever: ALL_SSD promotes, HOT evicts, and HDFS's
+ * StoragePolicySatisfier moves the replicas. A file whose policy the service already set and whose replicas have
+ * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again.
+ */
+final class TieringPlanner {
+    static final byte UNSPECIFIED = HdfsConstants.BLOCK_STORAGE_POLICY_ID_UNSPECIFIED;
+    static final byte HOT = HdfsConstants.HOT_STORAGE_POLICY_ID;
+    static final byte ALL_SSD = HdfsConstants.ALLSSD_STORAGE_POLICY_ID;
+
+    /**
+     * One file as the service sees it: bytes of its replicas on SSD, bytes of its replicas on other movable
+     * tiers (DISK, ARCHIVE: RAM replicas are HDFS's lazy persister's business and do not move), its own
+     * storage policy id, reads in the window, and its modification time (the older, the colder among equals).
+     */
+    record FileTiers(String path, long ssdBytes, long offSsdBytes, byte policy, long reads, long modifiedMs) {
+    }
+
+    /** One file to move, with the replica bytes the move concerns and the reads that decided it. */
+    record Move(String path, long bytes, long reads) {
+    }
+
+    /**
+     * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided, and
+     * the use expected once this batch and the pending ones have moved.
+     */
+    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdProjectedBytes,
+            long ssdCapacityBytes) {
+        boolean isEmpty() {
+            return evictions.isEmpty() && promotions.isEmpty();
+        }
+    }
+
+    private final long hotReads;
+    private final double highWater;
+    private final double lowWater;
+    private final int maxFiles;
+    private final long maxBytes;
+
+    TieringPlanner(TiersConf conf) {
+        this(conf.tieringHotReads, conf.tieringSsdHighWater, conf.tieringSsdLowWater, conf.tieringBatchMaxFiles,
+                conf.tieringBatchMaxBytes);
+    }
+
+    TieringPlanner(long hotReads, double highWater, double lowWater, int maxFiles, long maxBytes) {
+        this.hotReads = hotReads;
+        this.highWater = highWater;
+        this.lowWater = lowWater;
+        this.maxFiles = maxFiles;
+        this.maxBytes = maxBytes;
+    }
+
+    /** The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use, and these files. */
+    Batch plan(long capacityBytes, long usedBytes, List<FileTiers> files) {
+        List<Move> evictions = new ArrayList<>();
+        List<Move> promotions = new ArrayList<>();
+        if (capacityBytes <= 0) {
+            return new Batch(evictions, promotions, usedBytes, usedBytes, capacityBytes);
+        }
+        long projected = usedBytes;
+        for (FileTiers f : files) {
+            if (f.policy() == HOT) {
+                projected -= f.ssdBytes(); // eviction asked for, not all moved yet
+            } else if (f.policy() == ALL_SSD) {
+                projected += f.offSsdBytes(); // promotion asked for, not all moved yet
+            }
+        }
+        long highBytes = (long) (highWater * capacityBytes);
+        long lowBytes = (long) (lowWater * capacityBytes);
+        long batchBytes = 0;
+        if (usedBytes > highBytes) {
+            List<FileTiers> cold = new ArrayList<>();
+            for (FileTiers f : files) {
+                if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == ALL_SSD)) {
+                    cold.add(f);
+                }
+            }
+            cold.sort(Comparator.comparingLong(FileTiers::reads).thenComparingLong(FileTiers::modifiedMs)
+                    .thenComparing(FileTiers::path));
+            for (FileTiers f : cold) {
+                if (projected <= lowBytes || !fits(evictions.size(), batchBytes, f.ssdBytes())) {
+                    break;
+                }
+                evictions.add(new Move(f.path(), f.ssdBytes(), f.reads()));
+                batchBytes += f.ssdBytes();
+                projected -= f.ssdBytes();
+            }
+        }
+        List<FileTiers> hot = new ArrayList<>();
+        for (FileTiers f : files) {
+            if (f.reads() >= hotReads && f.offSsdBytes() > 0 && (f.policy() == UNSPECIFIED || f.policy() == HOT)) {
+                hot.add(f);
+            }
+        }
+        hot.sort(Comparator.comparingLong(FileTiers::reads).reversed().thenComparing(FileTiers::path));
+        for (FileTiers f : hot) {
+            int count = evictions.size() + promotions.size();
+            if (!fits(count, batchBytes, f.offSsdBytes())) {
+                break;
+            }
+            if (projected + f.offSsdBytes() > highBytes) {
+                continue; // a smaller hot file may still fit
+            }
+            promotions.add(new Move(f.path(), f.offSsdBytes(), f.reads()));
+            batchBytes += f.offSsdBytes();
+            projected += f.offSsdBytes();
+        }
+        return new Batch(evictions, promotions, usedBytes, projected, capacityBytes);
+    }
+
+    /** The batch's limits: a file more, its bytes within the byte limit (a first file may pass it alone). */
+    private boolean fits(int filesSoFar, long bytesSoFar, long fileBytes) {
+        return filesSoFar < maxFiles && (filesSoFar == 0 || bytesSoFar + fileBytes <= maxBytes);
+    }
+}

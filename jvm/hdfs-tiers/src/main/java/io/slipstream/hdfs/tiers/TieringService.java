@@ -1,0 +1,291 @@
+package io.slipstream.hdfs.tiers;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.protocol.DirectoryListing;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
+import org.apache.hadoop.hdfs.protocol.HdfsFileStatus;
+import org.apache.hadoop.hdfs.protocol.HdfsLocatedFileStatus;
+import org.apache.hadoop.hdfs.protocol.LocatedBlock;
+import org.apache.hadoop.hdfs.protocol.LocatedBlocks;
+import org.apache.hadoop.hdfs.server.namenode.AuditLogger;
+import org.apache.hadoop.hdfs.server.namenode.NameNode;
+import org.apache.hadoop.hdfs.server.protocol.DatanodeStorageReport;
+import org.apache.hadoop.hdfs.server.protocol.StorageReport;
+import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
+import org.apache.hadoop.util.ServicePlugin;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Triple-H's tiering service, inside the NameNode ({@code dfs.namenode.plugins}): every
+ * {@code tiering.interval.ms} it evicts the coldest files from SSD when the SSD tier passes its high-water mark
+ * and promotes files read often (counted by {@link AccessAuditLogger}) to SSD, only through HDFS's own
+ * mechanisms: it sets the file's storage policy (HOT to evict, ALL_SSD to promote) and asks HDFS's
+ * StoragePolicySatisfier to satisfy it ({@code satisfyStoragePolicy}); the satisfier (HDFS's external SPS
+ * daemon, {@code hdfs --daemon start sps}) moves the replicas through the DataNodes. A plugin of the NameNode
+ * rather than a daemon of its own because its input, the access counts, lives in the NameNode's audit path and
+ * an operator already runs the NameNode; it acts only while its NameNode is active.
+ */
+public final class TieringService implements ServicePlugin {
+    private static final Logger LOG = LoggerFactory.getLogger(TieringService.class);
+    static final String METRICS_NAME = "SlipstreamTiering";
+    /** Batches kept for the status command. */
+    static final int LAST_BATCHES = 10;
+    /** Hot files listed by the status command. */
+    static final int STATUS_HOT_FILES = 20;
+
+    private NameNode namenode;
+    private TiersConf tiers;
+    private AccessTracker tracker;
+    private TieringPlanner planner;
+    private DistributedFileSystem fs;
+    private ScheduledExecutorService timer;
+    private TieringMetrics metrics;
+    private final ArrayDeque<String> lastBatches = new ArrayDeque<>();
+
+    @Override
+    public void start(Object service) {
+        if (!(service instanceof NameNode nn)) {
+            throw new IllegalArgumentException("TieringService is a NameNode plugin (dfs.namenode.plugins), given "
+                    + service);
+        }
+        namenode = nn;
+        Configuration conf = nn.getConf();
+        tiers = new TiersConf(conf);
+        if (tiers.mode == TierMode.HHH_L) {
+            throw new IllegalStateException("TieringService: mode hhh-l is not supported (policies HOT and ALL_SSD "
+                    + "would move the parallel file system's replica to local tiers); remove it from "
+                    + DFSConfigKeys.DFS_NAMENODE_PLUGINS_KEY);
+        }
+        String sps = conf.getTrimmed(DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_MODE_KEY, "none");
+        if (!"external".equalsIgnoreCase(sps)) {
+            throw new IllegalStateException("TieringService needs HDFS's StoragePolicySatisfier: set "
+                    + DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_MODE_KEY + "=external (now " + sps
+                    + ") and run it (hdfs --daemon start sps)");
+        }
+        for (AuditLogger logger : nn.getNamesystem().getAuditLoggers()) {
+            if (logger instanceof AccessAuditLogger access) {
+                tracker = access.tracker();
+            }
+        }
+        if (tracker == null) {
+            throw new IllegalStateException("TieringService needs the access counts: add "
+                    + AccessAuditLogger.class.getName() + " to " + DFSConfigKeys.DFS_NAMENODE_AUDIT_LOGGERS_KEY
+                    + " (after 'default' to keep HDFS's audit log)");
+        }
+        planner = new TieringPlanner(tiers);
+        InetSocketAddress address = nn.getNameNodeAddress();
+        try {
+            fs = (DistributedFileSystem) FileSystem.newInstance(
+                    URI.create("hdfs://" + address.getHostString() + ":" + address.getPort()), conf);
+        } catch (IOException e) {
+            throw new IllegalStateException("TieringService: no client to " + address, e);
+        }
+        metrics = new TieringMetrics(this);
+        DefaultMetricsSystem.instance().register(METRICS_NAME, "Triple-H tiering service", metrics);
+        timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread thread = new Thread(r, "slipstream-tiering");
+            thread.setDaemon(true);
+            return thread;
+        });
+        timer.scheduleWithFixedDelay(this::runQuietly, tiers.tieringIntervalMs, tiers.tieringIntervalMs,
+                TimeUnit.MILLISECONDS);
+        LOG.info("Triple-H tiering service started: every {} ms, hot at {} reads in {} ms, SSD high-water {} "
+                + "low-water {}, batches of at most {} files and {} bytes, paths {}", tiers.tieringIntervalMs,
+                tiers.tieringHotReads, tiers.tieringWindowMs, tiers.tieringSsdHighWater, tiers.tieringSsdLowWater,
+                tiers.tieringBatchMaxFiles, tiers.tieringBatchMaxBytes, tiers.tieringPaths);
+    }
+
+    @Override
+    public void stop() {
+        if (timer != null) {
+            timer.shutdownNow();
+            try {
+                timer.awaitTermination(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (metrics != null) {
+            DefaultMetricsSystem.instance().unregisterSource(METRICS_NAME);
+        }
+        if (fs != null) {
+            try {
+                fs.close();
+            } catch (IOException e) {
+                LOG.warn("Triple-H tiering service: closing its client", e);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        stop();
+    }
+
+    private void runQuietly() {
+        try {
+            if (namenode.isActiveState()) {
+                runOnce();
+            }
+        } catch (Throwable t) { // the next round tries again; one failure must not end the timer
+            metrics.failures.incrementAndGet();
+            LOG.warn("Triple-H tiering: decision failed, next in {} ms", tiers.tieringIntervalMs, t);
+        }
+    }
+
+    /** One decision and its batch (package-private for tests). */
+    TieringPlanner.Batch runOnce() throws IOException {
+        long nowMs = System.currentTimeMillis();
+        long capacity = 0;
+        long used = 0;
+        for (DatanodeStorageReport datanode :
+                fs.getClient().getDatanodeStorageReport(HdfsConstants.DatanodeReportType.LIVE)) {
+            for (StorageReport storage : datanode.getStorageReports()) {
+                if (storage.getStorage().getStorageType() == StorageType.SSD && !storage.isFailed()) {
+                    capacity += storage.getCapacity();
+                    used += storage.getCapacity() - storage.getRemaining();
+                }
+            }
+        }
+        List<TieringPlanner.FileTiers> files = scan(nowMs);
+        TieringPlanner.Batch batch = planner.plan(capacity, used, files);
+        metrics.ssdUsedBytes = used;
+        metrics.ssdCapacityBytes = capacity;
+        metrics.filesScanned = files.size();
+        if (batch.isEmpty()) {
+            return batch;
+        }
+        int evicted = apply(batch.evictions(), "HOT");
+        int promoted = apply(batch.promotions(), "ALL_SSD");
+        long evictedBytes = batch.evictions().stream().mapToLong(TieringPlanner.Move::bytes).sum();
+        long promotedBytes = batch.promotions().stream().mapToLong(TieringPlanner.Move::bytes).sum();
+        metrics.evictions.addAndGet(evicted);
+        metrics.promotions.addAndGet(promoted);
+        metrics.evictedBytes.addAndGet(evictedBytes);
+        metrics.promotedBytes.addAndGet(promotedBytes);
+        long number = metrics.batches.incrementAndGet();
+        String line = String.format(Locale.ROOT, "batch %d: evicted %d files (%d bytes of SSD replicas) %s, "
+                + "promoted %d files (%d bytes) %s; SSD %d of %d bytes in use (%.1f %%), %d once moved",
+                number, evicted, evictedBytes, paths(batch.evictions()), promoted, promotedBytes,
+                paths(batch.promotions()), used, capacity, 100.0 * used / Math.max(capacity, 1),
+                batch.ssdProjectedBytes());
+        LOG.info("Triple-H tiering {}", line);
+        synchronized (lastBatches) {
+            if (lastBatches.size() == LAST_BATCHES) {
+                lastBatches.removeFirst();
+            }
+            lastBatches.addLast(line);
+        }
+        return batch;
+    }
+
+    /** Sets {@code policy} on each file and asks the satisfier to move it; returns how many were asked. */
+    private int apply(List<TieringPlanner.Move> moves, String policy) {
+        int done = 0;
+        for (TieringPlanner.Move move : moves) {
+            Path path = new Path(move.path());
+            try {
+                fs.setStoragePolicy(path, policy);
+                fs.satisfyStoragePolicy(path);
+                done++;
+            } catch (IOException e) { // deleted meanwhile, or the satisfier refused: the rest still move
+                metrics.failures.incrementAndGet();
+                LOG.warn("Triple-H tiering: {} -> {} failed: {}", move.path(), policy, e.toString());
+            }
+        }
+        return done;
+    }
+
+    private static String paths(List<TieringPlanner.Move> moves) {
+        return moves.stream().map(TieringPlanner.Move::path).collect(Collectors.joining(",", "[", "]"));
+    }
+
+    /** The closed files under {@code tiering.paths}, at most {@code tiering.scan.maxFiles}, breadth first. */
+    private List<TieringPlanner.FileTiers> scan(long nowMs) throws IOException {
+        List<TieringPlanner.FileTiers> files = new ArrayList<>();
+        ArrayDeque<String> dirs = new ArrayDeque<>(tiers.tieringPaths);
+        while (!dirs.isEmpty()) {
+            String dir = dirs.removeFirst();
+            byte[] after = HdfsFileStatus.EMPTY_NAME;
+            DirectoryListing listing;
+            do {
+                listing = fs.getClient().listPaths(dir, after, true);
+                if (listing == null) {
+                    break; // removed meanwhile
+                }
+                for (HdfsFileStatus status : listing.getPartialListing()) {
+                    String path = status.getFullName(dir);
+                    if (status.isDirectory()) {
+                        dirs.addLast(path);
+                    } else if (status instanceof HdfsLocatedFileStatus located) {
+                        if (files.size() == tiers.tieringScanMaxFiles) {
+                            metrics.scanTruncated.incrementAndGet();
+                            LOG.warn("Triple-H tiering: stopped the scan at {} files ({}); files beyond are not moved",
+                                    files.size(), TiersConf.TIERING_SCAN_MAX_FILES.key());
+                            return files;
+                        }
+                        TieringPlanner.FileTiers file = tiersOf(path, located, nowMs);
+                        if (file != null) {
+                            files.add(file);
+                        }
+                    }
+                }
+                after = listing.getLastName();
+            } while (listing.hasMore());
+        }
+        return files;
+    }
+
+    private TieringPlanner.FileTiers tiersOf(String path, HdfsLocatedFileStatus status, long nowMs) {
+        LocatedBlocks blocks = status.getLocatedBlocks();
+        if (blocks == null || blocks.isUnderConstruction()) {
+            return null; // a file being written is placed by the placement policy, not moved
+        }
+        long ssd = 0;
+        long offSsd = 0;
+        for (LocatedBlock block : blocks.getLocatedBlocks()) {
+            for (StorageType type : block.getStorageTypes()) {
+                if (type == StorageType.SSD) {
+                    ssd += block.getBlockSize();
+                } else if (type.isMovable()) {
+                    offSsd += block.getBlockSize();
+                }
+            }
+        }
+        return new TieringPlanner.FileTiers(path, ssd, offSsd, status.getStoragePolicy(),
+                tracker.reads(path, nowMs), status.getModificationTime());
+    }
+
+    /** The hot files now, most read first, for the status command. */
+    List<Map.Entry<String, Long>> hotFiles() {
+        return tracker.hottest(tiers.tieringHotReads, STATUS_HOT_FILES, System.currentTimeMillis());
+    }
+
+    long trackedFiles() {
+        return tracker.size();
+    }
+
+    List<String> lastBatches() {
+        synchronized (lastBatches) {
+            return new ArrayList<>(lastBatches);
+        }
+    }
+}

@@ -1,0 +1,251 @@
+package io.slipstream.hdfs.tiers;
+
+import static io.slipstream.hdfs.tiers.TierClusters.BLOCK_BYTES;
+import static io.slipstream.hdfs.tiers.TierClusters.SSD_BYTES;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
+import org.apache.hadoop.hdfs.protocol.HdfsFileStatus;
+import org.apache.hadoop.hdfs.protocol.HdfsLocatedFileStatus;
+import org.apache.hadoop.hdfs.protocol.LocatedBlocks;
+import org.apache.hadoop.hdfs.server.balancer.NameNodeConnector;
+import org.apache.hadoop.hdfs.server.namenode.sps.StoragePolicySatisfier;
+import org.apache.hadoop.hdfs.server.protocol.DatanodeStorageReport;
+import org.apache.hadoop.hdfs.server.protocol.StorageReport;
+import org.apache.hadoop.hdfs.server.sps.ExternalSPSContext;
+import org.apache.hadoop.hdfs.server.sps.ExternalStoragePolicySatisfier;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants.StoragePolicySatisfierMode;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The tiering service on a real mini cluster (HHH, three DataNodes with RAM_DISK 4 MiB, SSD 8 MiB and DISK
+ * 64 MiB each): the NameNode runs AccessAuditLogger and TieringService, and the test starts HDFS's external
+ * StoragePolicySatisfier in its own JVM, as an operator runs {@code hdfs --daemon start sps}. A file read often
+ * is promoted from DISK to SSD; SSD filled past the service's high-water mark gets its coldest files evicted to
+ * DISK and drops under the mark; everything reads back and fsck is HEALTHY; the counters match what moved.
+ */
+class TieringServiceClusterTest {
+    private static final int HOT_READS = 3;
+    private static final double HIGH_WATER = 0.5;
+    private static final double LOW_WATER = 0.3;
+    private static MiniDFSCluster cluster;
+    private static DistributedFileSystem fs;
+    private static StoragePolicySatisfier satisfier;
+    private static NameNodeConnector satisfierConnector;
+
+    @BeforeAll
+    static void start() throws Exception {
+        Configuration conf = TierClusters.conf("hhh");
+        conf.set(DFSConfigKeys.DFS_NAMENODE_AUDIT_LOGGERS_KEY, AccessAuditLogger.class.getName());
+        conf.set(DFSConfigKeys.DFS_NAMENODE_PLUGINS_KEY, TieringService.class.getName());
+        conf.set(DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_MODE_KEY, "external");
+        // The satisfier chooses targets by the DataNodes' free space it cached (5 minutes by default).
+        conf.setLong(DFSConfigKeys.DFS_SPS_DATANODE_CACHE_REFRESH_INTERVAL_MS, 1000);
+        // A path's satisfier hint stays until the satisfier rechecks it after its moves (1 minute by default),
+        // and a new satisfy call on the path is ignored meanwhile (the recheck then uses the policy of that time).
+        conf.setLong(DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_RECHECK_TIMEOUT_MILLIS_KEY, 1000);
+        conf.setLong(TiersConf.TIERING_INTERVAL_MS.key(), 500);
+        conf.setLong(TiersConf.TIERING_WINDOW_MS.key(), 120_000);
+        conf.setLong(TiersConf.TIERING_HOT_READS.key(), HOT_READS);
+        conf.set(TiersConf.TIERING_SSD_HIGH_WATER.key(), String.valueOf(HIGH_WATER));
+        conf.set(TiersConf.TIERING_SSD_LOW_WATER.key(), String.valueOf(LOW_WATER));
+        conf.setInt(TiersConf.TIERING_BATCH_MAX_FILES.key(), 2); // several batches, each at its limit
+        conf.set(TiersConf.TIERING_PATHS.key(), "/t");
+        // RAM stays HDFS's business here: no RAM replica turns into a DISK one while SSD is checked.
+        conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
+        cluster = TierClusters.start(conf, "tiering");
+        fs = cluster.getFileSystem();
+        satisfier = new StoragePolicySatisfier(conf);
+        satisfierConnector = ExternalStoragePolicySatisfier.getNameNodeConnector(conf);
+        satisfier.init(new ExternalSPSContext(satisfier, satisfierConnector));
+        satisfier.start(StoragePolicySatisfierMode.EXTERNAL);
+    }
+
+    @AfterAll
+    static void stop() throws IOException {
+        if (satisfier != null) {
+            satisfier.stopGracefully();
+        }
+        if (satisfierConnector != null) {
+            satisfierConnector.close();
+        }
+        if (cluster != null) {
+            cluster.shutdown();
+        }
+    }
+
+    @Test
+    void hotFilesArePromotedAndColdOnesEvictedPastTheHighWaterMark() throws Exception {
+        // Promotion: a file evicted earlier (policy HOT, its SSD replicas moved to DISK by the satisfier: what
+        // the service's eviction leaves; its RAM replica stays, RAM is not movable), then read HOT_READS times.
+        Path hot = new Path("/t/hot");
+        Map<Path, byte[]> written = new LinkedHashMap<>();
+        written.put(hot, TierClusters.write(fs, hot, BLOCK_BYTES, 1));
+        TierClusters.await("three replicas of " + hot, 30, () -> storageTypes(hot).size() == 3);
+        fs.setStoragePolicy(hot, "HOT");
+        fs.satisfyStoragePolicy(hot);
+        TierClusters.await("the evicted file's replicas off SSD", 30, () -> count(hot, StorageType.SSD) == 0
+                && storageTypes(hot).size() == 3);
+        for (int i = 0; i < HOT_READS; i++) {
+            readOnce(hot);
+        }
+        TierClusters.await("the hot file's persistent replicas on SSD", 30, () -> onSsd(hot));
+        assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName());
+
+        // Eviction: six one-block HHH files (a RAM and two SSD replicas each) take SSD past its high-water mark;
+        // the first is read once (colder than hot, warmer than the others).
+        for (int i = 0; i < 6; i++) {
+            Path cold = new Path("/t/cold/" + i);
+            written.put(cold, TierClusters.write(fs, cold, BLOCK_BYTES, 10 + i));
+            if (i == 0) {
+                readOnce(cold);
+            }
+        }
+        TierClusters.await("SSD use under the high-water mark", 40,
+                () -> ssdUsedBytes() <= HIGH_WATER * 3 * SSD_BYTES);
+        TierClusters.await("every file the service evicted off SSD, and the counters saying so", 30, () -> {
+            Map<String, Long> counters = counters();
+            return counters.get("evictions") > 0 && counters.get("evictions") == evictedColdFiles().size();
+        });
+        List<Path> evicted = evictedColdFiles();
+        assertTrue(onSsd(hot), "the hot file stays on SSD");
+        if (evicted.contains(new Path("/t/cold/0"))) {
+            assertEquals(6, evicted.size(), "the file read once goes only after every unread one: " + evicted);
+        }
+        for (Path path : evicted) {
+            assertEquals("HOT", fs.getStoragePolicy(path).getName(), path.toString());
+            assertEquals(3, storageTypes(path).size(), path.toString());
+        }
+
+        String status = status();
+        System.out.println("TieringStatus:\n" + status); // the operator's view, kept in the test's output
+        Map<String, Long> counters = counters();
+        assertEquals(1, counters.get("promotions"), status);
+        assertEquals(BLOCK_BYTES * 2L, counters.get("promoted_bytes"), status);
+        // Two SSD replicas per evicted file, or one where a DataNode put the other on DISK for want of room.
+        long evictedBytes = counters.get("evicted_bytes");
+        assertTrue(evictedBytes >= (long) BLOCK_BYTES * evicted.size()
+                && evictedBytes <= 2L * BLOCK_BYTES * evicted.size(), status);
+        assertEquals(0, counters.get("failures"), status);
+        assertTrue(status.contains("promoted 1 files (" + 2 * BLOCK_BYTES + " bytes) [/t/hot]"), status);
+        for (Path path : evicted) {
+            assertTrue(status.contains(path.toUri().getPath()), path + " named in a batch line:\n" + status);
+        }
+        assertTrue(status.contains("hot files: /t/hot="), status);
+
+        for (Map.Entry<Path, byte[]> file : written.entrySet()) {
+            TierClusters.assertReadsBack(fs, file.getKey(), file.getValue());
+        }
+        TierClusters.assertFsckHealthy(cluster);
+    }
+
+    private static void readOnce(Path path) throws IOException {
+        try (FSDataInputStream in = fs.open(path)) {
+            in.readFully(0, new byte[BLOCK_BYTES]);
+        }
+    }
+
+    /**
+     * The storage types of the one-block file's replicas, from a listing with locations: HDFS audits that as
+     * {@code listStatus}, where TierClusters.replicas asks for block locations, which HDFS audits as
+     * {@code open}, and the service would count the test's checks as reads.
+     */
+    private static List<StorageType> storageTypes(Path path) {
+        try {
+            HdfsFileStatus[] listing = fs.getClient().listPaths(path.toUri().getPath(), HdfsFileStatus.EMPTY_NAME, true)
+                    .getPartialListing();
+            LocatedBlocks blocks = ((HdfsLocatedFileStatus) listing[0]).getLocatedBlocks();
+            return List.of(blocks.get(0).getStorageTypes());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static long count(Path path, StorageType type) {
+            return storageTypes(path).stream().filter(t -> t == type).count();
+    }
+
+    /**
+     * Promoted: both persistent replicas on SSD. The third is HHH's RAM replica (not movable), or its DISK copy
+     * if HDFS evicted it from RAM meanwhile (RAM is not the service's tier).
+     */
+    private static boolean onSsd(Path path) {
+        return count(path, StorageType.SSD) == 2 && storageTypes(path).size() == 3;
+    }
+
+    /** The cold files with no replica left on SSD. */
+    private static List<Path> evictedColdFiles() {
+        List<Path> evicted = new java.util.ArrayList<>();
+        for (int i = 0; i < 6; i++) {
+            Path path = new Path("/t/cold/" + i);
+            List<StorageType> types = storageTypes(path);
+            if (types.size() == 3 && !types.contains(StorageType.SSD)) {
+                evicted.add(path);
+            }
+        }
+        return evicted;
+    }
+
+    private static long ssdUsedBytes() {
+        try {
+            long used = 0;
+            for (DatanodeStorageReport datanode :
+                    fs.getClient().getDatanodeStorageReport(HdfsConstants.DatanodeReportType.LIVE)) {
+                for (StorageReport storage : datanode.getStorageReports()) {
+                    if (storage.getStorage().getStorageType() == StorageType.SSD) {
+                        used += storage.getCapacity() - storage.getRemaining();
+                    }
+                }
+            }
+            return used;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The status command's output, asked of the NameNode's web server as an operator would. */
+    private static String status() {
+        InetSocketAddress http = cluster.getNameNode().getHttpAddress();
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try {
+            TieringStatus.print(URI.create("http://127.0.0.1:" + http.getPort()),
+                    new PrintStream(bytes, true, StandardCharsets.UTF_8));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return bytes.toString(StandardCharsets.UTF_8);
+    }
+
+    /** The counters of the status command's first line, by name. */
+    private static Map<String, Long> counters() {
+        String first = status().lines().findFirst().orElseThrow();
+        Map<String, Long> counters = new LinkedHashMap<>();
+        Matcher m = Pattern.compile("([a-z_]+) (\\d+)").matcher(first);
+        while (m.find()) {
+            counters.put(m.group(1), Long.parseLong(m.group(2)));
+        }
+        return counters;
+    }
+}
