@@ -27,8 +27,8 @@ import org.junit.jupiter.api.Test;
 /**
  * A NodeManager lost with the map outputs it holds: a real NodeManager process ({@link
  * NodeManagerProcess}, on its own loopback address, beside the shared mini cluster's two in-JVM
- * ones) runs every map of a job with the plugin (fallback never), and is killed with SIGKILL, its containers with it, once the maps are done and
- * before the reducers copy. The reducers find its fabric port dead; their fetch failures, reported
+ * ones) runs every map of a job with the plugin (fallback never), and is killed with SIGKILL, its
+ * containers with it, once the maps are done and before the reducers copy. The reducers find its fabric port dead; their fetch failures, reported
  * to the ApplicationMaster as Hadoop's own fetcher reports them, must make it re-run the maps on a
  * living NodeManager, and the job must finish with the right output, within a bound (a failure,
  * not a skip).
