@@ -16,15 +16,19 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import javax.crypto.SecretKey;
+import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapred.Reporter;
 import org.apache.hadoop.mapreduce.JobID;
 import org.apache.hadoop.mapreduce.TaskAttemptID;
 import org.apache.hadoop.mapreduce.task.reduce.ExceptionReporter;
+import org.apache.hadoop.mapreduce.task.reduce.Fetcher;
 import org.apache.hadoop.mapreduce.task.reduce.MapHost;
 import org.apache.hadoop.mapreduce.task.reduce.MapOutput;
 import org.apache.hadoop.mapreduce.task.reduce.MergeManagerImpl;
 import org.apache.hadoop.mapreduce.task.reduce.ShuffleClientMetrics;
 import org.apache.hadoop.mapreduce.task.reduce.ShuffleSchedulerImpl;
+import org.apache.hadoop.mapreduce.task.reduce.SlipstreamBridge;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -34,7 +38,10 @@ import org.slf4j.LoggerFactory;
  * batched fabric requests (each map's 24-byte index record and its partition's bytes), and hands
  * each complete output to Hadoop's merge manager, in memory or on disk as it decides. Success and
  * failure go to the scheduler as Hadoop's own fetcher reports them, so counters, progress, and the
- * fetch-failure reports that make the ApplicationMaster re-run a lost map are Hadoop's.
+ * fetch-failure reports that make the ApplicationMaster re-run a lost map are Hadoop's. A
+ * NodeManager whose fabric port does not answer (no plugin there, or its fabric could not start)
+ * is fetched from over Hadoop's HTTP shuffle with fallback auto (one warning per NodeManager and
+ * reduce task); with never it is a connection failure, reported as Hadoop does.
  */
 final class FabricCopier<K, V> extends Thread {
     private static final Logger LOG = LoggerFactory.getLogger(FabricCopier.class);
@@ -42,6 +49,8 @@ final class FabricCopier<K, V> extends Thread {
     private static final long DATA_BYTES_HINT = 1 << 20;
     /** Between two asks for merge memory when the merge manager says wait. */
     private static final long RESERVE_RETRY_MS = 20;
+    /** Hadoop's counter of a failed fetch, in its group {@code Shuffle Errors}. */
+    private static final String IO_ERROR = "IO_ERROR";
 
     private final int id;
     private final FabricNode node;
@@ -55,6 +64,17 @@ final class FabricCopier<K, V> extends Thread {
     private final Reporter reporter;
     private final ShuffleClientMetrics metrics;
     private final ExceptionReporter exceptionReporter;
+    private final JobConf jobConf;
+    private final TaskAttemptID reduceId;
+    private final SecretKey shuffleKey;
+    /**
+     * The NodeManagers ({@code host:shufflePort}, as the scheduler names them) this reduce task
+     * fetches from over HTTP because nothing answered on their fabric port; shared by its copiers,
+     * bounded by the job's NodeManagers (a name enters only after a failed connection to one).
+     */
+    private final Set<String> httpHosts;
+    /** Hadoop's HTTP fetcher for the NodeManagers in {@link #httpHosts}, made at the first (never started). */
+    private Thread httpFetcher;
     private volatile boolean stopped;
     /** Where this copier's time went (logged when it stops; docs/mapreduce-shuffle.md reads them). */
     private long fetchWaitNanos;
@@ -68,9 +88,9 @@ final class FabricCopier<K, V> extends Thread {
     private long nextNanos;
     private final long startNanos = System.nanoTime();
 
-    FabricCopier(int id, FabricNode node, MapReduceConf conf, BlockFetcher.Limits limits, TaskAttemptID reduceId, String secret,
-            ShuffleSchedulerImpl<K, V> scheduler, MergeManagerImpl<K, V> merger, Reporter reporter, ShuffleClientMetrics metrics,
-            ExceptionReporter exceptionReporter) {
+    FabricCopier(int id, FabricNode node, MapReduceConf conf, BlockFetcher.Limits limits, JobConf jobConf, TaskAttemptID reduceId,
+            SecretKey shuffleKey, Set<String> httpHosts, ShuffleSchedulerImpl<K, V> scheduler, MergeManagerImpl<K, V> merger,
+            Reporter reporter, ShuffleClientMetrics metrics, ExceptionReporter exceptionReporter) {
         super("slipstream-copier-" + id);
         setDaemon(true);
         this.id = id;
@@ -79,7 +99,11 @@ final class FabricCopier<K, V> extends Thread {
         this.limits = limits;
         this.job = reduceId.getJobID();
         this.reduce = reduceId.getTaskID().getId();
-        this.secret = secret;
+        this.secret = MapBlocks.secretText(shuffleKey);
+        this.jobConf = jobConf;
+        this.reduceId = reduceId;
+        this.shuffleKey = shuffleKey;
+        this.httpHosts = httpHosts;
         this.scheduler = scheduler;
         this.merger = merger;
         this.reporter = reporter;
@@ -126,9 +150,25 @@ final class FabricCopier<K, V> extends Thread {
         stopped = true;
         interrupt();
         join(10_000);
+        if (httpFetcher != null) {
+            SlipstreamBridge.closeHttpFetcher(httpFetcher);
+        }
+    }
+
+    /** One pass of Hadoop's HTTP fetcher over {@code host} (a NodeManager without a reachable fabric). */
+    private void copyOverHttp(MapHost host) throws IOException {
+        if (httpFetcher == null) {
+            httpFetcher = SlipstreamBridge.httpFetcher(jobConf, reduceId, scheduler, merger, reporter, metrics, exceptionReporter,
+                    shuffleKey);
+        }
+        SlipstreamBridge.copyOverHttp(httpFetcher, host);
     }
 
     private void copyFromHost(MapHost host) throws IOException, InterruptedException {
+        if (httpHosts.contains(host.getHostName())) {
+            copyOverHttp(host);
+            return;
+        }
         List<TaskAttemptID> maps = scheduler.getMapsForHost(host);
         if (maps.isEmpty()) {
             return;
@@ -167,20 +207,22 @@ final class FabricCopier<K, V> extends Thread {
                 }
             }
         } catch (BlockFetchException e) {
-            boolean unreachable = remaining.size() == maps.size() && isUnreachable(e);
-            TaskAttemptID culprit = culprit(e, remaining);
-            LOG.warn("slipstream: fetch from {} failed ({}): {}", hostAndPort, unreachable ? "unreachable" : "read error", e.getMessage());
-            if (unreachable) {
-                for (TaskAttemptID map : remaining) {
-                    scheduler.copyFailed(map, host, false, true);
+            Failure failure = remaining.size() == maps.size() ? failureOf(e) : Failure.READ;
+            if (failure == Failure.CONNECT && conf.fallback == MapReduceConf.Fallback.AUTO) {
+                // Nothing answers on this NodeManager's fabric port: its maps go back to the scheduler
+                // unfailed (below) and the next pass over it is Hadoop's HTTP fetcher's.
+                if (httpHosts.add(hostAndPort)) {
+                    LOG.warn("slipstream: no fabric reachable at {}:{} ({}), fetching that NodeManager's map outputs over HTTP ({}=auto)",
+                            hostName, conf.port, e.getMessage(), MapReduceConf.FALLBACK.key());
+                    reporter.incrCounter(SlipstreamCounter.HTTP_FALLBACK_HOSTS, 1);
                 }
             } else {
-                scheduler.copyFailed(culprit, host, true, false);
+                reportFailure(host, failure, e, remaining);
             }
-            metrics.failedFetch();
         } catch (IOException e) {
             // The bytes arrived but are not a valid map output (checksum, length): Hadoop's read error.
             LOG.warn("slipstream: map output {} from {} is unusable: {}", current, hostAndPort, e.toString());
+            reporter.incrCounter(Fetcher.SHUFFLE_ERR_GRP_NAME, IO_ERROR, 1);
             scheduler.copyFailed(current != null ? current : remaining.iterator().next(), host, true, false);
             metrics.failedFetch();
         } finally {
@@ -267,6 +309,38 @@ final class FabricCopier<K, V> extends Thread {
     }
 
     /**
+     * A failed fetch reported as Hadoop's {@code Fetcher} reports it. The NodeManager did not answer
+     * at all: its connection failed (as Hadoop's {@code ConnectException}) or timed out; Hadoop
+     * counts a host failure and fails every map asked of it, reporting them to the ApplicationMaster
+     * at once if the connection failed. Otherwise the NodeManager answered with an error or broke
+     * off: a read error of the map it names, else of the first of the request.
+     */
+    private void reportFailure(MapHost host, Failure failure, BlockFetchException e, Set<TaskAttemptID> remaining) {
+        LOG.warn("slipstream: fetch of {} map outputs from {} failed ({}): {}", remaining.size(), host.getHostName(), failure,
+                e.getMessage());
+        reporter.incrCounter(Fetcher.SHUFFLE_ERR_GRP_NAME, IO_ERROR, 1);
+        if (failure == Failure.READ) {
+            scheduler.copyFailed(culprit(e, remaining), host, true, false);
+        } else {
+            scheduler.hostFailed(host.getHostName());
+            for (TaskAttemptID map : remaining) {
+                scheduler.copyFailed(map, host, false, failure == Failure.CONNECT);
+            }
+        }
+        metrics.failedFetch();
+    }
+
+    /** How a fetch from a NodeManager failed, in the terms of Hadoop's fetcher. */
+    enum Failure {
+        /** No connection: nothing listens there, or the host is gone. */
+        CONNECT,
+        /** Connected, or connecting, but no answer in time. */
+        TIMEOUT,
+        /** The NodeManager answered with an error, or the answer broke off. */
+        READ
+    }
+
+    /**
      * The map a failure is about: the one the NodeManager's message names (a lost output), else
      * the first block of the failed request.
      */
@@ -280,16 +354,17 @@ final class FabricCopier<K, V> extends Thread {
         return e.wanted() != null && e.wanted().tag() instanceof TaskAttemptID t ? t : remaining.iterator().next();
     }
 
-    /** The NodeManager did not answer at all (lost, or no fabric there): Hadoop's connection failure. */
-    private static boolean isUnreachable(BlockFetchException e) {
+    /** What a failed fetch, before anything of it arrived, says of the NodeManager. */
+    static Failure failureOf(BlockFetchException e) {
         for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) {
             if (cause instanceof FabricException fabric) {
                 return switch (fabric.kind()) {
-                    case PEER_FAILED, TIMEOUT, UCX -> true;
-                    default -> false;
+                    case PEER_FAILED, UCX -> Failure.CONNECT;
+                    case TIMEOUT -> Failure.TIMEOUT;
+                    default -> Failure.READ;
                 };
             }
         }
-        return e.getMessage() != null && e.getMessage().startsWith("no response");
+        return e.getMessage() != null && e.getMessage().startsWith("no response") ? Failure.TIMEOUT : Failure.READ;
     }
 }

@@ -19,7 +19,9 @@ final class MapReduceConf {
     static final String PREFIX = "slipstream.mapreduce.";
     static final Setting FALLBACK = new Setting(PREFIX + "fallback", "auto",
             "when the fabric cannot start (in a reduce task, or on a NodeManager): `auto` uses Hadoop's HTTP shuffle "
-            + "with one warning, `never` fails the task (or the NodeManager's service)");
+            + "with one warning, `never` fails the task (or the NodeManager's service); when nothing answers on one "
+            + "NodeManager's fabric port (no plugin there, or its fabric did not start): `auto` fetches that NodeManager's "
+            + "outputs over HTTP (one warning per reduce task and NodeManager), `never` reports a failed fetch as Hadoop does");
     static final Setting TRANSPORT = new Setting(PREFIX + "transport", "auto",
             "`auto`: UCX picks (shared memory on one host, RDMA verbs on clusters, TCP otherwise); `tcp`: TCP only");
     static final Setting PORT = new Setting(PREFIX + "port", "13564",
@@ -47,7 +49,7 @@ final class MapReduceConf {
             SERVER_THREADS, REQUEST_TIMEOUT_MS, MAX_BYTES_IN_FLIGHT, MAX_REQUESTS_IN_FLIGHT);
 
     enum Fallback {
-        /** The fabric when it can run; otherwise Hadoop's HTTP shuffle, with one warning. */
+        /** The fabric when it can run; otherwise Hadoop's HTTP shuffle (per process, or per NodeManager), with one warning. */
         AUTO,
         /** Fail (the NodeManager's service, or the reduce task) when the fabric cannot run. */
         NEVER

@@ -13,5 +13,10 @@ public enum SlipstreamCounter {
     /** Fabric requests a reducer sent. */
     FABRIC_REQUESTS,
     /** Reduce tasks that fell back to the HTTP shuffle (fallback=auto and no fabric). */
-    HTTP_FALLBACKS
+    HTTP_FALLBACKS,
+    /**
+     * NodeManagers a reduce task fetched from over the HTTP shuffle because nothing answered on their
+     * fabric port (fallback=auto: no plugin there, or its fabric could not start), counted once each.
+     */
+    HTTP_FALLBACK_HOSTS
 }

@@ -7,6 +7,8 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.mapred.JobConf;
 import org.apache.hadoop.mapred.RawKeyValueIterator;
 import org.apache.hadoop.mapred.ShuffleConsumerPlugin;
@@ -27,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * its HTTP fetchers. Map outputs are merged in memory and on disk while the copy goes on (Hadoop's
  * merge threads); the reducer gets the final merging iterator. When this task's fabric node cannot
  * start, {@code slipstream.mapreduce.fallback} decides: auto runs Hadoop's HTTP shuffle (one
- * warning), never fails the task.
+ * warning), never fails the task. The same setting decides for one NodeManager whose fabric port
+ * does not answer ({@link FabricCopier}): auto fetches its outputs over HTTP, never reports the
+ * failed connection as Hadoop's fetcher does.
  */
 public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, ExceptionReporter {
     private static final Logger LOG = LoggerFactory.getLogger(SlipstreamShuffle.class);
@@ -111,12 +115,12 @@ public class SlipstreamShuffle<K, V> implements ShuffleConsumerPlugin<K, V>, Exc
                 Math.min(MAX_EVENTS_TO_FETCH, eventsPerReducer));
         int copiers = Math.max(1, jobConf.getInt(MRJobConfig.SHUFFLE_PARALLEL_COPIES, 5));
         BlockFetcher.Limits limits = copierLimits(conf, copiers);
-        String secret = MapBlocks.secretText(context.getReduceTask().getShuffleSecret());
         ShuffleClientMetrics metrics = ShuffleClientMetrics.create(context.getReduceId(), jobConf);
+        Set<String> httpHosts = ConcurrentHashMap.newKeySet();
         List<FabricCopier<K, V>> started = new ArrayList<>();
         for (int i = 0; i < copiers; i++) {
-            FabricCopier<K, V> copier = new FabricCopier<>(i, node, conf, limits, context.getReduceId(), secret, scheduler, merger,
-                    context.getReporter(), metrics, this);
+            FabricCopier<K, V> copier = new FabricCopier<>(i, node, conf, limits, jobConf, context.getReduceId(),
+                    context.getReduceTask().getShuffleSecret(), httpHosts, scheduler, merger, context.getReporter(), metrics, this);
             copier.start();
             started.add(copier);
         }

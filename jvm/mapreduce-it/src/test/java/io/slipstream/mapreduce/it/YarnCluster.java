@@ -54,6 +54,10 @@ final class YarnCluster extends MiniMRYarnCluster {
         conf.set("mapreduce.reduce.java.opts", "-Xmx384m");
         conf.setInt("mapreduce.task.io.sort.mb", 32);
         conf.setInt("mapreduce.job.maxtaskfailures.per.tracker", 10);
+        // Node labels, for NodeManagerLossTest's placement (maps on the NodeManager it kills); jobs
+        // without a label expression run on the unlabelled NodeManagers as before.
+        conf.setBoolean("yarn.node-labels.enabled", true);
+        conf.set("yarn.node-labels.fs-store.root-dir", new java.io.File("target/node-labels").toURI().toString());
         return conf;
     }
 }
