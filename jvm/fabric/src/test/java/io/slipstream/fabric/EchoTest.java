@@ -173,12 +173,13 @@ class EchoTest {
         try {
             java.util.List<FabricRequest> answered = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
             own.serve(request -> {
+                // Listed before answering: the client may check the list as soon as its answer arrives.
+                answered.add(request);
                 if (request.op() == OP_FAIL) {
                     request.fail(StandardCharsets.UTF_8.decode(request.payloadBuffer()).toString());
                 } else {
                     request.respond(request.payloadBuffer()); // a copy of the payload's own view
                 }
-                answered.add(request);
             }, 1);
             FabricEndpoint toOwn = client.endpoint(own.localAddress());
             long baseline = own.stats().poolBytesInUse();
@@ -192,8 +193,10 @@ class EchoTest {
                     () -> toOwn.request(OP_FAIL, "its own words".getBytes(StandardCharsets.UTF_8)));
             assertTrue(failed.getMessage().contains("its own words"), failed.getMessage());
             assertEquals(51, answered.size());
+            // The handler thread may still be returning from its last answer.
+            assertTrue(Fixtures.eventually(java.time.Duration.ofSeconds(10), () -> { },
+                    () -> answered.stream().allMatch(r -> r.isAnswered() && r.payload().isReleased())), "every request answered");
             for (FabricRequest request : answered) {
-                assertTrue(request.isAnswered());
                 assertTrue(request.payload().isReleased(), "answering released the payload");
             }
             assertTrue(Fixtures.eventually(java.time.Duration.ofSeconds(10), () -> { },
