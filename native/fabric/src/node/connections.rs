@@ -29,6 +29,8 @@ pub(super) struct Conn {
     /// Set for connections this node opened (they are cached by peer and closed when idle).
     pub(super) outgoing_peer: Option<SocketAddr>,
     pub(super) peer_name: String,
+    /// The peer's address is one of this host's (`ucx::is_local_address`), read once at creation.
+    pub(super) same_host: bool,
     pub(super) failed: bool,
     /// Last request sent or response received (outgoing), last message received or response sent
     /// (accepted), on the coarse clock.
@@ -127,6 +129,7 @@ impl NodeInner {
                 ep,
                 outgoing_peer,
                 peer_name,
+                same_host,
                 failed: false,
                 last_used_ms: coarse_ms(),
                 requests_in_flight: 0,
@@ -179,7 +182,7 @@ impl NodeInner {
         // netns`), so send eagerly, as `Transport::Tcp` does. Same-host peers keep their rule
         // (`same_host_eager`); RDMA lanes keep zero-copy rendezvous.
         if self.config.transport == crate::config::Transport::Auto {
-            let same_host = conn.peer_name.parse::<SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
+            let same_host = conn.same_host;
             // SAFETY: under the runtime's lock (the caller holds `state`); `conn.ep` is a live,
             // wired-up endpoint of this worker.
             let lanes = unsafe { endpoint_info(conn.ep) };
@@ -517,6 +520,7 @@ mod tests {
             ep: ptr::null_mut(),
             outgoing_peer: outgoing.then(|| "127.0.0.1:9".parse().unwrap()),
             peer_name: "127.0.0.1:9".into(),
+            same_host: true,
             failed: false,
             last_used_ms,
             requests_in_flight: 0,

@@ -221,8 +221,7 @@ impl NodeInner {
             return;
         }
         let Some(conn) = state.conns.get(&conn_id) else { return };
-        let local = conn.peer_name.parse::<std::net::SocketAddr>().is_ok_and(|addr| crate::ucx::is_local_address(addr.ip()));
-        let Some(hello) = process().hello.filter(|_| local) else { return };
+        let Some(hello) = process().hello.filter(|_| conn.same_host) else { return };
         state.same_host.peers.entry(conn_id).or_default();
         let header = control_header(wire::CONTROL_HELLO, wire::STATUS_OK);
         self.send_message(state, conn_id, header, Payload::Bytes(hello.encode().to_vec()), None);
