@@ -52,6 +52,9 @@ final class BenchCluster extends MiniMRYarnCluster {
         conf.setInt("mapreduce.map.memory.mb", 512);
         conf.set("mapreduce.map.java.opts", "-Xmx384m");
         conf.setInt("mapreduce.reduce.memory.mb", reduceMemoryMb);
+        // job_ms is waitForCompletion's wall time, and the client asks whether the job is done every 5 s by
+        // default: every figure was rounded up to the next poll (up to 5 s of a 30 s job). 100 ms bounds that.
+        conf.setInt("mapreduce.client.completion.pollinterval", 100);
         // A profiler for the reducers, e.g. -Dohb.mapreduce.reduceJavaOpts=-agentpath:.../libasyncProfiler.so=...
         // (how docs/mapreduce-shuffle.md's profiles were taken).
         conf.set("mapreduce.reduce.java.opts", ("-Xmx" + (reduceMemoryMb * 3 / 4) + "m " + System.getProperty(REDUCE_JAVA_OPTS, "")).trim());
