@@ -136,14 +136,15 @@ test-fuzz: deps
 
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
 # Tables go to build/smoke-*.txt; stderr stays on the terminal: a failed point makes ohb exit
-# non-zero and name the point and the reason there.
-smoke: build spark-homes
+# non-zero and name the point and the reason there. Under `make test` the jars test-jvm installed are
+# the build (a second `mvn install -DskipTests` re-shaded every jar: 75 s of a clean run).
+smoke: $(if $(filter test,$(MAKECMDGOALS)),test-jvm,build) spark-homes
 	$(OHB) fabric lat --quick --no-progress --json build/smoke-lat.json >build/smoke-lat.txt
 	$(OHB) fabric lat --quick --jvm --no-progress --json build/smoke-lat-jvm.json >build/smoke-lat-jvm.txt
 	$(OHB) mem lat --sizes 32 --iterations 200 --no-progress --json build/smoke-mem-lat.json >build/smoke-mem-lat.txt
 	$(OHB) mem hybrid --quick --no-progress --json build/smoke-mem-hybrid.json >build/smoke-mem-hybrid.txt
-	$(OHB) spark groupby --quick --no-progress --json build/smoke-spark-groupby.json >build/smoke-spark-groupby.txt
-	$(OHB) spark sortby --quick --no-progress --json build/smoke-spark-sortby.json >build/smoke-spark-sortby.txt
+	$(OHB) spark groupby --quick --configs vanilla,plugin,plugin-tcp --no-progress --json build/smoke-spark-groupby.json >build/smoke-spark-groupby.txt
+	$(OHB) spark sortby --quick --configs vanilla,plugin,plugin-tcp --no-progress --json build/smoke-spark-sortby.json >build/smoke-spark-sortby.txt
 	$(OHB) spark sql --quick --configs vanilla,plugin --no-progress --json build/smoke-spark-sql.json >build/smoke-spark-sql.txt
 	$(OHB) mapreduce avg --quick --no-progress --json build/smoke-mapreduce.json >build/smoke-mapreduce.txt
 	$(OHB) rpc lat --quick --no-progress --json build/smoke-rpc-lat.json >build/smoke-rpc-lat.txt

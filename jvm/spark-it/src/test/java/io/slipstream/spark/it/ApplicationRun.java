@@ -29,6 +29,13 @@ final class ApplicationRun {
     /** Generous for one application (35 to 90 s here), short enough that a hang fails the build in bounded time. */
     static final Duration TIMEOUT = Duration.ofMinutes(5);
     static final int LOG_TAIL_LINES = 60;
+    /**
+     * The driver's and executors' JVMs here live a minute or less: C1 alone and the serial collector start them
+     * with less CPU than C2 and G1 on a machine of two cores (docs/testing.md has the measurement). The system
+     * property of this name replaces them (empty: the JVM's defaults).
+     */
+    static final String JVM_OPTS_PROPERTY = "slipstream.it.jvmOpts";
+    static final String JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
 
     final String name;
     final Path folder;
@@ -98,6 +105,10 @@ final class ApplicationRun {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("-Xmx1g");
+        String jvmOpts = System.getProperty(JVM_OPTS_PROPERTY, JVM_OPTS).trim();
+        if (!jvmOpts.isEmpty()) {
+            command.addAll(List.of(jvmOpts.split("\\s+")));
+        }
         command.addAll(home.driverModuleOptions());
         command.add("-cp");
         command.add(String.join(File.pathSeparator, classPath));
@@ -105,6 +116,9 @@ final class ApplicationRun {
         Map<String, String> settings = new LinkedHashMap<>();
         settings.put("spark.local.dir", folder.resolve("local").toString());
         settings.putAll(conf);
+        if (!jvmOpts.isEmpty()) {
+            settings.merge("spark.executor.extraJavaOptions", jvmOpts, (own, common) -> common + " " + own);
+        }
         settings.forEach((key, value) -> {
             command.add("--conf");
             command.add(key + "=" + value);
