@@ -63,6 +63,14 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
     private static final int BLOCKS_PER_REQUEST_MAX = 1024;
     /** Beyond the fabric's own request timeout, the longest the reader waits for any response. */
     private static final Duration RESPONSE_WAIT_SLACK = Duration.ofSeconds(30);
+    /**
+     * With the external shuffle service, how long a reducer whose fabric peer failed waits for the driver to learn that
+     * the peer's executor is gone: a killed executor's connection fails at once, and the driver hears of the loss a
+     * moment later (the worker reports the exit, then the block manager master drops it). Spark's own fetch retries a
+     * failed block after 5 s (spark.shuffle.io.retryWait); a live peer's failure is reported after this wait.
+     */
+    static final Duration GONE_CONFIRM_WAIT = Duration.ofSeconds(5);
+    private static final long GONE_CONFIRM_POLL_MS = 100;
     private static final java.util.concurrent.atomic.AtomicBoolean SERVICE_LOGGED = new java.util.concurrent.atomic.AtomicBoolean();
     /** A gone executor's blocks, at its host's external shuffle service: Spark's map status names it (port included). */
     private static final ServiceBlocks.Addressing SERVICE_ADDRESSING = new ServiceBlocks.Addressing() {
@@ -447,21 +455,13 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
          * With the external shuffle service: when a fabric peer fails and the driver's directory, asked again, says its
          * executor is gone (Spark kept its map outputs: the service serves its files), that executor's blocks not yet
          * delivered come from the service, the other peers' from a new fetcher. Each peer at most once per task; a
-         * peer the directory still knows as alive is a fetch failure, as without the service.
+         * peer the directory still knows as alive after {@link #GONE_CONFIRM_WAIT} is a fetch failure, as without the
+         * service.
          */
         private boolean servedByServiceInstead(BlockFetchException failure) {
             InetSocketAddress peer = failure.peer();
             String executorId = peer == null ? null : executorOfPeer.get(peer);
-            if (service == null || executorId == null || abandoned.contains(peer)) {
-                return false;
-            }
-            runtime.directoryClient.forget(executorId);
-            try {
-                runtime.directoryClient.lookup(executorId);
-                return false;
-            } catch (PeerDirectoryClient.PeerGoneException gone) {
-                logServiceOnce(executorId, "its fabric server stopped answering and the driver's directory says it is gone");
-            } catch (RuntimeException unknown) {
+            if (service == null || executorId == null || abandoned.contains(peer) || !directorySaysGone(executorId)) {
                 return false;
             }
             abandoned.add(peer);
@@ -488,6 +488,35 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             fetcher = newFetcher(rest);
             start();
             return true;
+        }
+
+        /**
+         * Asks the driver's directory again, every {@link #GONE_CONFIRM_POLL_MS} for up to {@link #GONE_CONFIRM_WAIT},
+         * whether the executor is gone: the fetch from a killed executor fails before the driver knows (seen in
+         * ExternalShuffleServiceTest: the first lookup said alive, the map outputs were recomputed).
+         */
+        private boolean directorySaysGone(String executorId) {
+            long deadline = System.nanoTime() + GONE_CONFIRM_WAIT.toNanos();
+            while (true) {
+                runtime.directoryClient.forget(executorId);
+                try {
+                    runtime.directoryClient.lookup(executorId);
+                } catch (PeerDirectoryClient.PeerGoneException gone) {
+                    logServiceOnce(executorId, "its fabric server stopped answering and the driver's directory says it is gone");
+                    return true;
+                } catch (RuntimeException unknown) {
+                    return false;
+                }
+                if (System.nanoTime() >= deadline) {
+                    return false;
+                }
+                try {
+                    Thread.sleep(GONE_CONFIRM_POLL_MS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt(); // the task is being killed: the fetch failure stands
+                    return false;
+                }
+            }
         }
 
         /** A gone executor's block from the service; corrupt bytes are a fetch failure at once (its map is recomputed). */
