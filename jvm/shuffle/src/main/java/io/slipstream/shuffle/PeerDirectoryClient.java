@@ -81,6 +81,35 @@ public final class PeerDirectoryClient {
         known.remove(peerId);
     }
 
+    /**
+     * Whether the coordinator says {@code peerId} is gone, asked afresh every {@code pollMs} for up to {@code wait}
+     * while it still says the peer is alive: a peer's server fails at once when its process dies, and its engine
+     * learns of the loss a moment later. False when the peer is still alive after the wait, when the coordinator
+     * cannot be asked, or when the thread is interrupted (its interrupt status kept).
+     */
+    public boolean awaitGone(String peerId, java.time.Duration wait, long pollMs) {
+        long deadline = System.nanoTime() + wait.toNanos();
+        while (true) {
+            forget(peerId);
+            try {
+                lookup(peerId);
+            } catch (PeerGoneException gone) {
+                return true;
+            } catch (RuntimeException unanswered) {
+                return false;
+            }
+            if (System.nanoTime() - deadline >= 0) {
+                return false;
+            }
+            try {
+                Thread.sleep(pollMs);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+        }
+    }
+
     /** The coordinator says the peer is gone: its map outputs are lost. */
     public static final class PeerGoneException extends RuntimeException {
         private static final long serialVersionUID = 1L;

@@ -299,6 +299,37 @@ class ShuffleTransferTest {
         assertThrows(PeerDirectoryClient.PeerGoneException.class, () -> client.lookup("exec-1"));
     }
 
+    @Test
+    void a_peer_whose_engine_learns_a_moment_later_that_it_is_gone_is_awaited_and_a_live_one_only_for_the_wait()
+            throws Exception {
+        FabricNode coordinator = node(true);
+        java.util.Set<String> live = java.util.concurrent.ConcurrentHashMap.newKeySet();
+        live.add("exec-1");
+        live.add("exec-2");
+        new ShuffleServer(coordinator, null, null, new PeerDirectory(live::contains), RequestAuthenticator.none()).start(1);
+        FabricNode peer = node(true);
+        PeerDirectoryClient client = new PeerDirectoryClient(peer, coordinator.localAddress(), RequestAuthenticator.none());
+        client.register("exec-1", peer.localAddress());
+        client.register("exec-2", peer.localAddress());
+        assertTrue(client.lookup("exec-1").isPresent());
+        // exec-1's server has failed; its engine drops it 300 ms later (one lookup now would still answer "found").
+        Thread engine = new Thread(() -> {
+            try {
+                Thread.sleep(300);
+            } catch (InterruptedException e) {
+                return;
+            }
+            live.remove("exec-1");
+        });
+        engine.start();
+        assertTrue(client.awaitGone("exec-1", java.time.Duration.ofSeconds(10), 20), "exec-1 is gone");
+        engine.join();
+        long startNanos = System.nanoTime();
+        assertFalse(client.awaitGone("exec-2", java.time.Duration.ofMillis(300), 20), "exec-2 is alive");
+        assertTrue(System.nanoTime() - startNanos >= 300_000_000L, "asked for the whole wait");
+        assertTrue(client.lookup("exec-2").isPresent(), "a live peer's address is remembered again");
+    }
+
     /** A node that answers every request with {@code response} (a peer breaking the protocol). */
     private InetSocketAddress liar(ByteBuffer response) throws Exception {
         FabricNode server = node(true);

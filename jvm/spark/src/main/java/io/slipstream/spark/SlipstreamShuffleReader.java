@@ -461,9 +461,15 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
         private boolean servedByServiceInstead(BlockFetchException failure) {
             InetSocketAddress peer = failure.peer();
             String executorId = peer == null ? null : executorOfPeer.get(peer);
-            if (service == null || executorId == null || abandoned.contains(peer) || !directorySaysGone(executorId)) {
+            if (service == null || executorId == null || abandoned.contains(peer)) {
                 return false;
             }
+            // The fetch from a killed executor fails before the driver knows (ExternalShuffleServiceTest saw the first
+            // lookup answer "found", and the maps were recomputed): ask again for a while.
+            if (!runtime.directoryClient.awaitGone(executorId, GONE_CONFIRM_WAIT, GONE_CONFIRM_POLL_MS)) {
+                return false;
+            }
+            logServiceOnce(executorId, "its fabric server stopped answering and the driver's directory says it is gone");
             abandoned.add(peer);
             fetchWaitNanosBefore += fetcher.fetchWaitNanos();
             fetcher.close();
@@ -488,35 +494,6 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             fetcher = newFetcher(rest);
             start();
             return true;
-        }
-
-        /**
-         * Asks the driver's directory again, every {@link #GONE_CONFIRM_POLL_MS} for up to {@link #GONE_CONFIRM_WAIT},
-         * whether the executor is gone: the fetch from a killed executor fails before the driver knows (seen in
-         * ExternalShuffleServiceTest: the first lookup said alive, the map outputs were recomputed).
-         */
-        private boolean directorySaysGone(String executorId) {
-            long deadline = System.nanoTime() + GONE_CONFIRM_WAIT.toNanos();
-            while (true) {
-                runtime.directoryClient.forget(executorId);
-                try {
-                    runtime.directoryClient.lookup(executorId);
-                } catch (PeerDirectoryClient.PeerGoneException gone) {
-                    logServiceOnce(executorId, "its fabric server stopped answering and the driver's directory says it is gone");
-                    return true;
-                } catch (RuntimeException unknown) {
-                    return false;
-                }
-                if (System.nanoTime() >= deadline) {
-                    return false;
-                }
-                try {
-                    Thread.sleep(GONE_CONFIRM_POLL_MS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt(); // the task is being killed: the fetch failure stands
-                    return false;
-                }
-            }
         }
 
         /** A gone executor's block from the service; corrupt bytes are a fetch failure at once (its map is recomputed). */
