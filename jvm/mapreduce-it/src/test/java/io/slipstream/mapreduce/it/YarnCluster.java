@@ -62,6 +62,10 @@ final class YarnCluster extends MiniMRYarnCluster {
         conf.set("mapreduce.reduce.java.opts", ("-Xmx384m " + taskJvm).trim());
         // The client asks whether its job is done every 5 s by default: up to 5 s idle per job.
         conf.setInt("mapreduce.client.completion.pollinterval", 250);
+        // Containers' logs are deleted when their application ends, not 3 hours later: a NodeManager's stop waits
+        // 10 s for its pending deletions and up to 6 s for applications still holding logs (34 s per stop of
+        // this cluster, seen in jstack). -Dslipstream.it.containerLogRetainSeconds=N keeps them to read.
+        conf.setLong("yarn.nodemanager.log.retain-seconds", Long.getLong("slipstream.it.containerLogRetainSeconds", 0));
         conf.setInt("mapreduce.task.io.sort.mb", 32);
         conf.setInt("mapreduce.job.maxtaskfailures.per.tracker", 10);
         // Node labels, for NodeManagerLossTest's placement (maps on the NodeManager it kills); jobs

@@ -55,6 +55,10 @@ final class BenchCluster extends MiniMRYarnCluster {
         // job_ms is waitForCompletion's wall time, and the client asks whether the job is done every 5 s by
         // default: every figure was rounded up to the next poll (up to 5 s of a 30 s job). 100 ms bounds that.
         conf.setInt("mapreduce.client.completion.pollinterval", 100);
+        // Containers' logs are deleted when their application ends, not 3 hours later: each NodeManager's stop
+        // waited 10 s for its pending deletions and up to 6 s for applications still holding logs (34 s per
+        // cluster, seen in jstack). -Dohb.mapreduce.containerLogRetainSeconds=N keeps them to read.
+        conf.setLong("yarn.nodemanager.log.retain-seconds", Long.getLong("ohb.mapreduce.containerLogRetainSeconds", 0));
         // A profiler for the reducers, e.g. -Dohb.mapreduce.reduceJavaOpts=-agentpath:.../libasyncProfiler.so=...
         // (how docs/mapreduce-shuffle.md's profiles were taken).
         conf.set("mapreduce.reduce.java.opts", ("-Xmx" + (reduceMemoryMb * 3 / 4) + "m " + System.getProperty(REDUCE_JAVA_OPTS, "")).trim());
