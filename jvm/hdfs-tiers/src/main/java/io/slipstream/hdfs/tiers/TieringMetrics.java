@@ -20,7 +20,9 @@ final class TieringMetrics implements MetricsSource {
     final AtomicLong failures = new AtomicLong();
     final AtomicLong scanTruncated = new AtomicLong();
     volatile long ssdUsedBytes;
+    volatile long ssdUnreportedBytes;
     volatile long ssdCapacityBytes;
+    volatile long movesRemembered;
     volatile long filesScanned;
     private final TieringService service;
 
@@ -41,6 +43,10 @@ final class TieringMetrics implements MetricsSource {
                 .addCounter(Interns.info("Failures", "moves or decisions that failed"), failures.get())
                 .addCounter(Interns.info("ScanTruncated", "scans stopped at tiering.scan.maxFiles"), scanTruncated.get())
                 .addGauge(Interns.info("SsdUsedBytes", "SSD tier in use at the last decision"), ssdUsedBytes)
+                .addGauge(Interns.info("SsdUnreportedBytes", "SSD bytes moved off (negative: onto) SSD and not yet "
+                        + "in the storage reports, at the last decision"), ssdUnreportedBytes)
+                .addGauge(Interns.info("MovesRemembered", "moved files remembered until the storage reports show "
+                        + "their moves"), movesRemembered)
                 .addGauge(Interns.info("SsdCapacityBytes", "SSD tier capacity at the last decision"), ssdCapacityBytes)
                 .addGauge(Interns.info("FilesScanned", "files looked at by the last decision"), filesScanned)
                 .addGauge(Interns.info("TrackedFiles", "files whose reads are counted"), service.trackedFiles())

@@ -10,7 +10,9 @@ import org.apache.hadoop.hdfs.protocol.HdfsConstants;
  * replica bytes per tier, storage policy and reads in the window), which files to evict from SSD and which to
  * promote to it in this batch. Policies are the service's only lever: ALL_SSD promotes, HOT evicts, and HDFS's
  * StoragePolicySatisfier moves the replicas. A file whose policy the service already set and whose replicas have
- * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again.
+ * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again. Replicas
+ * that have moved but that the storage reports do not show yet ({@link UnreportedMoves}) are taken off the reported
+ * use, so a decision in that gap does not evict again what has already left.
  */
 final class TieringPlanner {
     static final byte UNSPECIFIED = HdfsConstants.BLOCK_STORAGE_POLICY_ID_UNSPECIFIED;
@@ -30,11 +32,12 @@ final class TieringPlanner {
     }
 
     /**
-     * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided, and
-     * the use expected once this batch and the pending ones have moved.
+     * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided (as
+     * reported, and the bytes moved off SSD but not in that report yet, negative for promotions), and the use
+     * expected once this batch and the pending ones have moved.
      */
-    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdProjectedBytes,
-            long ssdCapacityBytes) {
+    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdUnreportedBytes,
+            long ssdProjectedBytes, long ssdCapacityBytes) {
         boolean isEmpty() {
             return evictions.isEmpty() && promotions.isEmpty();
         }
@@ -61,12 +64,22 @@ final class TieringPlanner {
 
     /** The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use, and these files. */
     Batch plan(long capacityBytes, long usedBytes, List<FileTiers> files) {
+        return plan(capacityBytes, usedBytes, 0, files);
+    }
+
+    /**
+     * The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use as reported, of which
+     * {@code unreportedBytes} have already moved off SSD per the listing (negative: moved onto it and not counted
+     * yet), and these files.
+     */
+    Batch plan(long capacityBytes, long usedBytes, long unreportedBytes, List<FileTiers> files) {
         List<Move> evictions = new ArrayList<>();
         List<Move> promotions = new ArrayList<>();
         if (capacityBytes <= 0) {
-            return new Batch(evictions, promotions, usedBytes, usedBytes, capacityBytes);
+            return new Batch(evictions, promotions, usedBytes, unreportedBytes, usedBytes, capacityBytes);
         }
-        long projected = usedBytes;
+        long current = usedBytes - unreportedBytes; // on SSD now, as far as the listing and the reports tell
+        long projected = current;
         for (FileTiers f : files) {
             if (f.policy() == HOT) {
                 projected -= f.ssdBytes(); // eviction asked for, not all moved yet
@@ -77,7 +90,7 @@ final class TieringPlanner {
         long highBytes = (long) (highWater * capacityBytes);
         long lowBytes = (long) (lowWater * capacityBytes);
         long batchBytes = 0;
-        if (usedBytes > highBytes) {
+        if (current > highBytes) {
             List<FileTiers> cold = new ArrayList<>();
             for (FileTiers f : files) {
                 if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == ALL_SSD)) {
@@ -114,7 +127,7 @@ final class TieringPlanner {
             batchBytes += f.offSsdBytes();
             projected += f.offSsdBytes();
         }
-        return new Batch(evictions, promotions, usedBytes, projected, capacityBytes);
+        return new Batch(evictions, promotions, usedBytes, unreportedBytes, projected, capacityBytes);
     }
 
     /** The batch's limits: a file more, its bytes within the byte limit (a first file may pass it alone). */
