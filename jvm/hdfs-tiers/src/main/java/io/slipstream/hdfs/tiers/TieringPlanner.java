@@ -33,11 +33,12 @@ final class TieringPlanner {
 
     /**
      * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided (as
-     * reported, and the bytes moved off SSD but not in that report yet, negative for promotions), and the use
-     * expected once this batch and the pending ones have moved.
+     * reported, and the bytes moved off SSD but not in that report yet, negative for promotions), the use
+     * expected once this batch and the pending ones have moved, and whether the next decision still evicts
+     * towards the low-water mark.
      */
     record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdUnreportedBytes,
-            long ssdProjectedBytes, long ssdCapacityBytes) {
+            long ssdProjectedBytes, long ssdCapacityBytes, boolean evicting) {
         boolean isEmpty() {
             return evictions.isEmpty() && promotions.isEmpty();
         }
@@ -64,19 +65,24 @@ final class TieringPlanner {
 
     /** The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use, and these files. */
     Batch plan(long capacityBytes, long usedBytes, List<FileTiers> files) {
-        return plan(capacityBytes, usedBytes, 0, files);
+        return plan(capacityBytes, usedBytes, 0, files, false);
     }
 
     /**
      * The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use as reported, of which
      * {@code unreportedBytes} have already moved off SSD per the listing (negative: moved onto it and not counted
-     * yet), and these files.
+     * yet), and these files. {@code evicting}: the last decision's {@link Batch#evicting()}.
+     *
+     * <p>Eviction starts when SSD passes the high-water mark and goes on, decision after decision, until the use
+     * expected is at or below the low-water mark with no move waiting for its report. A figure that counts a
+     * move twice (its report came before the listing that showed it) stops one decision early; without that
+     * second condition the use would then stay between the marks, where no decision evicts.
      */
-    Batch plan(long capacityBytes, long usedBytes, long unreportedBytes, List<FileTiers> files) {
+    Batch plan(long capacityBytes, long usedBytes, long unreportedBytes, List<FileTiers> files, boolean evicting) {
         List<Move> evictions = new ArrayList<>();
         List<Move> promotions = new ArrayList<>();
         if (capacityBytes <= 0) {
-            return new Batch(evictions, promotions, usedBytes, unreportedBytes, usedBytes, capacityBytes);
+            return new Batch(evictions, promotions, usedBytes, unreportedBytes, usedBytes, capacityBytes, false);
         }
         long current = usedBytes - unreportedBytes; // on SSD now, as far as the listing and the reports tell
         long projected = current;
@@ -90,7 +96,9 @@ final class TieringPlanner {
         long highBytes = (long) (highWater * capacityBytes);
         long lowBytes = (long) (lowWater * capacityBytes);
         long batchBytes = 0;
-        if (current > highBytes) {
+        boolean evictNow = current > highBytes || evicting;
+        boolean evictNext = evictNow && !(projected <= lowBytes && unreportedBytes == 0);
+        if (evictNow) {
             List<FileTiers> cold = new ArrayList<>();
             for (FileTiers f : files) {
                 if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == ALL_SSD)) {
@@ -127,7 +135,7 @@ final class TieringPlanner {
             batchBytes += f.offSsdBytes();
             projected += f.offSsdBytes();
         }
-        return new Batch(evictions, promotions, usedBytes, unreportedBytes, projected, capacityBytes);
+        return new Batch(evictions, promotions, usedBytes, unreportedBytes, projected, capacityBytes, evictNext);
     }
 
     /** The batch's limits: a file more, its bytes within the byte limit (a first file may pass it alone). */

@@ -63,6 +63,8 @@ public final class TieringService implements ServicePlugin {
     private UnreportedMoves unreported;
     /** A DataNode without a heartbeat for this long is not waited for (HDFS's stale DataNode interval). */
     private long staleDataNodeMs;
+    /** The last decision's {@link TieringPlanner.Batch#evicting()}. */
+    private boolean evicting;
     private final ArrayDeque<String> lastBatches = new ArrayDeque<>();
 
     @Override
@@ -194,7 +196,8 @@ public final class TieringService implements ServicePlugin {
         }
         long forgottenBefore = unreported.forgottenEarly();
         long unreportedBytes = unreported.update(byPath, reportsSinceMs, Time.monotonicNow());
-        TieringPlanner.Batch batch = planner.plan(capacity, used, unreportedBytes, files);
+        TieringPlanner.Batch batch = planner.plan(capacity, used, unreportedBytes, files, evicting);
+        evicting = batch.evicting();
         metrics.ssdUsedBytes = used;
         metrics.ssdUnreportedBytes = unreportedBytes;
         metrics.ssdCapacityBytes = capacity;

@@ -60,7 +60,7 @@ class UnreportedMovesTest {
                 file("/f", 10, 0, UNSPECIFIED, 0, 6), file("/g", 10, 0, UNSPECIFIED, 0, 7),
                 file("/h", 10, 0, UNSPECIFIED, 0, 8), file("/i", 10, 0, UNSPECIFIED, 0, 9));
         assertEquals(0, moves.update(first, 0, 10));
-        TieringPlanner.Batch one = PLANNER.plan(CAPACITY, 90 * MB, 0, List.copyOf(first.values()));
+        TieringPlanner.Batch one = PLANNER.plan(CAPACITY, 90 * MB, 0, List.copyOf(first.values()), false);
         assertEquals(List.of("/a", "/b", "/c", "/d"), paths(one.evictions()));
         askAll(moves, one, first);
 
@@ -73,8 +73,10 @@ class UnreportedMovesTest {
         second.put("/d", file("/d", 10, 0, HOT, 0, 4));
         long unreported = moves.update(second, 5, 20);
         assertEquals(20 * MB, unreported);
-        TieringPlanner.Batch two = PLANNER.plan(CAPACITY, 90 * MB, unreported, List.copyOf(second.values()));
+        TieringPlanner.Batch two = PLANNER.plan(CAPACITY, 90 * MB, unreported, List.copyOf(second.values()),
+                one.evicting());
         assertTrue(two.evictions().isEmpty(), "evicted again: " + two);
+        assertTrue(two.evicting(), "the moves are not all reported: the next decision looks again");
         assertEquals(50 * MB, two.ssdProjectedBytes());
         // What the planner did without the remembered moves: two more files, ten megabytes under the mark.
         TieringPlanner.Batch blind = PLANNER.plan(CAPACITY, 90 * MB, List.copyOf(second.values()));
@@ -97,7 +99,7 @@ class UnreportedMovesTest {
         // /a is forgotten; /b, whose second replica is still to move, stays remembered.
         assertEquals(0, moves.update(moved, 21, 30));
         assertEquals(1, moves.size());
-        TieringPlanner.Batch batch = PLANNER.plan(CAPACITY, 70 * MB, 0, List.copyOf(moved.values()));
+        TieringPlanner.Batch batch = PLANNER.plan(CAPACITY, 70 * MB, 0, List.copyOf(moved.values()), false);
         assertEquals(60 * MB, batch.ssdProjectedBytes(), "70 reported, /b's pending 10 still leaving");
         // /b's second replica moves (listing at t=40), reported after t=40, then /b is forgotten too.
         Map<String, TieringPlanner.FileTiers> done = byPath(file("/a", 0, 10, HOT, 0, 1),
@@ -106,6 +108,47 @@ class UnreportedMovesTest {
         assertEquals(10 * MB, moves.update(done, 40, 50), "a heartbeat at the listing's time is not after it");
         assertEquals(0, moves.update(done, 41, 60));
         assertEquals(0, moves.size());
+    }
+
+    @Test
+    void aMoveCountedTwiceStopsEvictionOneDecisionEarlyNotForGood() {
+        TieringPlanner twoPerBatch = new TieringPlanner(3, 0.8, 0.5, 2, 100 * MB);
+        UnreportedMoves moves = new UnreportedMoves(10);
+        Map<String, TieringPlanner.FileTiers> first = byPath(file("/a", 10, 0, UNSPECIFIED, 0, 1),
+                file("/b", 10, 0, UNSPECIFIED, 0, 2), file("/c", 10, 0, UNSPECIFIED, 0, 3),
+                file("/d", 10, 0, UNSPECIFIED, 0, 4), file("/e", 10, 0, UNSPECIFIED, 0, 5));
+        TieringPlanner.Batch one = twoPerBatch.plan(CAPACITY, 90 * MB, 0, List.copyOf(first.values()), false);
+        assertEquals(List.of("/a", "/b"), paths(one.evictions()), "the batch's file limit");
+        askAll(moves, one, first);
+        // /a and /b moved, and a heartbeat at t=15 already reported it (70 MB), before the listing done at t=20
+        // showed it: the remembered 20 MB are taken off a second time (50 MB: at the low-water mark).
+        Map<String, TieringPlanner.FileTiers> second = new LinkedHashMap<>(first);
+        second.put("/a", file("/a", 0, 10, HOT, 0, 1));
+        second.put("/b", file("/b", 0, 10, HOT, 0, 2));
+        long unreported = moves.update(second, 15, 20);
+        TieringPlanner.Batch two = twoPerBatch.plan(CAPACITY, 70 * MB, unreported, List.copyOf(second.values()),
+                one.evicting());
+        assertTrue(two.evictions().isEmpty());
+        // The next decision (a heartbeat after t=20): 70 MB, under the high-water mark, and still evicting.
+        unreported = moves.update(second, 25, 30);
+        assertEquals(0, unreported);
+        TieringPlanner.Batch three = twoPerBatch.plan(CAPACITY, 70 * MB, unreported, List.copyOf(second.values()),
+                two.evicting());
+        assertEquals(List.of("/c", "/d"), paths(three.evictions()));
+        assertTrue(three.evicting(), "its moves are not reported yet");
+        assertTrue(twoPerBatch.plan(CAPACITY, 70 * MB, 0, List.copyOf(second.values()), false).isEmpty(),
+                "between the marks, a decision that was not evicting starts nothing");
+        // Moved and reported: 50 MB, at the low-water mark, eviction ends.
+        Map<String, TieringPlanner.FileTiers> third = new LinkedHashMap<>(second);
+        third.put("/c", file("/c", 0, 10, HOT, 0, 3));
+        third.put("/d", file("/d", 0, 10, HOT, 0, 4));
+        askAll(moves, three, second);
+        assertEquals(20 * MB, moves.update(third, 35, 40));
+        unreported = moves.update(third, 45, 50);
+        TieringPlanner.Batch four = twoPerBatch.plan(CAPACITY, 50 * MB, unreported, List.copyOf(third.values()),
+                three.evicting());
+        assertTrue(four.isEmpty());
+        assertTrue(!four.evicting(), "at the low-water mark with every move reported");
     }
 
     @Test
@@ -118,7 +161,8 @@ class UnreportedMovesTest {
                 file("/warm", 0, 10, UNSPECIFIED, 5, 1), file("/cold", 10, 0, UNSPECIFIED, 0, 1));
         long unreported = moves.update(promoted, 5, 20);
         assertEquals(-20 * MB, unreported);
-        TieringPlanner.Batch lagging = PLANNER.plan(CAPACITY, 65 * MB, unreported, List.copyOf(promoted.values()));
+        TieringPlanner.Batch lagging = PLANNER.plan(CAPACITY, 65 * MB, unreported, List.copyOf(promoted.values()),
+                false);
         assertEquals(List.of("/cold"), paths(lagging.evictions()), "85 MB really in use: past the high-water mark");
         assertTrue(lagging.promotions().isEmpty(), "/warm would take SSD to 85 MB: " + lagging);
         assertEquals(List.of("/warm"), paths(PLANNER.plan(CAPACITY, 65 * MB, List.copyOf(promoted.values()))
