@@ -19,6 +19,7 @@ final class TieringMetrics implements MetricsSource {
     final AtomicLong evictedBytes = new AtomicLong();
     final AtomicLong failures = new AtomicLong();
     final AtomicLong scanTruncated = new AtomicLong();
+    final AtomicLong unreportedDecisions = new AtomicLong();
     volatile long ssdUsedBytes;
     volatile long ssdUnreportedBytes;
     volatile long ssdCapacityBytes;
@@ -42,6 +43,8 @@ final class TieringMetrics implements MetricsSource {
                 .addCounter(Interns.info("EvictedBytes", "SSD replica bytes asked to move off SSD"), evictedBytes.get())
                 .addCounter(Interns.info("Failures", "moves or decisions that failed"), failures.get())
                 .addCounter(Interns.info("ScanTruncated", "scans stopped at tiering.scan.maxFiles"), scanTruncated.get())
+                .addCounter(Interns.info("UnreportedDecisions", "decisions that corrected the reported SSD use by "
+                        + "moves the storage reports did not show yet"), unreportedDecisions.get())
                 .addGauge(Interns.info("SsdUsedBytes", "SSD tier in use at the last decision"), ssdUsedBytes)
                 .addGauge(Interns.info("SsdUnreportedBytes", "SSD bytes moved off (negative: onto) SSD and not yet "
                         + "in the storage reports, at the last decision"), ssdUnreportedBytes)

@@ -203,6 +203,9 @@ public final class TieringService implements ServicePlugin {
         metrics.ssdCapacityBytes = capacity;
         metrics.filesScanned = files.size();
         metrics.movesRemembered = unreported.size();
+        if (unreportedBytes != 0) {
+            metrics.unreportedDecisions.incrementAndGet();
+        }
         if (batch.isEmpty()) {
             return batch;
         }
