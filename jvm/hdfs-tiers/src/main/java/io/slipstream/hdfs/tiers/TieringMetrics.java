@@ -21,7 +21,8 @@ final class TieringMetrics implements MetricsSource {
     final AtomicLong scanTruncated = new AtomicLong();
     final AtomicLong unreportedDecisions = new AtomicLong();
     volatile long ssdUsedBytes;
-    volatile long ssdUnreportedBytes;
+    volatile long ssdUnreportedOffBytes;
+    volatile long ssdUnreportedOnBytes;
     volatile long ssdCapacityBytes;
     volatile long movesRemembered;
     volatile long filesScanned;
@@ -46,8 +47,10 @@ final class TieringMetrics implements MetricsSource {
                 .addCounter(Interns.info("UnreportedDecisions", "decisions that corrected the reported SSD use by "
                         + "moves the storage reports did not show yet"), unreportedDecisions.get())
                 .addGauge(Interns.info("SsdUsedBytes", "SSD tier in use at the last decision"), ssdUsedBytes)
-                .addGauge(Interns.info("SsdUnreportedBytes", "SSD bytes moved off (negative: onto) SSD and not yet "
-                        + "in the storage reports, at the last decision"), ssdUnreportedBytes)
+                .addGauge(Interns.info("SsdUnreportedOffBytes", "bytes moved off SSD maybe not yet in the storage "
+                        + "reports, at the last decision"), ssdUnreportedOffBytes)
+                .addGauge(Interns.info("SsdUnreportedOnBytes", "bytes moved onto SSD maybe not yet in the storage "
+                        + "reports, at the last decision"), ssdUnreportedOnBytes)
                 .addGauge(Interns.info("MovesRemembered", "moved files remembered until the storage reports show "
                         + "their moves"), movesRemembered)
                 .addGauge(Interns.info("SsdCapacityBytes", "SSD tier capacity at the last decision"), ssdCapacityBytes)

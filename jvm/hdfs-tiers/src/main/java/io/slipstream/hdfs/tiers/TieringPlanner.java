@@ -33,11 +33,11 @@ final class TieringPlanner {
 
     /**
      * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided (as
-     * reported, and the bytes moved off SSD but not in that report yet, negative for promotions), the use
-     * expected once this batch and the pending ones have moved, and whether the next decision still evicts
-     * towards the low-water mark.
+     * reported, and the bytes moved off and onto SSD that the report may not show yet), the use expected once
+     * this batch and the pending ones have moved (the moves off SSD taken as not in the report: the figure
+     * eviction works towards), and whether the next decision still evicts towards the low-water mark.
      */
-    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdUnreportedBytes,
+    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, UnreportedMoves.Bytes unreported,
             long ssdProjectedBytes, long ssdCapacityBytes, boolean evicting) {
         boolean isEmpty() {
             return evictions.isEmpty() && promotions.isEmpty();
@@ -65,27 +65,31 @@ final class TieringPlanner {
 
     /** The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use, and these files. */
     Batch plan(long capacityBytes, long usedBytes, List<FileTiers> files) {
-        return plan(capacityBytes, usedBytes, 0, files, false);
+        return plan(capacityBytes, usedBytes, UnreportedMoves.Bytes.NONE, files, false);
     }
 
     /**
-     * The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use as reported, of which
-     * {@code unreportedBytes} have already moved off SSD per the listing (negative: moved onto it and not counted
-     * yet), and these files. {@code evicting}: the last decision's {@link Batch#evicting()}.
+     * The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use as reported, the bytes
+     * moved off and onto SSD per the listing that the report may not show yet ({@code unreported}), and these
+     * files. {@code evicting}: the last decision's {@link Batch#evicting()}.
      *
-     * <p>Eviction starts when SSD passes the high-water mark and goes on, decision after decision, until the use
-     * expected is at or below the low-water mark with no move waiting for its report. A figure that counts a
-     * move twice (its report came before the listing that showed it) stops one decision early; without that
-     * second condition the use would then stay between the marks, where no decision evicts.
+     * <p>Each unreported move is in the reported use or not; each decision takes the reading that moves less.
+     * Eviction takes every move off SSD as not reported and every move onto it as reported (the lowest use
+     * possible), promotion the other way round (the highest). Eviction starts when SSD passes the high-water mark
+     * and goes on, decision after decision, until the use expected is at or below the low-water mark with no
+     * move off SSD waiting for its report: a move counted twice (its report came before the listing that showed
+     * it) stops it one decision early, and without that condition the use would then stay between the marks,
+     * where no decision evicts.
      */
-    Batch plan(long capacityBytes, long usedBytes, long unreportedBytes, List<FileTiers> files, boolean evicting) {
+    Batch plan(long capacityBytes, long usedBytes, UnreportedMoves.Bytes unreported, List<FileTiers> files,
+            boolean evicting) {
         List<Move> evictions = new ArrayList<>();
         List<Move> promotions = new ArrayList<>();
         if (capacityBytes <= 0) {
-            return new Batch(evictions, promotions, usedBytes, unreportedBytes, usedBytes, capacityBytes, false);
+            return new Batch(evictions, promotions, usedBytes, unreported, usedBytes, capacityBytes, false);
         }
-        long current = usedBytes - unreportedBytes; // on SSD now, as far as the listing and the reports tell
-        long projected = current;
+        long lowest = usedBytes - unreported.offSsdBytes(); // on SSD now at the least
+        long projected = lowest;
         for (FileTiers f : files) {
             if (f.policy() == HOT) {
                 projected -= f.ssdBytes(); // eviction asked for, not all moved yet
@@ -96,8 +100,8 @@ final class TieringPlanner {
         long highBytes = (long) (highWater * capacityBytes);
         long lowBytes = (long) (lowWater * capacityBytes);
         long batchBytes = 0;
-        boolean evictNow = current > highBytes || evicting;
-        boolean evictNext = evictNow && !(projected <= lowBytes && unreportedBytes == 0);
+        boolean evictNow = lowest > highBytes || evicting;
+        boolean evictNext = evictNow && !(projected <= lowBytes && unreported.offSsdBytes() == 0);
         if (evictNow) {
             List<FileTiers> cold = new ArrayList<>();
             for (FileTiers f : files) {
@@ -123,19 +127,22 @@ final class TieringPlanner {
             }
         }
         hot.sort(Comparator.comparingLong(FileTiers::reads).reversed().thenComparing(FileTiers::path));
+        // The highest use possible: the moves off SSD already in the report, the moves onto it not yet.
+        long highest = projected + unreported.offSsdBytes() + unreported.onSsdBytes();
         for (FileTiers f : hot) {
             int count = evictions.size() + promotions.size();
             if (!fits(count, batchBytes, f.offSsdBytes())) {
                 break;
             }
-            if (projected + f.offSsdBytes() > highBytes) {
+            if (highest + f.offSsdBytes() > highBytes) {
                 continue; // a smaller hot file may still fit
             }
             promotions.add(new Move(f.path(), f.offSsdBytes(), f.reads()));
             batchBytes += f.offSsdBytes();
             projected += f.offSsdBytes();
+            highest += f.offSsdBytes();
         }
-        return new Batch(evictions, promotions, usedBytes, unreportedBytes, projected, capacityBytes, evictNext);
+        return new Batch(evictions, promotions, usedBytes, unreported, projected, capacityBytes, evictNext);
     }
 
     /** The batch's limits: a file more, its bytes within the byte limit (a first file may pass it alone). */

@@ -195,15 +195,16 @@ public final class TieringService implements ServicePlugin {
             byPath.put(file.path(), file);
         }
         long forgottenBefore = unreported.forgottenEarly();
-        long unreportedBytes = unreported.update(byPath, reportsSinceMs, Time.monotonicNow());
+        UnreportedMoves.Bytes unreportedBytes = unreported.update(byPath, reportsSinceMs, Time.monotonicNow());
         TieringPlanner.Batch batch = planner.plan(capacity, used, unreportedBytes, files, evicting);
         evicting = batch.evicting();
         metrics.ssdUsedBytes = used;
-        metrics.ssdUnreportedBytes = unreportedBytes;
+        metrics.ssdUnreportedOffBytes = unreportedBytes.offSsdBytes();
+        metrics.ssdUnreportedOnBytes = unreportedBytes.onSsdBytes();
         metrics.ssdCapacityBytes = capacity;
         metrics.filesScanned = files.size();
         metrics.movesRemembered = unreported.size();
-        if (unreportedBytes != 0) {
+        if (!unreportedBytes.isZero()) {
             metrics.unreportedDecisions.incrementAndGet();
         }
         if (batch.isEmpty()) {
@@ -225,11 +226,11 @@ public final class TieringService implements ServicePlugin {
         metrics.promotedBytes.addAndGet(promotedBytes);
         long number = metrics.batches.incrementAndGet();
         String line = String.format(Locale.ROOT, "batch %d: evicted %d files (%d bytes of SSD replicas) %s, "
-                + "promoted %d files (%d bytes) %s; SSD %d of %d bytes in use (%.1f %%), %d moved off and not "
-                + "reported yet, %d once moved",
+                + "promoted %d files (%d bytes) %s; SSD %d of %d bytes in use (%.1f %%), %d moved off and %d onto "
+                + "it maybe not reported yet, %d once moved",
                 number, evicted, evictedBytes, paths(batch.evictions()), promoted, promotedBytes,
                 paths(batch.promotions()), used, capacity, 100.0 * used / Math.max(capacity, 1),
-                batch.ssdUnreportedBytes(), batch.ssdProjectedBytes());
+                batch.unreported().offSsdBytes(), batch.unreported().onSsdBytes(), batch.ssdProjectedBytes());
         LOG.info("Triple-H tiering {}", line);
         synchronized (lastBatches) {
             if (lastBatches.size() == LAST_BATCHES) {

@@ -61,9 +61,10 @@ public final class TieringStatus {
                 bean.path("UnreportedDecisions").asLong());
         long used = bean.path("SsdUsedBytes").asLong();
         long capacity = bean.path("SsdCapacityBytes").asLong();
-        out.printf(Locale.ROOT, "ssd: %d of %d bytes in use (%.1f %%) at the last decision, %d of them moved off "
-                + "and not reported yet, %d files scanned, %d files tracked, %d moves remembered%n", used, capacity,
-                capacity == 0 ? 0.0 : 100.0 * used / capacity, bean.path("SsdUnreportedBytes").asLong(),
+        out.printf(Locale.ROOT, "ssd: %d of %d bytes in use (%.1f %%) at the last decision, %d moved off and %d "
+                + "onto it maybe not reported yet, %d files scanned, %d files tracked, %d moves remembered%n", used,
+                capacity, capacity == 0 ? 0.0 : 100.0 * used / capacity, bean.path("SsdUnreportedOffBytes").asLong(),
+                bean.path("SsdUnreportedOnBytes").asLong(),
                 bean.path("FilesScanned").asLong(), bean.path("TrackedFiles").asLong(),
                 bean.path("MovesRemembered").asLong());
         out.println("hot files: " + bean.path("tag.HotFiles").asText(""));

@@ -18,21 +18,29 @@ import java.util.Map;
  * heartbeat after that scan (the NameNode's last-heartbeat times, on its monotonic clock): a DataNode sends its
  * heartbeats and block reports from one thread, and deletes a moved replica's files before it reports the move, so
  * a heartbeat the NameNode receives after the listing showed the move was computed after the deletion. Until then
- * {@code reported - seen} bytes are "moved, not yet in the reports" (positive for evictions, negative for
+ * {@code reported - seen} bytes are "moved, maybe not in the reports yet" (off SSD for evictions, onto it for
  * promotions). A file is forgotten once its move is complete and reported, when it leaves the listing, or when
  * its policy is no longer the one the service set.
  *
- * <p>When the figures disagree it errs towards moving less: a change is held until a heartbeat after the scan that
- * saw it, although an earlier one may already have carried it, so the same bytes can be taken off the use twice
- * for one decision (the next decision then evicts the rest); an over-eviction instead moves data to DISK that the
- * reads may bring back. Memory is bounded: at most {@code maxFiles} files (the files of the last batches), the
- * oldest asked forgotten first.
+ * <p>A change may also be in the reports already (a heartbeat between the block report and the listing), so the
+ * figures are bounds, and each decision takes the one that moves less (TieringPlanner): eviction counts the moves
+ * off SSD as unreported, promotion counts them as reported. Memory is bounded: at most {@code maxFiles} files (the
+ * files of the last batches), the oldest asked forgotten first.
  */
 final class UnreportedMoves {
     /** Files of how many full batches are remembered (times {@code tiering.batch.maxFiles}). */
     static final int BATCHES_REMEMBERED = 8;
     /** No change waiting for a heartbeat. */
     private static final long NONE = Long.MIN_VALUE;
+
+    /** Bytes moved off SSD and onto it per the listing that the storage reports may not show yet. */
+    record Bytes(long offSsdBytes, long onSsdBytes) {
+        static final Bytes NONE = new Bytes(0, 0);
+
+        boolean isZero() {
+            return offSsdBytes == 0 && onSsdBytes == 0;
+        }
+    }
 
     private static final class Entry {
         byte policy;
@@ -75,16 +83,17 @@ final class UnreportedMoves {
     }
 
     /**
-     * Brings each remembered file up to date and returns the SSD bytes moved but not yet in the reports (positive:
-     * the reported use is too high by that much).
+     * Brings each remembered file up to date and returns the SSD bytes moved off and onto SSD that the reports
+     * may not show yet.
      *
      * @param files the listing of this decision, by path
      * @param reportsSinceMs the oldest last-heartbeat time, among the live, non-stale DataNodes with SSD storage,
      *     of the storage reports this decision uses (read before the listing), on the NameNode's monotonic clock
      * @param scanDoneMs when the listing was complete, on the same clock
      */
-    long update(Map<String, TieringPlanner.FileTiers> files, long reportsSinceMs, long scanDoneMs) {
-        long unreported = 0;
+    Bytes update(Map<String, TieringPlanner.FileTiers> files, long reportsSinceMs, long scanDoneMs) {
+        long off = 0;
+        long on = 0;
         Iterator<Map.Entry<String, Entry>> it = entries.entrySet().iterator();
         while (it.hasNext()) {
             Map.Entry<String, Entry> e = it.next();
@@ -107,9 +116,14 @@ final class UnreportedMoves {
                 it.remove();
                 continue;
             }
-            unreported += entry.reportedSsdBytes - entry.seenSsdBytes;
+            long change = entry.reportedSsdBytes - entry.seenSsdBytes;
+            if (change > 0) {
+                off += change;
+            } else {
+                on -= change;
+            }
         }
-        return unreported;
+        return new Bytes(off, on);
     }
 
     int size() {
