@@ -19,8 +19,12 @@ final class TieringMetrics implements MetricsSource {
     final AtomicLong evictedBytes = new AtomicLong();
     final AtomicLong failures = new AtomicLong();
     final AtomicLong scanTruncated = new AtomicLong();
+    final AtomicLong unreportedDecisions = new AtomicLong();
     volatile long ssdUsedBytes;
+    volatile long ssdUnreportedOffBytes;
+    volatile long ssdUnreportedOnBytes;
     volatile long ssdCapacityBytes;
+    volatile long movesRemembered;
     volatile long filesScanned;
     private final TieringService service;
 
@@ -40,7 +44,15 @@ final class TieringMetrics implements MetricsSource {
                 .addCounter(Interns.info("EvictedBytes", "SSD replica bytes asked to move off SSD"), evictedBytes.get())
                 .addCounter(Interns.info("Failures", "moves or decisions that failed"), failures.get())
                 .addCounter(Interns.info("ScanTruncated", "scans stopped at tiering.scan.maxFiles"), scanTruncated.get())
+                .addCounter(Interns.info("UnreportedDecisions", "decisions that corrected the reported SSD use by "
+                        + "moves the storage reports did not show yet"), unreportedDecisions.get())
                 .addGauge(Interns.info("SsdUsedBytes", "SSD tier in use at the last decision"), ssdUsedBytes)
+                .addGauge(Interns.info("SsdUnreportedOffBytes", "bytes moved off SSD maybe not yet in the storage "
+                        + "reports, at the last decision"), ssdUnreportedOffBytes)
+                .addGauge(Interns.info("SsdUnreportedOnBytes", "bytes moved onto SSD maybe not yet in the storage "
+                        + "reports, at the last decision"), ssdUnreportedOnBytes)
+                .addGauge(Interns.info("MovesRemembered", "moved files remembered until the storage reports show "
+                        + "their moves"), movesRemembered)
                 .addGauge(Interns.info("SsdCapacityBytes", "SSD tier capacity at the last decision"), ssdCapacityBytes)
                 .addGauge(Interns.info("FilesScanned", "files looked at by the last decision"), filesScanned)
                 .addGauge(Interns.info("TrackedFiles", "files whose reads are counted"), service.trackedFiles())

@@ -10,7 +10,9 @@ import org.apache.hadoop.hdfs.protocol.HdfsConstants;
  * replica bytes per tier, storage policy and reads in the window), which files to evict from SSD and which to
  * promote to it in this batch. Policies are the service's only lever: ALL_SSD promotes, HOT evicts, and HDFS's
  * StoragePolicySatisfier moves the replicas. A file whose policy the service already set and whose replicas have
- * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again.
+ * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again. Replicas
+ * that have moved but that the storage reports do not show yet ({@link UnreportedMoves}) are taken off the reported
+ * use, so a decision in that gap does not evict again what has already left.
  */
 final class TieringPlanner {
     static final byte UNSPECIFIED = HdfsConstants.BLOCK_STORAGE_POLICY_ID_UNSPECIFIED;
@@ -30,11 +32,13 @@ final class TieringPlanner {
     }
 
     /**
-     * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided, and
-     * the use expected once this batch and the pending ones have moved.
+     * One batch: evictions first (they make the room), then promotions; the SSD tier's use when decided (as
+     * reported, and the bytes moved off and onto SSD that the report may not show yet), the use expected once
+     * this batch and the pending ones have moved (the moves off SSD taken as not in the report: the figure
+     * eviction works towards), and whether the next decision still evicts towards the low-water mark.
      */
-    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, long ssdProjectedBytes,
-            long ssdCapacityBytes) {
+    record Batch(List<Move> evictions, List<Move> promotions, long ssdUsedBytes, UnreportedMoves.Bytes unreported,
+            long ssdProjectedBytes, long ssdCapacityBytes, boolean evicting) {
         boolean isEmpty() {
             return evictions.isEmpty() && promotions.isEmpty();
         }
@@ -61,12 +65,31 @@ final class TieringPlanner {
 
     /** The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use, and these files. */
     Batch plan(long capacityBytes, long usedBytes, List<FileTiers> files) {
+        return plan(capacityBytes, usedBytes, UnreportedMoves.Bytes.NONE, files, false);
+    }
+
+    /**
+     * The batch for an SSD tier of {@code capacityBytes} with {@code usedBytes} in use as reported, the bytes
+     * moved off and onto SSD per the listing that the report may not show yet ({@code unreported}), and these
+     * files. {@code evicting}: the last decision's {@link Batch#evicting()}.
+     *
+     * <p>Each unreported move is in the reported use or not; each decision takes the reading that moves less.
+     * Eviction takes every move off SSD as not reported and every move onto it as reported (the lowest use
+     * possible), promotion the other way round (the highest). Eviction starts when SSD passes the high-water mark
+     * and goes on, decision after decision, until the use expected is at or below the low-water mark with no
+     * move off SSD waiting for its report: a move counted twice (its report came before the listing that showed
+     * it) stops it one decision early, and without that condition the use would then stay between the marks,
+     * where no decision evicts.
+     */
+    Batch plan(long capacityBytes, long usedBytes, UnreportedMoves.Bytes unreported, List<FileTiers> files,
+            boolean evicting) {
         List<Move> evictions = new ArrayList<>();
         List<Move> promotions = new ArrayList<>();
         if (capacityBytes <= 0) {
-            return new Batch(evictions, promotions, usedBytes, usedBytes, capacityBytes);
+            return new Batch(evictions, promotions, usedBytes, unreported, usedBytes, capacityBytes, false);
         }
-        long projected = usedBytes;
+        long lowest = usedBytes - unreported.offSsdBytes(); // on SSD now at the least
+        long projected = lowest;
         for (FileTiers f : files) {
             if (f.policy() == HOT) {
                 projected -= f.ssdBytes(); // eviction asked for, not all moved yet
@@ -77,7 +100,9 @@ final class TieringPlanner {
         long highBytes = (long) (highWater * capacityBytes);
         long lowBytes = (long) (lowWater * capacityBytes);
         long batchBytes = 0;
-        if (usedBytes > highBytes) {
+        boolean evictNow = lowest > highBytes || evicting;
+        boolean evictNext = evictNow && !(projected <= lowBytes && unreported.offSsdBytes() == 0);
+        if (evictNow) {
             List<FileTiers> cold = new ArrayList<>();
             for (FileTiers f : files) {
                 if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == ALL_SSD)) {
@@ -102,19 +127,22 @@ final class TieringPlanner {
             }
         }
         hot.sort(Comparator.comparingLong(FileTiers::reads).reversed().thenComparing(FileTiers::path));
+        // The highest use possible: the moves off SSD already in the report, the moves onto it not yet.
+        long highest = projected + unreported.offSsdBytes() + unreported.onSsdBytes();
         for (FileTiers f : hot) {
             int count = evictions.size() + promotions.size();
             if (!fits(count, batchBytes, f.offSsdBytes())) {
                 break;
             }
-            if (projected + f.offSsdBytes() > highBytes) {
+            if (highest + f.offSsdBytes() > highBytes) {
                 continue; // a smaller hot file may still fit
             }
             promotions.add(new Move(f.path(), f.offSsdBytes(), f.reads()));
             batchBytes += f.offSsdBytes();
             projected += f.offSsdBytes();
+            highest += f.offSsdBytes();
         }
-        return new Batch(evictions, promotions, usedBytes, projected, capacityBytes);
+        return new Batch(evictions, promotions, usedBytes, unreported, projected, capacityBytes, evictNext);
     }
 
     /** The batch's limits: a file more, its bytes within the byte limit (a first file may pass it alone). */

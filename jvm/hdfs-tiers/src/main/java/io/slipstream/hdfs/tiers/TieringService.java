@@ -5,6 +5,7 @@ import java.net.InetSocketAddress;
 import java.net.URI;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -30,6 +31,7 @@ import org.apache.hadoop.hdfs.server.protocol.DatanodeStorageReport;
 import org.apache.hadoop.hdfs.server.protocol.StorageReport;
 import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
 import org.apache.hadoop.util.ServicePlugin;
+import org.apache.hadoop.util.Time;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -58,6 +60,11 @@ public final class TieringService implements ServicePlugin {
     private DistributedFileSystem fs;
     private ScheduledExecutorService timer;
     private TieringMetrics metrics;
+    private UnreportedMoves unreported;
+    /** A DataNode without a heartbeat for this long is not waited for (HDFS's stale DataNode interval). */
+    private long staleDataNodeMs;
+    /** The last decision's {@link TieringPlanner.Batch#evicting()}. */
+    private boolean evicting;
     private final ArrayDeque<String> lastBatches = new ArrayDeque<>();
 
     @Override
@@ -91,6 +98,9 @@ public final class TieringService implements ServicePlugin {
                     + " (after 'default' to keep HDFS's audit log)");
         }
         planner = new TieringPlanner(tiers);
+        unreported = new UnreportedMoves(UnreportedMoves.BATCHES_REMEMBERED * tiers.tieringBatchMaxFiles);
+        staleDataNodeMs = conf.getLong(DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_KEY,
+                DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_DEFAULT);
         InetSocketAddress address = nn.getNameNodeAddress();
         try {
             fs = (DistributedFileSystem) FileSystem.newInstance(
@@ -156,25 +166,58 @@ public final class TieringService implements ServicePlugin {
         long nowMs = System.currentTimeMillis();
         long capacity = 0;
         long used = 0;
+        // The storage reports' age: the oldest last heartbeat among the DataNodes with SSD (the NameNode's
+        // monotonic clock, the one this plugin in the NameNode's JVM reads too), leaving out stale ones, whose
+        // figures are old anyway and which may be about to be declared dead.
+        long reportsSinceMs = Long.MAX_VALUE;
+        long monotonicNowMs = Time.monotonicNow();
         for (DatanodeStorageReport datanode :
                 fs.getClient().getDatanodeStorageReport(HdfsConstants.DatanodeReportType.LIVE)) {
+            boolean hasSsd = false;
             for (StorageReport storage : datanode.getStorageReports()) {
                 if (storage.getStorage().getStorageType() == StorageType.SSD && !storage.isFailed()) {
                     capacity += storage.getCapacity();
                     used += storage.getCapacity() - storage.getRemaining();
+                    hasSsd = true;
                 }
             }
+            long lastHeartbeatMs = datanode.getDatanodeInfo().getLastUpdateMonotonic();
+            if (hasSsd && monotonicNowMs - lastHeartbeatMs <= staleDataNodeMs) {
+                reportsSinceMs = Math.min(reportsSinceMs, lastHeartbeatMs);
+            }
+        }
+        if (reportsSinceMs == Long.MAX_VALUE) {
+            reportsSinceMs = Long.MIN_VALUE; // no fresh report: nothing counts as caught up
         }
         List<TieringPlanner.FileTiers> files = scan(nowMs);
-        TieringPlanner.Batch batch = planner.plan(capacity, used, files);
+        Map<String, TieringPlanner.FileTiers> byPath = new HashMap<>();
+        for (TieringPlanner.FileTiers file : files) {
+            byPath.put(file.path(), file);
+        }
+        long forgottenBefore = unreported.forgottenEarly();
+        UnreportedMoves.Bytes unreportedBytes = unreported.update(byPath, reportsSinceMs, Time.monotonicNow());
+        TieringPlanner.Batch batch = planner.plan(capacity, used, unreportedBytes, files, evicting);
+        evicting = batch.evicting();
         metrics.ssdUsedBytes = used;
+        metrics.ssdUnreportedOffBytes = unreportedBytes.offSsdBytes();
+        metrics.ssdUnreportedOnBytes = unreportedBytes.onSsdBytes();
         metrics.ssdCapacityBytes = capacity;
         metrics.filesScanned = files.size();
+        metrics.movesRemembered = unreported.size();
+        if (!unreportedBytes.isZero()) {
+            metrics.unreportedDecisions.incrementAndGet();
+        }
         if (batch.isEmpty()) {
             return batch;
         }
-        int evicted = apply(batch.evictions(), "HOT");
-        int promoted = apply(batch.promotions(), "ALL_SSD");
+        int evicted = apply(batch.evictions(), TieringPlanner.HOT, "HOT", byPath);
+        int promoted = apply(batch.promotions(), TieringPlanner.ALL_SSD, "ALL_SSD", byPath);
+        if (unreported.forgottenEarly() > forgottenBefore) {
+            LOG.warn("Triple-H tiering: forgot {} moved files before the storage reports showed them (more than {} "
+                    + "remembered); a decision may evict more than the low-water mark needs until the reports "
+                    + "catch up", unreported.forgottenEarly() - forgottenBefore,
+                    UnreportedMoves.BATCHES_REMEMBERED * tiers.tieringBatchMaxFiles);
+        }
         long evictedBytes = batch.evictions().stream().mapToLong(TieringPlanner.Move::bytes).sum();
         long promotedBytes = batch.promotions().stream().mapToLong(TieringPlanner.Move::bytes).sum();
         metrics.evictions.addAndGet(evicted);
@@ -183,10 +226,11 @@ public final class TieringService implements ServicePlugin {
         metrics.promotedBytes.addAndGet(promotedBytes);
         long number = metrics.batches.incrementAndGet();
         String line = String.format(Locale.ROOT, "batch %d: evicted %d files (%d bytes of SSD replicas) %s, "
-                + "promoted %d files (%d bytes) %s; SSD %d of %d bytes in use (%.1f %%), %d once moved",
+                + "promoted %d files (%d bytes) %s; SSD %d of %d bytes in use (%.1f %%), %d moved off and %d onto "
+                + "it maybe not reported yet, %d once moved",
                 number, evicted, evictedBytes, paths(batch.evictions()), promoted, promotedBytes,
                 paths(batch.promotions()), used, capacity, 100.0 * used / Math.max(capacity, 1),
-                batch.ssdProjectedBytes());
+                batch.unreported().offSsdBytes(), batch.unreported().onSsdBytes(), batch.ssdProjectedBytes());
         LOG.info("Triple-H tiering {}", line);
         synchronized (lastBatches) {
             if (lastBatches.size() == LAST_BATCHES) {
@@ -197,13 +241,18 @@ public final class TieringService implements ServicePlugin {
         return batch;
     }
 
-    /** Sets {@code policy} on each file and asks the satisfier to move it; returns how many were asked. */
-    private int apply(List<TieringPlanner.Move> moves, String policy) {
+    /**
+     * Sets {@code policy} on each file and asks the satisfier to move it, remembering the file's SSD bytes until
+     * the storage reports show its move; returns how many were asked.
+     */
+    private int apply(List<TieringPlanner.Move> moves, byte policyId, String policy,
+            Map<String, TieringPlanner.FileTiers> byPath) {
         int done = 0;
         for (TieringPlanner.Move move : moves) {
             Path path = new Path(move.path());
             try {
                 fs.setStoragePolicy(path, policy);
+                unreported.asked(move.path(), policyId, byPath.get(move.path()).ssdBytes());
                 fs.satisfyStoragePolicy(path);
                 done++;
             } catch (IOException e) { // deleted meanwhile, or the satisfier refused: the rest still move

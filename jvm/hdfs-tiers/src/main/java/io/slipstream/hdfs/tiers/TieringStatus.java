@@ -55,14 +55,18 @@ public final class TieringStatus {
         }
         JsonNode bean = beans.get(0);
         out.printf(Locale.ROOT, "tiering: batches %d promotions %d evictions %d promoted_bytes %d evicted_bytes %d "
-                + "failures %d scan_truncated %d%n", bean.path("Batches").asLong(), bean.path("Promotions").asLong(),
-                bean.path("Evictions").asLong(), bean.path("PromotedBytes").asLong(),
-                bean.path("EvictedBytes").asLong(), bean.path("Failures").asLong(), bean.path("ScanTruncated").asLong());
+                + "failures %d scan_truncated %d unreported_decisions %d%n", bean.path("Batches").asLong(),
+                bean.path("Promotions").asLong(), bean.path("Evictions").asLong(), bean.path("PromotedBytes").asLong(),
+                bean.path("EvictedBytes").asLong(), bean.path("Failures").asLong(), bean.path("ScanTruncated").asLong(),
+                bean.path("UnreportedDecisions").asLong());
         long used = bean.path("SsdUsedBytes").asLong();
         long capacity = bean.path("SsdCapacityBytes").asLong();
-        out.printf(Locale.ROOT, "ssd: %d of %d bytes in use (%.1f %%) at the last decision, %d files scanned, "
-                + "%d files tracked%n", used, capacity, capacity == 0 ? 0.0 : 100.0 * used / capacity,
-                bean.path("FilesScanned").asLong(), bean.path("TrackedFiles").asLong());
+        out.printf(Locale.ROOT, "ssd: %d of %d bytes in use (%.1f %%) at the last decision, %d moved off and %d "
+                + "onto it maybe not reported yet, %d files scanned, %d files tracked, %d moves remembered%n", used,
+                capacity, capacity == 0 ? 0.0 : 100.0 * used / capacity, bean.path("SsdUnreportedOffBytes").asLong(),
+                bean.path("SsdUnreportedOnBytes").asLong(),
+                bean.path("FilesScanned").asLong(), bean.path("TrackedFiles").asLong(),
+                bean.path("MovesRemembered").asLong());
         out.println("hot files: " + bean.path("tag.HotFiles").asText(""));
         for (String batch : bean.path("tag.LastBatches").asText("").split(" \\| ")) {
             if (!batch.isEmpty()) {

@@ -50,6 +50,10 @@ class TieringServiceClusterTest {
     private static final int HOT_READS = 3;
     private static final double HIGH_WATER = 0.5;
     private static final double LOW_WATER = 0.3;
+    /** TierClusters' heartbeat interval. */
+    private static final long HEARTBEAT_MS = 1000;
+    /** A 1 MiB block's checksum file: CRC32C, 4 bytes per 512, and its 7-byte header. */
+    private static final long META_BYTES_PER_BLOCK = BLOCK_BYTES / 512 * 4 + 7;
     private static MiniDFSCluster cluster;
     private static DistributedFileSystem fs;
     private static StoragePolicySatisfier satisfier;
@@ -114,22 +118,49 @@ class TieringServiceClusterTest {
         TierClusters.await("the hot file's persistent replicas on SSD", 30, () -> onSsd(hot));
         assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName());
 
-        // Eviction: six one-block HHH files (a RAM and two SSD replicas each) take SSD past its high-water mark;
-        // the first is read once (colder than hot, warmer than the others).
+        // Eviction: six one-block HHH files (a RAM and two SSD replicas each, or one SSD replica where a DataNode
+        // had no room left on SSD) take SSD past its high-water mark; the first is read once (colder than hot,
+        // warmer than the others). Each one's SSD bytes are noted before the service can evict it: it evicts the
+        // oldest first, and none before SSD passes the mark.
+        Map<String, Long> ssdBytesWritten = new LinkedHashMap<>();
         for (int i = 0; i < 6; i++) {
             Path cold = new Path("/t/cold/" + i);
             written.put(cold, TierClusters.write(fs, cold, BLOCK_BYTES, 10 + i));
+            TierClusters.await("three replicas of " + cold, 30, () -> storageTypes(cold).size() == 3);
+            ssdBytesWritten.put(cold.toUri().getPath(), count(cold, StorageType.SSD) * BLOCK_BYTES);
             if (i == 0) {
                 readOnce(cold);
             }
         }
-        TierClusters.await("SSD use under the high-water mark", 40,
-                () -> ssdUsedBytes() <= HIGH_WATER * 3 * SSD_BYTES);
+        // Settled: at or under the low-water mark as reported (the service evicts decision after decision until
+        // then), every file it evicted off SSD and no eviction still moving, then three heartbeats for the reports
+        // to show the last moves, and nothing moved meanwhile.
+        long lowWaterBytes = (long) (LOW_WATER * 3 * SSD_BYTES);
+        TierClusters.await("SSD use at or under the low-water mark", 40, () -> ssdUsedBytes() <= lowWaterBytes);
         TierClusters.await("every file the service evicted off SSD, and the counters saying so", 30, () -> {
             Map<String, Long> counters = counters();
             return counters.get("evictions") > 0 && counters.get("evictions") == evictedColdFiles().size();
         });
+        long evictionsSettled = counters().get("evictions");
+        Thread.sleep(3 * HEARTBEAT_MS);
+        assertEquals(evictionsSettled, counters().get("evictions"), status());
         List<Path> evicted = evictedColdFiles();
+        assertEquals(evicted.size(), evictionsSettled, status());
+        // Not too many (issue 16's over-eviction: the heartbeats lag the moves, and six files went where four
+        // reached the mark): the last file evicted was needed, i.e. SSD with it (its SSD replicas and their
+        // checksum files) would be above the low-water mark. The hot file may have a third SSD replica by now
+        // (HDFS evicted its RAM replica to DISK, the satisfier moved that to SSD): not the service's eviction.
+        long ssdSettled = ssdUsedBytes();
+        long hotExtraSsd = Math.max(0, count(hot, StorageType.SSD) - 2) * BLOCK_BYTES;
+        String settledStatus = status();
+        assertTrue(ssdSettled <= lowWaterBytes + hotExtraSsd, "SSD " + ssdSettled + " > low-water mark "
+                + lowWaterBytes + " (+ " + hotExtraSsd + " of the hot file)\n" + settledStatus);
+        String lastEvicted = lastEvictedPath(settledStatus);
+        long lastSsdBytes = ssdBytesWritten.get(lastEvicted);
+        long lastWithMeta = lastSsdBytes + lastSsdBytes / BLOCK_BYTES * META_BYTES_PER_BLOCK;
+        assertTrue(ssdSettled + lastWithMeta > lowWaterBytes, "over-eviction: SSD " + ssdSettled + " with "
+                + lastEvicted + "'s " + lastWithMeta + " bytes back is still at or under the low-water mark "
+                + lowWaterBytes + "; SSD bytes as written " + ssdBytesWritten + "\n" + settledStatus);
         // Not evicted: still ALL_SSD, no batch named it, its persistent replicas on SSD. Not "exactly two SSD and a
         // RAM replica": HDFS may evict the RAM replica to its DISK copy (a later file needs the RAM), and the
         // satisfier, when it rechecks the promotion then, moves that one to SSD too (ALL_SSD).
@@ -154,10 +185,10 @@ class TieringServiceClusterTest {
         Map<String, Long> counters = counters();
         assertEquals(1, counters.get("promotions"), status);
         assertEquals(BLOCK_BYTES * 2L, counters.get("promoted_bytes"), status);
-        // Two SSD replicas per evicted file, or one where a DataNode put the other on DISK for want of room.
-        long evictedBytes = counters.get("evicted_bytes");
-        assertTrue(evictedBytes >= (long) BLOCK_BYTES * evicted.size()
-                && evictedBytes <= 2L * BLOCK_BYTES * evicted.size(), status);
+        // Each evicted file's SSD replicas as written: two, one where a DataNode put the other on DISK for want
+        // of room, or three where a DataNode put the one planned on RAM on SSD for want of RAM.
+        long evictedBytesWritten = evicted.stream().mapToLong(p -> ssdBytesWritten.get(p.toUri().getPath())).sum();
+        assertEquals(evictedBytesWritten, counters.get("evicted_bytes"), ssdBytesWritten + "\n" + status);
         assertEquals(0, counters.get("failures"), status);
         assertTrue(status.contains("promoted 1 files (" + 2 * BLOCK_BYTES + " bytes) [/t/hot]"), status);
         for (Path path : evicted) {
@@ -233,6 +264,19 @@ class TieringServiceClusterTest {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** The last path of the last batch line that evicted a file. */
+    private static String lastEvictedPath(String status) {
+        String last = null;
+        Matcher m = Pattern.compile("^batch \\d+: evicted [1-9]\\d* files \\(\\d+ bytes of SSD replicas\\) \\[([^\\]]*)\\]",
+                Pattern.MULTILINE).matcher(status);
+        while (m.find()) {
+            String[] paths = m.group(1).split(",");
+            last = paths[paths.length - 1];
+        }
+        assertTrue(last != null, "no batch line evicted a file:\n" + status);
+        return last;
     }
 
     /** The status command's output, asked of the NameNode's web server as an operator would. */
