@@ -184,10 +184,16 @@ final class TierClusters {
 
     /** Waits (at most {@code seconds}) for a condition HDFS reaches in the background; fails naming it. */
     static void await(String what, int seconds, BooleanSupplier condition) throws InterruptedException {
+        await(what, seconds, condition, () -> "");
+    }
+
+    /** {@link #await}, with {@code state} (what the condition last saw) in the failure's message. */
+    static void await(String what, int seconds, BooleanSupplier condition, java.util.function.Supplier<String> state)
+            throws InterruptedException {
         long deadline = System.nanoTime() + seconds * 1_000_000_000L;
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {
-                fail("not within " + seconds + " s: " + what);
+                fail("not within " + seconds + " s: " + what + "\n" + state.get());
             }
             Thread.sleep(200);
         }
