@@ -151,7 +151,9 @@ class TieringServiceClusterTest {
         // checksum files) would be above the low-water mark. The hot file may have a third SSD replica by now
         // (HDFS evicted its RAM replica to DISK, the satisfier moved that to SSD): not the service's eviction.
         long ssdSettled = ssdUsedBytes();
-        long hotExtraSsd = Math.max(0, count(hot, StorageType.SSD) - 2) * BLOCK_BYTES;
+        List<StorageType> hotTypes = storageTypes(hot);
+        long hotSsdReplicas = hotTypes.stream().filter(type -> type == StorageType.SSD).count();
+        long hotExtraSsd = Math.max(0, hotSsdReplicas - 2) * BLOCK_BYTES;
         String settledStatus = status();
         assertTrue(ssdSettled <= lowWaterBytes + hotExtraSsd, "SSD " + ssdSettled + " > low-water mark "
                 + lowWaterBytes + " (+ " + hotExtraSsd + " of the hot file)\n" + settledStatus);
@@ -164,14 +166,11 @@ class TieringServiceClusterTest {
         // Not evicted: still ALL_SSD, no batch named it, its persistent replicas on SSD. Not "exactly two SSD and a
         // RAM replica": HDFS may evict the RAM replica to its DISK copy (a later file needs the RAM), and the
         // satisfier, when it rechecks the promotion then, moves that one to SSD too (ALL_SSD).
-        String afterEvictions = status();
-        assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName(), afterEvictions);
-        assertTrue(afterEvictions.lines().filter(line -> line.startsWith("batch "))
+        assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName(), settledStatus);
+        assertTrue(settledStatus.lines().filter(line -> line.startsWith("batch "))
                 .noneMatch(line -> line.substring(0, line.indexOf(", promoted")).contains("/t/hot")),
-                "a batch evicted the hot file:\n" + afterEvictions);
-        List<StorageType> hotTypes = storageTypes(hot);
-        assertTrue(hotTypes.stream().filter(type -> type == StorageType.SSD).count() >= 2,
-                "the hot file stays on SSD: " + hotTypes + "\n" + afterEvictions);
+                "a batch evicted the hot file:\n" + settledStatus);
+        assertTrue(hotSsdReplicas >= 2, "the hot file stays on SSD: " + hotTypes + "\n" + settledStatus);
         if (evicted.contains(new Path("/t/cold/0"))) {
             assertEquals(6, evicted.size(), "the file read once goes only after every unread one: " + evicted);
         }
