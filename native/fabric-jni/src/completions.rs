@@ -112,6 +112,11 @@ impl Completions {
         self.pop_locked(&mut state)
     }
 
+    /// Whether completions are queued (without the lock).
+    pub(crate) fn has_items(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0
+    }
+
     /// Puts back a completion that could not be handed to Java, as the oldest.
     pub(crate) fn unpop(&self, item: Completion) {
         let mut state = self.lock();

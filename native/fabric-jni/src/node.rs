@@ -132,6 +132,29 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeHelpProgress<'
     })
 }
 
+/// `Node::await_progress`: drives progress on the calling Java thread for up to `spin_us`, then
+/// sleeps on the worker's event fd until a completion is queued for Java or `max_us` (from the
+/// start) passed; returns 1 when one is queued, 0 when not, or -1 when the spin found none and
+/// another thread sleeps on the fd.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeAwaitProgress<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+    spin_us: jlong,
+    max_us: jlong,
+) -> jint {
+    guard(&mut env, 0, |_env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        let micros = |us: jlong| std::time::Duration::from_micros(us.max(0) as u64);
+        let completions = &ctx.completions;
+        Ok(match ctx.node.await_progress(micros(spin_us), micros(max_us), || completions.has_items()) {
+            Some(queued) => queued as jint,
+            None => -1,
+        })
+    })
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'local>(
     mut env: JNIEnv<'local>,

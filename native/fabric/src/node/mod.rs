@@ -386,6 +386,16 @@ impl Node {
         self.inner.help_progress(spin)
     }
 
+    /// Drives progress on this thread for up to `spin` (as `help_progress`), then sleeps on the
+    /// worker's event fd in the progress thread's place, until `until()` holds (asked after each
+    /// progress round) or `max` (from the start) passed; returns whether `until()` held, or `None`
+    /// when the spin did not reach it and another thread sleeps on the fd already (then wait
+    /// another way). For threads that wait on callback requests: the message they wait for wakes
+    /// them directly, not through the progress thread.
+    pub fn await_progress(&self, spin: Duration, max: Duration, until: impl FnMut() -> bool) -> Option<bool> {
+        self.inner.await_progress(spin, max, until)
+    }
+
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         Stats {
@@ -499,6 +509,12 @@ impl NodeInner {
 
     fn in_progress_here(&self) -> bool {
         self.runtime.in_progress_here()
+    }
+
+    /// A listening node whose handlers do not pull their requests (Staged, Inline): see
+    /// `Runtime::serving_nodes`.
+    pub(super) fn serves_without_pulling(&self) -> bool {
+        self.config.listen.is_some() && !matches!(self.config.handler_mode, HandlerMode::Pull)
     }
 
     /// Runs `f` with the node's state, taking the runtime's lock unless this thread holds it.
@@ -674,6 +690,9 @@ impl NodeInner {
         state.send_ctx_free.clear();
         // Endpoints that did not finish closing within the grace stay with the node, which the
         // runtime keeps (and reaps) until UCX is done with them.
+        if self.serves_without_pulling() {
+            runtime.serving_nodes.fetch_sub(1, Ordering::SeqCst);
+        }
         self.retired.store(true, Ordering::SeqCst);
         // SAFETY: under the runtime's lock.
         let shared = unsafe { runtime.shared() };

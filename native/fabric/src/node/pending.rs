@@ -44,6 +44,10 @@ impl PendingTable {
         self.entries.len()
     }
 
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     pub(super) fn is_full(&self) -> bool {
         self.entries.len() >= self.capacity
     }
@@ -381,11 +385,12 @@ impl NodeInner {
         // starve the threads that would answer them (measured on 2 cores with 4 waiting threads:
         // 2k requests/s instead of 100k+). The others park; whoever progresses completes them.
         let runtime = &self.runtime;
-        if runtime.helpers.load(Ordering::SeqCst) < *SPINNING_WAITERS_MAX {
-            let spin = WAITER_SPIN.min(Duration::from_millis(deadline_ms.saturating_sub(coarse_ms())));
-            runtime.spin_as_helper(spin, &self.closed, |_| slot.done.load(Ordering::SeqCst));
-        }
-        // Then park; the progress thread (woken by the event fd) completes the slot and unparks us.
+        let left = Duration::from_millis(deadline_ms.saturating_sub(coarse_ms()));
+        let spin = if runtime.helpers.load(Ordering::SeqCst) < *SPINNING_WAITERS_MAX { WAITER_SPIN.min(left) } else { Duration::ZERO };
+        // Then sleep on the worker's event fd in the progress thread's place, if nobody else does,
+        // so that the response wakes this thread itself (`spin_then_sleep_as_helper`).
+        runtime.spin_then_sleep_as_helper(spin, left, &self.closed, |_| slot.done.load(Ordering::SeqCst));
+        // Else park; the progress thread (woken by the event fd) completes the slot and unparks us.
         if !slot.done.load(Ordering::SeqCst) {
             slot.park_here();
             runtime.parked_waiters.fetch_add(1, Ordering::SeqCst);

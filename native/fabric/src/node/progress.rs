@@ -14,7 +14,7 @@ use crate::clock::coarse_ms;
 use crate::log::log_warn;
 
 use super::connections::reap_closed_endpoints;
-use super::runtime::{InProgressMark, Runtime};
+use super::runtime::{thread_token, InProgressMark, Runtime};
 use super::{NodeInner, NodeState};
 
 /// How long a waiting caller spins (checking and helping progress) before it parks.
@@ -62,12 +62,13 @@ impl HelperGate {
         }
     }
 
-    /// Waits until a `nudge` or the bound passed: `with_helpers` while `helpers_in()` holds when
-    /// the wait starts, `without` otherwise. Returns the bound it waited for.
-    pub(super) fn wait(&self, with_helpers: Duration, without: Duration, helpers_in: impl Fn() -> bool) -> Duration {
+    /// Waits until a `nudge` or the bound passed: `bound()`, read once the wait is declared (so a
+    /// helper that leaves after it either sees the waiter or was already left out of the bound).
+    /// Returns the bound it waited for.
+    pub(super) fn wait(&self, bound: impl Fn() -> Duration) -> Duration {
         let guard = self.mutex.lock().unwrap_or_else(|e| e.into_inner());
         self.waiting.store(true, Ordering::SeqCst);
-        let max = if helpers_in() { with_helpers } else { without };
+        let max = bound();
         let _ = self.condvar.wait_timeout(guard, max);
         self.waiting.store(false, Ordering::SeqCst);
         max
@@ -102,21 +103,31 @@ impl Runtime {
     pub(super) fn spin_as_helper(&self, spin: Duration, closed: &AtomicBool, mut done: impl FnMut(usize) -> bool) -> bool {
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let reached = self.spin_rounds(spin, closed, &mut done);
+        self.leave_helpers(!reached);
+        reached
+    }
+
+    /// The helper's spin (see `spin_as_helper`), inside a helper session. Nothing when `spin` is 0.
+    fn spin_rounds(&self, spin: Duration, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool) -> bool {
+        if spin.is_zero() {
+            return done(0);
+        }
         let mut spin_until: Option<Instant> = None;
         let mut rounds = 0u32;
         let mut events = 0;
-        let reached = loop {
+        loop {
             if done(events) {
-                break true;
+                return true;
             }
             if closed.load(Ordering::SeqCst) {
-                break false;
+                return false;
             }
             rounds = rounds.wrapping_add(1);
             if rounds.is_multiple_of(64) {
                 let now = Instant::now();
                 if now >= *spin_until.get_or_insert(now + spin) {
-                    break false;
+                    return false;
                 }
             }
             events = match self.lock.try_lock() {
@@ -126,9 +137,7 @@ impl Runtime {
                     0
                 }
             };
-        };
-        self.leave_helpers(!reached);
-        reached
+        }
     }
 
     /// One round of the engine: UCX progress (unless `backpressure` is asked for and a node's
@@ -191,6 +200,9 @@ impl Runtime {
             // Last: it may shorten the list of nodes that `node_at` indexes.
             self.retire_finished();
         }
+        if events > 0 {
+            self.wake_fd_sleeper_elsewhere();
+        }
         let events = if busy { events.max(1) } else { events };
         Round { events, blocked_by }
     }
@@ -209,6 +221,10 @@ impl Runtime {
         // The progress thread must take over when the last helper leaves with work outstanding:
         // its own request unanswered, or other callers parked on theirs.
         let wake_progress = gave_up || self.parked_waiters.load(Ordering::SeqCst) > 0;
+        if gave_up {
+            // Before leaving: the progress thread that sees no helper in also sees this.
+            self.helper_give_ups.fetch_add(1, Ordering::SeqCst);
+        }
         if self.helpers.fetch_sub(1, Ordering::SeqCst) == 1 && wake_progress {
             self.helper_gate.nudge();
         }
@@ -220,10 +236,127 @@ impl Runtime {
     }
 
     /// While callers drive progress themselves, the progress thread waits for them to leave
-    /// (bounded, so timers still run).
+    /// (bounded, so timers still run): as long as its own sleep on the event fd while a caller
+    /// sleeps there in its place (`spin_then_sleep_as_helper`, which wakes it when it leaves), else
+    /// `HELPER_WAIT_MAX` while helpers spin and `HELPER_GAP_WAIT_MAX` between them.
     fn wait_while_helpers(&self) {
         if !self.stopped.load(Ordering::SeqCst) {
-            self.helper_gate.wait(HELPER_WAIT_MAX, HELPER_GAP_WAIT_MAX, || self.helpers.load(Ordering::SeqCst) > 0);
+            self.helper_gate.wait(|| {
+                if self.fd_sleeper.load(Ordering::SeqCst) != 0 {
+                    Duration::from_millis(SLEEP_MAX_MS as u64)
+                } else if self.helpers.load(Ordering::SeqCst) > 0 {
+                    HELPER_WAIT_MAX
+                } else {
+                    HELPER_GAP_WAIT_MAX
+                }
+            });
+        }
+    }
+
+    /// A waiting caller spins as a helper for `spin` (see `spin_as_helper`), then takes the progress
+    /// thread's place on the worker's event fd, until `done(events of the last round)` holds,
+    /// `max` (from the start) passed, or `closed` (the caller's node) is set: it progresses, arms
+    /// the worker and sleeps on the fd as the progress thread would, and the progress thread waits
+    /// meanwhile. One helper session for both, so the progress thread is not woken between them.
+    /// Returns whether `done` was reached, or `None` when the spin did not reach it and another
+    /// caller holds the place (then park as before: the progress thread was woken for it).
+    ///
+    /// Why: a caller that parks is woken through the progress thread (which wakes on the fd,
+    /// receives, and completes or queues what the caller waits for), one thread hand-off more
+    /// per message, each a futex wake and a context switch: on two cores shared by both ends of a
+    /// Hadoop RPC call those hand-offs, not the transport, made most of a call's median
+    /// (docs/fabric.md, "Who waits on the event fd"). Sleeping on the fd itself, the caller is
+    /// woken by the message it waits for.
+    ///
+    /// Wakes: `wake` signals the fd while a caller sleeps there (work queued for progress); a
+    /// progress round with events on another thread signals it too (it may have taken the
+    /// events this caller sleeps for); leaving nudges the progress thread back to its watch when
+    /// something may still arrive for someone else, so that no message waits for a caller that is
+    /// gone.
+    pub(super) fn spin_then_sleep_as_helper(
+        &self,
+        spin: Duration,
+        max: Duration,
+        closed: &AtomicBool,
+        mut done: impl FnMut(usize) -> bool,
+    ) -> Option<bool> {
+        let start = Instant::now();
+        self.helpers.fetch_add(1, Ordering::SeqCst);
+        self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        if self.spin_rounds(spin.min(max), closed, &mut done) {
+            self.leave_helpers(false);
+            return Some(true);
+        }
+        let me = thread_token();
+        if self.fd_sleeper.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            self.leave_helpers(true);
+            return None;
+        }
+        self.fd_sleeps.fetch_add(1, Ordering::Relaxed);
+        let (reached, others_pending) = self.sleep_rounds(start + max, closed, &mut done);
+        self.fd_sleeper.store(0, Ordering::SeqCst);
+        self.leave_helpers(!reached);
+        // Back to the progress thread's watch at once when anything may still arrive for someone
+        // else (requests of a node whose handlers do not pull them, responses to others'
+        // requests); else it resumes after its wait (at most SLEEP_MAX_MS), a wake-up per message
+        // saved. (A pulling node's next puller takes the fd again: `next_request`.)
+        if others_pending || self.serving_nodes.load(Ordering::SeqCst) > 0 {
+            self.helper_gate.nudge();
+        }
+        Some(reached)
+    }
+
+    /// The fd sleeper's rounds (see `spin_then_sleep_as_helper`); also returns whether requests of
+    /// the runtime's nodes still awaited responses after the last round (their waiters need
+    /// someone on the fd once this caller leaves).
+    fn sleep_rounds(&self, deadline: Instant, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool) -> (bool, bool) {
+        let mut events = 0;
+        let mut others_pending = true;
+        loop {
+            if done(events) {
+                return (true, others_pending);
+            }
+            if closed.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst) {
+                return (false, others_pending);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return (false, others_pending);
+            }
+            let armed = {
+                let guard = self.lock_for_caller();
+                events = self.progress_once(&guard, false).events;
+                if self.worker().is_null() {
+                    return (false, true); // renewing the worker failed (`wedge.rs`): park instead
+                }
+                // SAFETY: under the lock (`guard`); each node's state likewise.
+                let nodes = &unsafe { self.shared() }.nodes;
+                // SAFETY: as above.
+                let pending_work = nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
+                // SAFETY: as above.
+                others_pending = nodes.iter().any(|n| !unsafe { n.state() }.pending.is_empty());
+                if events > 0 || pending_work {
+                    false
+                } else {
+                    // SAFETY: under the lock; the worker is live (checked above).
+                    let status = unsafe { u::ucp_worker_arm(self.worker()) };
+                    // Busy: events, or a signal (`wake`, or another thread's round that may have
+                    // done what this caller waits for): `done` is asked again with an event.
+                    if status == u::UCS_ERR_BUSY {
+                        events = 1;
+                    }
+                    status == u::UCS_OK
+                }
+            };
+            if !armed {
+                continue; // events to look at, or to progress again before the fd can be armed
+            }
+            let wait_ms = deadline.saturating_duration_since(now).as_micros().div_ceil(1000).clamp(1, SLEEP_MAX_MS as u128) as i32;
+            let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd. The fd is the live worker's (read after the check under the
+            // lock); if the worker is renewed or destroyed meanwhile, the poll holds its own
+            // reference to the file and returns at its timeout at the latest.
+            unsafe { libc::poll(&mut pollfd, 1, wait_ms) };
         }
     }
 
@@ -231,6 +364,7 @@ impl Runtime {
         let mut last_event = Instant::now();
         let mut idle_rounds = 0u32;
         let mut helper_sessions_seen = 0u64;
+        let mut give_ups_seen = 0u64;
         while !self.stopped.load(Ordering::SeqCst) {
             let round = {
                 let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -239,11 +373,21 @@ impl Runtime {
             };
             // Callers spinning on their own responses drive progress: stay out of their way, also
             // in the moments between their requests.
+            // But a helper that gave up parked and now depends on this thread: then no gap wait,
+            // which would hold its response (arriving meanwhile, unseen) until the wait ends and
+            // cost this thread a sleep more per request (a JVM thread waiting for a Hadoop RPC
+            // call gives up after its short spin on every call: 2 sleeps of this thread per call).
             let sessions = self.helper_sessions.load(Ordering::Relaxed);
-            if self.helpers.load(Ordering::SeqCst) > 0 || sessions != helper_sessions_seen {
+            let helpers_in = self.helpers.load(Ordering::SeqCst) > 0;
+            if helpers_in || sessions != helper_sessions_seen {
                 helper_sessions_seen = sessions;
-                self.wait_while_helpers();
-                continue;
+                let give_ups = self.helper_give_ups.load(Ordering::SeqCst);
+                let gave_up = give_ups != give_ups_seen;
+                give_ups_seen = give_ups;
+                if helpers_in || !gave_up {
+                    self.wait_while_helpers();
+                    continue;
+                }
             }
             if round.events > 0 {
                 idle_rounds = 0;
@@ -359,6 +503,14 @@ impl NodeInner {
             || !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 
+    /// `Runtime::spin_then_sleep_as_helper` until `until()` holds or `max` passed.
+    pub(super) fn await_progress(&self, spin: Duration, max: Duration, mut until: impl FnMut() -> bool) -> Option<bool> {
+        if self.closed.load(Ordering::SeqCst) || self.in_progress_here() {
+            return Some(until());
+        }
+        self.runtime.spin_then_sleep_as_helper(spin, max, &self.closed, |_| until())
+    }
+
     pub(super) fn help_progress(&self, spin: Duration) -> usize {
         if self.closed.load(Ordering::SeqCst) || self.in_progress_here() {
             return 0;
@@ -393,22 +545,24 @@ mod tests {
             })
         };
         let start = Instant::now();
-        assert_eq!(gate.wait(Duration::from_secs(30), Duration::from_secs(30), || true), Duration::from_secs(30));
+        assert_eq!(gate.wait(|| Duration::from_secs(30)), Duration::from_secs(30));
         assert!(start.elapsed() < Duration::from_secs(20), "woken, not timed out");
         nudger.join().unwrap();
     }
 
     #[test]
-    fn the_gate_waits_long_only_while_helpers_are_in() {
+    fn the_gate_reads_its_bound_after_declaring_the_wait() {
         let gate = HelperGate::default();
-        let long = Duration::from_secs(30);
-        let short = Duration::from_millis(1);
-        // Without helpers (a caller that left, or parked unseen): the short bound, so a wake that
-        // came before the wait costs at most that.
-        assert_eq!(gate.wait(long, short, || false), short);
+        // Read with the wait declared: a helper that leaves from then on sees the waiter and
+        // nudges it, and one that left before was left out of the bound.
+        let bound = gate.wait(|| {
+            assert!(gate.waiting.load(Ordering::SeqCst));
+            Duration::from_millis(1)
+        });
+        assert_eq!(bound, Duration::from_millis(1));
         gate.nudge(); // no waiter: nothing kept
         let start = Instant::now();
-        assert_eq!(gate.wait(Duration::from_millis(5), short, || true), Duration::from_millis(5));
+        assert_eq!(gate.wait(|| Duration::from_millis(5)), Duration::from_millis(5));
         assert!(start.elapsed() >= Duration::from_millis(5));
     }
 
@@ -431,5 +585,73 @@ mod tests {
         assert_eq!(node.inner.runtime.helpers.load(Ordering::SeqCst), 0, "the helper left");
         node.close();
         assert_eq!(node.help_progress(Duration::from_secs(5)), 0, "a closed node is not progressed");
+    }
+
+    /// A caller whose response comes after its spin sleeps on the worker's event fd itself and is
+    /// woken by the response there; a second waiter meanwhile (the fd is one thread's at a time)
+    /// is served too, by whoever progresses.
+    #[test]
+    fn a_waiter_sleeps_on_the_event_fd_and_the_response_wakes_it() {
+        use crate::node::Request;
+        use std::sync::Arc;
+        // Its own transport settings (TCP), so that no other test's node shares the runtime.
+        let config = Config { transport: crate::config::Transport::Tcp, ..Config::default() };
+        let server = Node::start(
+            Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Staged { threads: 2 }, ..config.clone() },
+            Some(Arc::new(|request: Request| {
+                std::thread::sleep(Duration::from_millis(20)); // well past any spin
+                let reply = request.payload().to_vec();
+                request.respond(&reply);
+            })),
+        )
+        .unwrap();
+        let client = Node::start(config, None).unwrap();
+        let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+        let runtime = client.inner.runtime.clone();
+        let before = runtime.fd_sleeps.load(Ordering::Relaxed);
+        let other = {
+            let endpoint = endpoint.clone();
+            std::thread::spawn(move || endpoint.request(1, b"other").unwrap().wait().unwrap().to_vec())
+        };
+        let response = endpoint.request(1, b"mine").unwrap().wait().unwrap();
+        assert_eq!(&response[..], b"mine");
+        assert_eq!(other.join().unwrap(), b"other");
+        // (Other tests may share this runtime: the counter only grows, and the fd may be theirs now.)
+        assert!(runtime.fd_sleeps.load(Ordering::Relaxed) > before, "a waiter slept on the event fd");
+        client.close();
+        server.close();
+    }
+
+    /// A pulling handler thread sleeps on the event fd while it waits for a request, so that the
+    /// request wakes it there; an idle pull still ends at its timeout.
+    #[test]
+    fn a_puller_waits_for_requests_on_the_event_fd() {
+        use std::sync::Arc;
+        let config = Config { transport: crate::config::Transport::Tcp, shm_with_peer_errors: false, ..Config::default() };
+        let server = Arc::new(
+            Node::start(Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..config.clone() }, None)
+                .unwrap(),
+        );
+        let runtime = server.inner.runtime.clone();
+        let start = Instant::now();
+        assert!(server.next_request(Duration::from_millis(30)).is_none());
+        assert!(start.elapsed() >= Duration::from_millis(30), "an idle pull ends at its timeout");
+        let before = runtime.fd_sleeps.load(Ordering::Relaxed);
+        let puller = {
+            let server = server.clone();
+            std::thread::spawn(move || {
+                let request = server.next_request(Duration::from_secs(10)).expect("a request");
+                let reply = request.payload().to_vec();
+                request.respond(&reply);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20)); // the puller is past its spin, on the fd
+        assert!(runtime.fd_sleeps.load(Ordering::Relaxed) > before, "the idle puller sleeps on the event fd");
+        let client = Node::start(config, None).unwrap();
+        let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+        assert_eq!(&endpoint.request(2, b"pulled").unwrap().wait().unwrap()[..], b"pulled");
+        puller.join().unwrap();
+        client.close();
+        server.close();
     }
 }

@@ -137,6 +137,29 @@ pub(super) struct Runtime {
     /// deferring to helpers while this moves, instead of arming the event fd and waking on every
     /// response it is not needed for.
     pub(super) helper_sessions: AtomicU64,
+    /// Counts helpers that left without what they waited for (they park now, and depend on the
+    /// progress thread): the progress thread then serves them at once instead of waiting out the
+    /// gap between a caller's requests (see `progress_loop`).
+    pub(super) helper_give_ups: AtomicU64,
+    /// The token (`thread_token`) of the caller asleep on the worker's event fd in the progress
+    /// thread's place (`spin_then_sleep_as_helper`), 0 when none: at most one at a time.
+    pub(super) fd_sleeper: AtomicU64,
+    /// Times a caller took that place (tests, stats).
+    pub(super) fd_sleeps: AtomicU64,
+    /// Open listening nodes whose handlers do not pull requests themselves (Staged, Inline):
+    /// requests may arrive for them at any time and nobody else would take them off the wire, so
+    /// a caller leaving the event fd hands it back to the progress thread at once. (A Pull node's
+    /// next puller takes the fd again.)
+    pub(super) serving_nodes: AtomicUsize,
+}
+
+/// A number naming the calling thread, never 0 (for `Runtime::fd_sleeper`).
+pub(super) fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|t| *t)
 }
 
 // SAFETY: the worker handle and `shared` are used only under `lock` (UCX's own lock is there too:
@@ -203,6 +226,10 @@ impl Runtime {
             parked_waiters: AtomicUsize::new(0),
             helper_gate: HelperGate::default(),
             helper_sessions: AtomicU64::new(0),
+            helper_give_ups: AtomicU64::new(0),
+            fd_sleeper: AtomicU64::new(0),
+            fd_sleeps: AtomicU64::new(0),
+            serving_nodes: AtomicUsize::new(0),
         });
         if let Err(e) = runtime.create_worker() {
             runtime.stop();
@@ -341,10 +368,20 @@ impl Runtime {
         }
     }
 
-    /// Wakes the progress thread if it sleeps on the event fd. Safe at any time, also after the
-    /// runtime stopped (then it does nothing).
+    /// Wakes the progress thread if it sleeps on the event fd, or the caller sleeping there in its
+    /// place. Safe at any time, also after the runtime stopped (then it does nothing).
     pub(super) fn wake(&self) {
-        if self.sleeping.load(Ordering::SeqCst) {
+        if self.sleeping.load(Ordering::SeqCst) || self.fd_sleeper.load(Ordering::SeqCst) != 0 {
+            self.signal();
+        }
+    }
+
+    /// Wakes the caller asleep on the event fd, if there is one and it is not this thread: a
+    /// progress round on another thread may have taken the events it sleeps for (a TCP socket
+    /// read dry leaves the fd quiet), and queued work for it.
+    pub(super) fn wake_fd_sleeper_elsewhere(&self) {
+        let sleeper = self.fd_sleeper.load(Ordering::SeqCst);
+        if sleeper != 0 && sleeper != thread_token() {
             self.signal();
         }
     }
@@ -353,6 +390,9 @@ impl Runtime {
     pub(super) fn register(&self, shared: &mut Shared, node: Arc<NodeInner>) {
         self.spin_us.fetch_max(node.config.spin_us, Ordering::Relaxed);
         self.wedge_timeout_ms.fetch_max(node.config.wedge_timeout.as_millis() as u64, Ordering::Relaxed);
+        if node.serves_without_pulling() {
+            self.serving_nodes.fetch_add(1, Ordering::SeqCst);
+        }
         shared.nodes.push(node);
     }
 }

@@ -191,7 +191,10 @@ impl NodeInner {
 
     /// The handle stage's intake. One handler thread at a time spins briefly, driving progress
     /// itself, so that a request arriving now is received and handled on one thread with no
-    /// hand-off; the others (and the spinner, after WAITER_SPIN) block on the dispatch queue.
+    /// hand-off, and then sleeps on the worker's event fd in the progress thread's place
+    /// (`spin_then_sleep_as_helper`), so that the next request wakes it directly rather than through the
+    /// progress thread; the others (and that one, when the fd is taken) block on the dispatch
+    /// queue.
     pub(super) fn next_request(&self, timeout: Duration) -> Option<Request> {
         if self.closed.load(Ordering::SeqCst) {
             return None;
@@ -201,13 +204,17 @@ impl NodeInner {
         }
         if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
             let mut found = None;
-            self.runtime.spin_as_helper(WAITER_SPIN.min(timeout), &self.closed, |_| {
+            let slept = self.runtime.spin_then_sleep_as_helper(WAITER_SPIN.min(timeout), timeout, &self.closed, |_| {
                 found = self.dispatch.try_pop();
                 found.is_some()
             });
             self.puller_spinning.store(false, Ordering::SeqCst);
             if found.is_some() {
                 return found;
+            }
+            if slept.is_some() {
+                // Its time is up (or it was closed): what arrived last, if anything.
+                return self.dispatch.try_pop();
             }
         }
         self.dispatch.pop_timeout(timeout)

@@ -66,6 +66,10 @@ final class Completer implements Runnable {
     static final boolean ADAPTIVE_SPIN = Boolean.parseBoolean(System.getProperty("slipstream.fabric.adaptiveSpin", "true"));
     /** One {@code Node::help_progress} call spins at most this long before the queue is drained again. */
     private static final long HELP_PROGRESS_SPIN_US = 20;
+    /** Off ({@code -Dslipstream.fabric.awaitOnFd=false}): waiting threads spin and park as before, for A/B runs. */
+    static final boolean AWAIT_ON_FD = Boolean.parseBoolean(System.getProperty("slipstream.fabric.awaitOnFd", "true"));
+    /** Longest native sleep on the event fd per call: an interrupt or close is noticed this fast. */
+    private static final long AWAIT_SLICE_US = 20_000;
     /** Poll slice of the completer thread waiting inside a dependent action. */
     private static final long NESTED_POLL_MS = 10;
     /** Batches a helper whose future is done still drains before it leaves. */
@@ -375,8 +379,16 @@ final class Completer implements Runnable {
         // A first-level wait spins only while fewer than SPINNERS_MAX do; nested waits (inside a
         // dependent action, which may hold up completions) always help.
         boolean counted = level == 0 && Thread.currentThread() != thread;
+        // A first-level wait on a node with no listener drives progress and then sleeps on the event
+        // fd itself (awaitOnFd); without a spinner's place it goes to the fd at once.
+        boolean awaitsOnFd = level == 0 && drivesProgress && Thread.currentThread() != thread && AWAIT_ON_FD;
+        boolean mayspin = true;
         if (counted && !takeSpinnerSlot()) {
-            return;
+            if (!awaitsOnFd) {
+                return;
+            }
+            counted = false;
+            mayspin = false;
         }
         try {
             node.enter();
@@ -391,7 +403,7 @@ final class Completer implements Runnable {
         }
         Batch batch = levels[level];
         batch.busy = true;
-        long spinNanos = spinFor(level);
+        long spinNanos = mayspin ? spinFor(level) : 0;
         long start = System.nanoTime();
         try {
             // Waiting inside a dependent action: first what the interrupted batches still hold.
@@ -399,6 +411,14 @@ final class Completer implements Runnable {
                 deliverRest(levels[outer]);
             }
             FabricNative.nodeHelpCompletions(node.ptr, true);
+            if (awaitsOnFd) {
+                try {
+                    awaitOnFd(future, batch, start, timeoutNanos, spinNanos);
+                } finally {
+                    FabricNative.nodeHelpCompletions(node.ptr, false);
+                }
+                return;
+            }
             try {
                 long lastCompletion = start;
                 boolean completed = false;
@@ -451,6 +471,46 @@ final class Completer implements Runnable {
                 spinners.decrementAndGet();
             }
             node.exit();
+        }
+    }
+
+    /**
+     * A first-level wait on a node with no listener: the thread drives the fabric's progress for its
+     * spin and then sleeps on the worker's event fd in the progress thread's place
+     * ({@link FabricNative#nodeAwaitProgress}: one thread at a time, one helper session for both), so
+     * that the response wakes this thread, which receives it and completes the future itself: not
+     * the progress thread, which would wake the completer thread, which would wake this one (on two
+     * cores each of those hand-offs cost a Hadoop RPC call tens of microseconds; docs/fabric.md, "Who
+     * waits on the event fd"). Returns when the future is done, the time is up, the node closes, the
+     * thread is interrupted (the caller's {@code get} then throws), or another thread holds the fd
+     * (the caller parks, and whoever progresses completes its future). The adaptive spin learns from
+     * it as from a spin: answered within the spin, or not.
+     */
+    private void awaitOnFd(CompletableFuture<FabricBuffer> future, Batch batch, long start, long timeoutNanos, long spinNanos) {
+        boolean parks = false;
+        while (!future.isDone() && !closing && !Thread.currentThread().isInterrupted()) {
+            while (drain(batch, 0) > 0) {
+                // every completion queued so far, this future's among them if it came
+            }
+            if (future.isDone()) {
+                break;
+            }
+            long elapsed = System.nanoTime() - start;
+            if (elapsed >= timeoutNanos) {
+                break;
+            }
+            long spinUs = TimeUnit.NANOSECONDS.toMicros(Math.max(0, spinNanos - elapsed));
+            long maxUs = Math.min(TimeUnit.NANOSECONDS.toMicros(timeoutNanos - elapsed) + 1, AWAIT_SLICE_US);
+            if (FabricNative.nodeAwaitProgress(node.ptr, spinUs, maxUs) < 0) {
+                parks = true;
+                break;
+            }
+        }
+        while (drain(batch, 0) > 0) {
+            // leave nothing queued that arrived with this future's completion
+        }
+        if (spinNanos > 0) {
+            spinEnded(spinNanos, !parks && future.isDone() && System.nanoTime() - start <= spinNanos);
         }
     }
 

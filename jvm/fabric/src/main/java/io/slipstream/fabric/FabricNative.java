@@ -72,6 +72,14 @@ final class FabricNative {
     static native int nodeHelpProgress(long node, long spinUs);
 
     /**
+     * {@code Node::await_progress}: drives the node's progress on this thread for up to {@code spinUs},
+     * then sleeps on the worker's event fd in the progress thread's place until a completion is queued
+     * or {@code maxUs} (from the start) passed; returns 1 when one is queued, 0 when not, or -1 when
+     * the spin found none and another thread sleeps on the fd already.
+     */
+    static native int nodeAwaitProgress(long node, long spinUs, long maxUs);
+
+    /**
      * Drains completed asynchronous requests, at most {@code results.length} (and at most 1024) per
      * call, waiting up to {@code timeoutMs} if none is queued (0: never waits). Returns how many,
      * {@code n}; 0 on timeout, or at once when the node is closed and the queue is empty. For
