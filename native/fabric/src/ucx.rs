@@ -8,6 +8,21 @@ use ucx_sys as u;
 use crate::config::{Config, Transport};
 use crate::error::{check, Error, Result};
 
+/// The largest chunk sent on a connection that carries everything eagerly over TCP
+/// (`Transport::Tcp`, or a TCP-only peer on another host): `Config::chunk_size_bytes` if smaller.
+/// Chosen by measurement (docs/fabric.md, "The TCP path"): 256 KiB chunks cost more per byte at
+/// 1 MiB, 1 MiB chunks (2 MiB receive buffers) more at 4 MiB.
+pub(crate) const TCP_CHUNK_BYTES: usize = 512 << 10;
+
+/// UCX's TCP receive segment (`TCP_RX_SEG_SIZE`, 64 KiB in UCX 1.13): one eager chunk with its
+/// headers (the fabric's 40 bytes, UCP's and UCT's a few dozen) fits in one segment, so UCP
+/// delivers it as one fragment. With 64 KiB every larger message was cut into 64 KiB fragments,
+/// which UCP copied once more into a reassembly buffer of its own before the fabric's callback.
+/// UCX trusts its peers here: a receiver whose segment is smaller than the sender's largest
+/// fragment overruns its buffer, so every process of a cluster must run the same value (the same
+/// fabric, or the same explicit `UCX_TCP_RX_SEG_SIZE` everywhere).
+pub(crate) const TCP_RX_SEG_BYTES: usize = TCP_CHUNK_BYTES + (64 << 10);
+
 /// A UCX context. Shared (Arc) by the node and its buffer pool, so mappings outlive the worker
 /// while buffers are still held (e.g. by Java).
 pub(crate) struct Context {
@@ -52,6 +67,16 @@ impl Context {
             // (UCX falls back to TCP, 10x the latency). An explicit UCX_MM_ERROR_HANDLING wins.
             if result.is_ok() && config.transport == Transport::Auto && config.shm_with_peer_errors && std::env::var_os("UCX_MM_ERROR_HANDLING").is_none() {
                 result = modify("MM_ERROR_HANDLING", "y");
+            }
+            // Connections over TCP send everything eagerly (`connections.rs`); with UCX's 64 KiB
+            // receive segment each large message then cost one copy more than sockets (issue 11's
+            // profile: UCP's reassembly copy, 10 % of the receiver at 64 KiB). Also in Auto, for
+            // TCP-only peers on other hosts; shared memory does not read it. An explicit
+            // UCX_TCP_RX_SEG_SIZE wins.
+            if result.is_ok() && std::env::var_os("UCX_TCP_RX_SEG_SIZE").is_none() {
+                // UCX applies transport settings by their name within the transport's table, without
+                // its `TCP_` prefix (in 1.13 to 1.22 only TCP has a field of this name).
+                result = modify("RX_SEG_SIZE", &TCP_RX_SEG_BYTES.to_string());
             }
             if result.is_ok() && std::env::var_os("UCX_NET_DEVICES").is_none() {
                 result = modify("NET_DEVICES", &config.net_devices);

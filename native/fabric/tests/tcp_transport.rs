@@ -18,7 +18,8 @@ fn echo_staged_over_tcp() {
     let server = Node::start(server_config, Some(Arc::new(echo))).unwrap();
     let client = Node::start(Config { transport: Transport::Tcp, request_timeout: Duration::from_secs(20), ..Config::default() }, None).unwrap();
     let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
-    for len in [8usize, 100_000, 5 << 20] {
+    // Around the chunk a TCP connection cuts (512 KiB) and UCX's receive segment (576 KiB).
+    for len in [8usize, 100_000, 512 << 10, (512 << 10) + 1, (576 << 10) + 1, (1 << 20) + 3, 5 << 20] {
         let payload: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(3)).collect();
         let response = endpoint.request(1, &payload).unwrap().wait().unwrap();
         assert!(response[..] == payload[..], "{len} bytes over TCP corrupted");
