@@ -22,6 +22,8 @@ pub(crate) const TCP_CHUNK_BYTES: usize = 512 << 10;
 /// fragment overruns its buffer, so every process of a cluster must run the same value (the same
 /// fabric, or the same explicit `UCX_TCP_RX_SEG_SIZE` everywhere).
 pub(crate) const TCP_RX_SEG_BYTES: usize = TCP_CHUNK_BYTES + (64 << 10);
+// A chunk, the fabric's header and UCP's and UCT's headers (a few dozen bytes) fit in one segment.
+const _: () = assert!(TCP_CHUNK_BYTES + crate::wire::HEADER_LEN + 1024 <= TCP_RX_SEG_BYTES);
 
 /// A UCX context. Shared (Arc) by the node and its buffer pool, so mappings outlive the worker
 /// while buffers are still held (e.g. by Java).

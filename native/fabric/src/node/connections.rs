@@ -553,8 +553,6 @@ mod tests {
     fn connections_over_tcp_cut_chunks_that_fit_one_receive_segment() {
         assert_eq!(tcp_chunk_bytes(1 << 20), ucx::TCP_CHUNK_BYTES, "the default chunk is cut down");
         assert_eq!(tcp_chunk_bytes(4096), 4096, "a smaller configured chunk stays");
-        // A chunk, the fabric's header and UCP's and UCT's headers fit in one segment.
-        assert!(ucx::TCP_CHUNK_BYTES + crate::wire::HEADER_LEN + 1024 <= ucx::TCP_RX_SEG_BYTES);
     }
 
     #[test]
