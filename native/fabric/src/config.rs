@@ -36,7 +36,8 @@ settings! {
         /// Transports UCX may use: `auto` (UCX picks: shared memory on one host, verbs on RDMA
         /// clusters, TCP otherwise; `UCX_TLS` respected) or `tcp` (TCP only).
         pub transport: Transport = Transport::Auto,
-        /// Payloads above this travel as several chunks that may complete out of order.
+        /// Payloads above this travel as several chunks that may complete out of order. Connections
+        /// that send eagerly over TCP cut at most 512 KiB (one UCX receive segment, docs/fabric.md).
         pub chunk_size_bytes: usize = 1 << 20,
         /// Hard cap on registered (UCX-mapped) buffer memory of this node.
         pub pool_cap_bytes: usize = 256 << 20,

@@ -8,6 +8,23 @@ use ucx_sys as u;
 use crate::config::{Config, Transport};
 use crate::error::{check, Error, Result};
 
+/// The largest chunk sent on a connection that carries everything eagerly over TCP
+/// (`Transport::Tcp`, or a TCP-only peer on another host): `Config::chunk_size_bytes` if smaller.
+/// Chosen by measurement (docs/fabric.md, "The TCP path"): 256 KiB chunks cost more per byte at
+/// 1 MiB, 1 MiB chunks (2 MiB receive buffers) more at 4 MiB.
+pub(crate) const TCP_CHUNK_BYTES: usize = 512 << 10;
+
+/// UCX's TCP receive segment (`TCP_RX_SEG_SIZE`, 64 KiB in UCX 1.13): one eager chunk with its
+/// headers (the fabric's 40 bytes, UCP's and UCT's a few dozen) fits in one segment, so UCP
+/// delivers it as one fragment. With 64 KiB every larger message was cut into 64 KiB fragments,
+/// which UCP copied once more into a reassembly buffer of its own before the fabric's callback.
+/// UCX trusts its peers here: a receiver whose segment is smaller than the sender's largest
+/// fragment overruns its buffer, so every process of a cluster must run the same value (the same
+/// fabric, or the same explicit `UCX_TCP_RX_SEG_SIZE` everywhere).
+pub(crate) const TCP_RX_SEG_BYTES: usize = TCP_CHUNK_BYTES + (64 << 10);
+// A chunk, the fabric's header and UCP's and UCT's headers (a few dozen bytes) fit in one segment.
+const _: () = assert!(TCP_CHUNK_BYTES + crate::wire::HEADER_LEN + 1024 <= TCP_RX_SEG_BYTES);
+
 /// A UCX context. Shared (Arc) by the node and its buffer pool, so mappings outlive the worker
 /// while buffers are still held (e.g. by Java).
 pub(crate) struct Context {
@@ -44,33 +61,8 @@ impl Context {
                 let value = CString::new(value).unwrap();
                 check("ucp_config_modify", u::ucp_config_modify(ucp_config, key.as_ptr(), value.as_ptr()))
             };
-            let mut result = Ok(());
-            if config.transport == Transport::Tcp {
-                result = modify("TLS", "tcp");
-            }
-            // Peer error handling would otherwise disable shared memory between processes
-            // (UCX falls back to TCP, 10x the latency). An explicit UCX_MM_ERROR_HANDLING wins.
-            if result.is_ok() && config.transport == Transport::Auto && config.shm_with_peer_errors && std::env::var_os("UCX_MM_ERROR_HANDLING").is_none() {
-                result = modify("MM_ERROR_HANDLING", "y");
-            }
-            if result.is_ok() && std::env::var_os("UCX_NET_DEVICES").is_none() {
-                result = modify("NET_DEVICES", &config.net_devices);
-            }
-            // With peer error handling UCX offers shared memory no bulk (`rma_bw`) lane, so without
-            // RDMA every same-host endpoint got a TCP lane for rendezvous alone, and a TCP lane keeps
-            // UCX's TCP interface polled, one `epoll_wait` per `ucp_worker_progress`, even between
-            // two same-host peers (issue 11's profile: about 30 % of the samples at 16 KiB). The
-            // lane carries nothing the fabric needs: peers on other hosts reached over TCP are sent
-            // eagerly (`connections.rs`), and large same-host messages take the pull path. So
-            // without an RDMA device in reach, rendezvous gets no lanes (UCX then runs it over
-            // active messages); with one, verbs keep zero-copy rendezvous. An explicit
-            // UCX_MAX_RNDV_LANES wins.
-            if result.is_ok() && config.transport == Transport::Auto && std::env::var_os("UCX_MAX_RNDV_LANES").is_none() {
-                let net_devices = std::env::var("UCX_NET_DEVICES").unwrap_or_else(|_| config.net_devices.clone());
-                if !rdma_in_reach(&rdma_devices(), &net_devices) {
-                    result = modify("MAX_RNDV_LANES", "0");
-                }
-            }
+            let settings = context_settings(config, |name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()), &rdma_devices());
+            let result = settings.iter().try_for_each(|(key, value)| modify(key, value));
             if let Err(e) = result {
                 u::ucp_config_release(ucp_config);
                 return Err(e);
@@ -143,6 +135,48 @@ pub(crate) fn sockaddr(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, 
     }
 }
 
+/// What the fabric sets on its UCX context for `config`, in order, as `ucp_config_modify` keys.
+/// A setting whose `UCX_` variable the user set (`env`) is left to the user. Pure, so that the
+/// rules (and the key names UCX expects) are tested without a context.
+fn context_settings(config: &Config, env: impl Fn(&str) -> Option<String>, rdma_devices: &[String]) -> Vec<(&'static str, String)> {
+    let mut settings = Vec::new();
+    if config.transport == Transport::Tcp {
+        settings.push(("TLS", "tcp".to_string()));
+    }
+    // Peer error handling would otherwise disable shared memory between processes
+    // (UCX falls back to TCP, 10x the latency).
+    if config.transport == Transport::Auto && config.shm_with_peer_errors && env("UCX_MM_ERROR_HANDLING").is_none() {
+        settings.push(("MM_ERROR_HANDLING", "y".to_string()));
+    }
+    // Connections over TCP send everything eagerly (`connections.rs`); with UCX's 64 KiB receive
+    // segment each larger message cost one copy more than sockets (issue 11's profile: UCP's
+    // reassembly copy, 10 % of the receiver at 64 KiB). Also in Auto, for TCP-only peers on other
+    // hosts; shared memory does not read it. UCX applies a transport's setting given here by its
+    // name inside the transport's table, without the `TCP_` prefix (`TCP_RX_SEG_SIZE` is silently
+    // kept unused); in UCX 1.13 to 1.22 only TCP has a field of this name.
+    if env("UCX_TCP_RX_SEG_SIZE").is_none() {
+        settings.push(("RX_SEG_SIZE", TCP_RX_SEG_BYTES.to_string()));
+    }
+    if env("UCX_NET_DEVICES").is_none() {
+        settings.push(("NET_DEVICES", config.net_devices.clone()));
+    }
+    // With peer error handling UCX offers shared memory no bulk (`rma_bw`) lane, so without
+    // RDMA every same-host endpoint got a TCP lane for rendezvous alone, and a TCP lane keeps
+    // UCX's TCP interface polled, one `epoll_wait` per `ucp_worker_progress`, even between
+    // two same-host peers (issue 11's profile: about 30 % of the samples at 16 KiB). The
+    // lane carries nothing the fabric needs: peers on other hosts reached over TCP are sent
+    // eagerly (`connections.rs`), and large same-host messages take the pull path. So
+    // without an RDMA device in reach, rendezvous gets no lanes (UCX then runs it over
+    // active messages); with one, verbs keep zero-copy rendezvous.
+    if config.transport == Transport::Auto && env("UCX_MAX_RNDV_LANES").is_none() {
+        let net_devices = env("UCX_NET_DEVICES").unwrap_or_else(|| config.net_devices.clone());
+        if !rdma_in_reach(rdma_devices, &net_devices) {
+            settings.push(("MAX_RNDV_LANES", "0".to_string()));
+        }
+    }
+    settings
+}
+
 /// This host's RDMA devices (verbs: InfiniBand, RoCE, iWARP), as the kernel lists them.
 fn rdma_devices() -> Vec<String> {
     std::fs::read_dir("/sys/class/infiniband")
@@ -212,7 +246,42 @@ pub(crate) fn is_local_address(ip: std::net::IpAddr) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::rdma_in_reach;
+    use super::{context_settings, rdma_in_reach, TCP_RX_SEG_BYTES};
+    use crate::config::{Config, Transport};
+
+    fn keys(settings: &[(&'static str, String)]) -> Vec<&'static str> {
+        settings.iter().map(|(key, _)| *key).collect()
+    }
+
+    #[test]
+    fn the_context_gets_the_tcp_receive_segment_on_both_transports_under_the_name_ucx_applies() {
+        let no_env = |_: &str| None;
+        let tcp = context_settings(&Config { transport: Transport::Tcp, ..Config::default() }, no_env, &[]);
+        assert_eq!(keys(&tcp), ["TLS", "RX_SEG_SIZE", "NET_DEVICES"]);
+        assert!(tcp.contains(&("RX_SEG_SIZE", TCP_RX_SEG_BYTES.to_string())), "{tcp:?}");
+        let auto = context_settings(&Config::default(), no_env, &[]);
+        assert_eq!(keys(&auto), ["MM_ERROR_HANDLING", "RX_SEG_SIZE", "NET_DEVICES", "MAX_RNDV_LANES"]);
+        assert!(!keys(&auto).contains(&"TCP_RX_SEG_SIZE"), "UCX keeps a prefixed transport key unused");
+    }
+
+    #[test]
+    fn a_ucx_variable_the_user_set_is_never_overridden() {
+        let user = |name: &str| matches!(name, "UCX_TCP_RX_SEG_SIZE" | "UCX_NET_DEVICES" | "UCX_MM_ERROR_HANDLING" | "UCX_MAX_RNDV_LANES").then(|| "set".to_string());
+        assert!(context_settings(&Config::default(), user, &[]).is_empty());
+        assert_eq!(keys(&context_settings(&Config { transport: Transport::Tcp, ..Config::default() }, user, &[])), ["TLS"]);
+        let segment_only = |name: &str| (name == "UCX_TCP_RX_SEG_SIZE").then(|| "64K".to_string());
+        assert!(!keys(&context_settings(&Config::default(), segment_only, &[])).contains(&"RX_SEG_SIZE"));
+    }
+
+    #[test]
+    fn rendezvous_keeps_its_lanes_when_the_users_devices_include_rdma() {
+        let mlx = vec!["mlx5_0".to_string()];
+        let no_env = |_: &str| None;
+        assert!(!keys(&context_settings(&Config { net_devices: "mlx5_0:1".into(), ..Config::default() }, no_env, &mlx)).contains(&"MAX_RNDV_LANES"));
+        let user_devices = |name: &str| (name == "UCX_NET_DEVICES").then(|| "all".to_string());
+        assert!(!keys(&context_settings(&Config::default(), user_devices, &mlx)).contains(&"MAX_RNDV_LANES"));
+        assert!(keys(&context_settings(&Config::default(), no_env, &mlx)).contains(&"MAX_RNDV_LANES"), "the default devices are loopback");
+    }
 
     #[test]
     fn rdma_is_in_reach_only_when_a_device_exists_and_the_device_list_takes_it() {

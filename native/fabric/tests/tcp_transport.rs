@@ -18,9 +18,40 @@ fn echo_staged_over_tcp() {
     let server = Node::start(server_config, Some(Arc::new(echo))).unwrap();
     let client = Node::start(Config { transport: Transport::Tcp, request_timeout: Duration::from_secs(20), ..Config::default() }, None).unwrap();
     let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
-    for len in [8usize, 100_000, 5 << 20] {
+    // Around the chunk a TCP connection cuts (512 KiB) and UCX's receive segment (576 KiB).
+    for len in [8usize, 100_000, 512 << 10, (512 << 10) + 1, (576 << 10) + 1, (1 << 20) + 3, 5 << 20] {
         let payload: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(3)).collect();
         let response = endpoint.request(1, &payload).unwrap().wait().unwrap();
         assert!(response[..] == payload[..], "{len} bytes over TCP corrupted");
     }
+}
+
+const PEER: &str = env!("CARGO_BIN_EXE_fabric-peer");
+
+/// What UCX and the peer print (UCX at debug level) while a `fabric-peer` over TCP starts and stops, with `env` added.
+fn ucx_debug_log_of_a_tcp_peer(env: &[(&str, &str)]) -> String {
+    let output = std::process::Command::new(PEER)
+        .args(["--listen", "127.0.0.1:0", "--transport", "tcp"])
+        .env("UCX_LOG_LEVEL", "debug")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null()) // the peer serves until stdin closes: start, then stop
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "fabric-peer failed: {}", String::from_utf8_lossy(&output.stderr));
+    // UCX logs to stdout unless told otherwise; the peer's own lines go there too.
+    let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(log.contains("LISTENING"), "{log}");
+    log
+}
+
+/// The receive segment the fabric sets on its context (576 KiB, `ucx::TCP_RX_SEG_BYTES`) reaches
+/// UCX's TCP transport, which logs each transport setting it applies. Given under the name
+/// `TCP_RX_SEG_SIZE`, UCX kept it unused without an error, and every message above 64 KiB still
+/// travelled in 64 KiB fragments. A segment the user set wins.
+#[test]
+fn the_tcp_receive_segment_reaches_ucx_unless_the_user_set_one() {
+    let log = ucx_debug_log_of_a_tcp_peer(&[]);
+    assert!(log.contains("apply UCT configuration RX_SEG_SIZE=589824"), "UCX did not apply the segment:\n{log}");
+    let log = ucx_debug_log_of_a_tcp_peer(&[("UCX_TCP_RX_SEG_SIZE", "64K")]);
+    assert!(!log.contains("apply UCT configuration RX_SEG_SIZE"), "the user's UCX_TCP_RX_SEG_SIZE was overridden:\n{log}");
 }

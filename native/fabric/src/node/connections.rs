@@ -51,6 +51,16 @@ pub(super) struct Conn {
     pub(super) backlog: VecDeque<(Header, Payload, Option<u64>)>,
     /// Extra `ucp_am_send_nbx` flags for this connection (`UCP_AM_SEND_FLAG_EAGER` for same-host peers).
     pub(super) send_flags: u32,
+    /// Payloads above this are cut into chunks: `Config::chunk_size_bytes`, or at most
+    /// `ucx::TCP_CHUNK_BYTES` on connections that send eagerly over TCP (`tcp_chunk_bytes`).
+    pub(super) chunk_bytes: usize,
+}
+
+/// The chunk size of a connection that sends everything eagerly over TCP: each chunk then fits
+/// one UCX receive segment (`ucx::TCP_RX_SEG_BYTES`) and reaches the fabric's callback without
+/// UCP's reassembly copy.
+pub(super) fn tcp_chunk_bytes(chunk_size_bytes: usize) -> usize {
+    chunk_size_bytes.min(ucx::TCP_CHUNK_BYTES)
 }
 
 impl Conn {
@@ -121,6 +131,10 @@ impl NodeInner {
             crate::config::Transport::Auto => same_host && self.config.same_host_eager,
         };
         let send_flags = if eager { u::UCP_AM_SEND_FLAG_EAGER } else { 0 };
+        let chunk_bytes = match self.config.transport {
+            crate::config::Transport::Tcp => tcp_chunk_bytes(self.config.chunk_size_bytes),
+            crate::config::Transport::Auto => self.config.chunk_size_bytes,
+        };
         let conn_id = state.next_conn_id;
         state.next_conn_id += 1;
         state.conns.insert(
@@ -138,6 +152,7 @@ impl NodeInner {
                 close_after_wireup: None,
                 backlog: VecDeque::new(),
                 send_flags,
+                chunk_bytes,
             },
         );
         // SAFETY: under the runtime's lock (the caller holds `state`).
@@ -194,6 +209,7 @@ impl NodeInner {
             }
             if conn.send_flags == 0 && !same_host && rendezvous_is_emulated(&lanes) {
                 conn.send_flags = u::UCP_AM_SEND_FLAG_EAGER;
+                conn.chunk_bytes = tcp_chunk_bytes(self.config.chunk_size_bytes);
                 log_debug!("connection {conn_id} to {}: TCP only, sending eagerly", conn.peer_name);
             }
         }
@@ -529,7 +545,14 @@ mod tests {
             close_after_wireup: None,
             backlog: VecDeque::new(),
             send_flags: 0,
+            chunk_bytes: 1 << 20,
         }
+    }
+
+    #[test]
+    fn connections_over_tcp_cut_chunks_that_fit_one_receive_segment() {
+        assert_eq!(tcp_chunk_bytes(1 << 20), ucx::TCP_CHUNK_BYTES, "the default chunk is cut down");
+        assert_eq!(tcp_chunk_bytes(4096), 4096, "a smaller configured chunk stays");
     }
 
     #[test]

@@ -91,12 +91,13 @@ impl NodeInner {
         }
         let ep = conn.ep;
         let send_flags = conn.send_flags;
+        let chunk_bytes = conn.chunk_bytes;
         let payload = match self.send_by_pull(state, conn_id, &header, payload, request_id) {
             Ok(()) => return,
             Err(payload) => payload,
         };
         let total_len = payload.bytes().0.len();
-        let (chunk_count, chunk_size) = wire::chunking(total_len, self.config.chunk_size_bytes);
+        let (chunk_count, chunk_size) = wire::chunking(total_len, chunk_bytes);
         header.total_len = total_len as u64;
         header.chunk_count = chunk_count;
         let payload = if chunk_count > 1 {
