@@ -118,6 +118,10 @@ pub struct Stats {
     /// Connections to peers on this host that UCX gave a TCP lane (none without RDMA: `ucx.rs`);
     /// such a lane costs every progress call a poll of UCX's TCP interface.
     pub same_host_connections_with_tcp: u64,
+    /// Times a thread slept on the worker's event fd in the progress thread's place (a waiter past
+    /// its spin, a pulling handler thread: docs/fabric.md, "Who waits on the event fd"). Counted
+    /// per runtime, i.e. for every node of the process with the same transport settings.
+    pub event_fd_sleeps: u64,
 }
 
 #[derive(Default)]
@@ -415,6 +419,7 @@ impl Node {
             same_host_pulls_failed: c.same_host_pulls_failed.load(Ordering::Relaxed),
             same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
             same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
+            event_fd_sleeps: self.inner.runtime.fd_sleeps.load(Ordering::Relaxed),
         }
     }
 
