@@ -22,6 +22,8 @@ final class Fixtures {
     static final int OP_THROW = 3;
     /** Responds with the request's op and length as two big-endian ints, copied from a heap array. */
     static final int OP_DESCRIBE = 4;
+    /** Echo after 2 ms: an answer well past any waiting thread's spin. */
+    static final int OP_SLOW_ECHO = 5;
 
     private Fixtures() {
     }
@@ -49,6 +51,14 @@ final class Fixtures {
             case OP_DESCRIBE -> {
                 byte[] answer = ByteBuffer.allocate(8).putInt(request.op()).putInt(request.payload().length()).array();
                 request.respond(answer);
+            }
+            case OP_SLOW_ECHO -> {
+                try {
+                    Thread.sleep(2);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                request.respond(request.payload());
             }
             default -> request.fail("unknown op " + request.op());
         }

@@ -262,21 +262,4 @@ class HelpingTest {
             endpoint.requestAsync(OP_ECHO, ByteBuffer.allocate(8)).get(30, TimeUnit.SECONDS).close();
         }
     }
-
-    @Test
-    void aWaitPastItsSpinIsCompletedOnTheWaitingThread() throws Exception {
-        // Answered after 1 ms, well past the spin: the waiting thread sleeps on the event fd, the
-        // response wakes it, and it completes its future itself, so the dependent action runs here,
-        // not on the completer thread (which is how it went when the waiter parked).
-        FabricEndpoint endpoint = client.endpoint(server.localAddress());
-        for (int i = 0; i < 5; i++) {
-            CompletableFuture<FabricBuffer> future = endpoint.requestAsync(OP_SLOW, ByteBuffer.allocate(8));
-            CompletableFuture<Thread> completedOn = future.thenApply(response -> {
-                response.close();
-                return Thread.currentThread();
-            });
-            future.get(30, TimeUnit.SECONDS);
-            assertEquals(Thread.currentThread(), completedOn.get(30, TimeUnit.SECONDS), "wait " + i);
-        }
-    }
 }

@@ -55,6 +55,36 @@ class SeparateJvmTest {
         }
     }
 
+    @Test
+    void aWaitPastItsSpinIsCompletedOnTheWaitingThread() throws Exception {
+        // Answered after 2 ms, well past the spin: the waiting thread sleeps on the event fd, the
+        // response wakes it, and it completes its future itself, so the dependent action runs here,
+        // not on the completer thread (which is how it went when the waiter parked; with
+        // -Dslipstream.fabric.awaitOnFd=false this fails). The server is in another JVM: a server in
+        // this process would hold the fd with its idle puller (docs/fabric.md, "Who waits on the
+        // event fd").
+        Process child = Fixtures.startJvm(EchoServerMain.class, List.of(), Map.of());
+        try (FabricNode client = Fixtures.clientConfig().start()) {
+            String line = readListening(new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8)));
+            assertNotNull(line, "the child printed no LISTENING line");
+            FabricEndpoint endpoint = client.endpoint(new InetSocketAddress("127.0.0.1",
+                    Integer.parseInt(line.substring("LISTENING ".length()).trim())));
+            for (int i = 0; i < 5; i++) {
+                java.util.concurrent.CompletableFuture<FabricBuffer> future =
+                        endpoint.requestAsync(Fixtures.OP_SLOW_ECHO, new byte[] {(byte) i});
+                java.util.concurrent.CompletableFuture<Thread> completedOn = future.thenApply(response -> {
+                    response.close();
+                    return Thread.currentThread();
+                });
+                future.get(30, TimeUnit.SECONDS);
+                assertEquals(Thread.currentThread(), completedOn.get(30, TimeUnit.SECONDS), "wait " + i);
+            }
+        } finally {
+            child.destroyForcibly();
+            child.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+
     private static String readListening(BufferedReader out) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         String line;
