@@ -62,7 +62,19 @@ impl Context {
                 check("ucp_config_modify", u::ucp_config_modify(ucp_config, key.as_ptr(), value.as_ptr()))
             };
             let settings = context_settings(config, |name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()), &rdma_devices());
-            let result = settings.iter().try_for_each(|(key, value)| modify(key, value));
+            let result = settings.iter().try_for_each(|(key, value)| match (*key, modify(key, value)) {
+                // UCX 1.13 takes TCP's receive segment only by its name inside the transport's
+                // table (the prefixed name is kept unused); UCX 1.22 refuses that name ("Invalid
+                // parameter") and takes the prefixed one. Without either, UCX's default segment
+                // stays: larger eager chunks then travel as several fragments (slower, not wrong).
+                ("RX_SEG_SIZE", Err(_)) => {
+                    if let Err(e) = modify("TCP_RX_SEG_SIZE", value) {
+                        crate::log::log_warn!("UCX takes no TCP receive segment setting ({e}): large messages over TCP cost a copy more");
+                    }
+                    Ok(())
+                }
+                (_, result) => result,
+            });
             if let Err(e) = result {
                 u::ucp_config_release(ucp_config);
                 return Err(e);
@@ -153,7 +165,8 @@ fn context_settings(config: &Config, env: impl Fn(&str) -> Option<String>, rdma_
     // reassembly copy, 10 % of the receiver at 64 KiB). Also in Auto, for TCP-only peers on other
     // hosts; shared memory does not read it. UCX applies a transport's setting given here by its
     // name inside the transport's table, without the `TCP_` prefix (`TCP_RX_SEG_SIZE` is silently
-    // kept unused); in UCX 1.13 to 1.22 only TCP has a field of this name.
+    // kept unused); in UCX 1.13 only TCP has a field of this name. UCX 1.22 refuses that name and
+    // takes `TCP_RX_SEG_SIZE` instead (`Context::new` tries it next).
     if env("UCX_TCP_RX_SEG_SIZE").is_none() {
         settings.push(("RX_SEG_SIZE", TCP_RX_SEG_BYTES.to_string()));
     }
