@@ -75,6 +75,16 @@ impl HelperGate {
     }
 }
 
+/// What arming the worker's event fd came to.
+enum Arm {
+    /// Armed: sleep on the fd.
+    Armed,
+    /// Events are waiting, or the fd was signalled: progress again.
+    Busy,
+    /// A node has work to do before anyone may sleep: progress again.
+    WorkQueued,
+}
+
 /// What one progress round did.
 pub(super) struct Round {
     /// How much happened (0 = idle; at least 1 while UCX operations are in flight).
@@ -330,34 +340,52 @@ impl Runtime {
                     return (false, true); // renewing the worker failed (`wedge.rs`): park instead
                 }
                 // SAFETY: under the lock (`guard`); each node's state likewise.
-                let nodes = &unsafe { self.shared() }.nodes;
-                // SAFETY: as above.
-                let pending_work = nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
-                // SAFETY: as above.
-                others_pending = nodes.iter().any(|n| !unsafe { n.state() }.pending.is_empty());
-                if events > 0 || pending_work {
+                others_pending = unsafe { self.shared() }.nodes.iter().any(|n| !unsafe { n.state() }.pending.is_empty());
+                if events > 0 {
                     false
                 } else {
-                    // SAFETY: under the lock; the worker is live (checked above).
-                    let status = unsafe { u::ucp_worker_arm(self.worker()) };
-                    // Busy: events, or a signal (`wake`, or another thread's round that may have
-                    // done what this caller waits for): `done` is asked again with an event.
-                    if status == u::UCS_ERR_BUSY {
-                        events = 1;
+                    match self.arm_unless_work(&guard) {
+                        Arm::Armed => true,
+                        // Events, or a signal (`wake`, or another thread's round that may have done
+                        // what this caller waits for): `done` is asked again with an event.
+                        Arm::Busy => {
+                            events = 1;
+                            false
+                        }
+                        Arm::WorkQueued => false,
                     }
-                    status == u::UCS_OK
                 }
             };
             if !armed {
                 continue; // events to look at, or to progress again before the fd can be armed
             }
             let wait_ms = deadline.saturating_duration_since(now).as_micros().div_ceil(1000).clamp(1, SLEEP_MAX_MS as u128) as i32;
-            let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd. The fd is the live worker's (read after the check under the
-            // lock); if the worker is renewed or destroyed meanwhile, the poll holds its own
-            // reference to the file and returns at its timeout at the latest.
-            unsafe { libc::poll(&mut pollfd, 1, wait_ms) };
+            self.poll_event_fd(wait_ms);
         }
+    }
+
+    /// Arms the worker's event fd unless a node has work to do first (the caller holds the lock,
+    /// `_guard`, and the worker is live).
+    fn arm_unless_work(&self, _guard: &MutexGuard<'_, ()>) -> Arm {
+        // SAFETY: under the lock (`_guard`); each node's state likewise.
+        if unsafe { self.shared() }.nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() })) {
+            return Arm::WorkQueued;
+        }
+        // SAFETY: under the lock; the caller checked the worker is live.
+        match unsafe { u::ucp_worker_arm(self.worker()) } {
+            u::UCS_OK => Arm::Armed,
+            _ => Arm::Busy,
+        }
+    }
+
+    /// Sleeps on the worker's event fd (armed by `arm_unless_work`) for at most `wait_ms`.
+    fn poll_event_fd(&self, wait_ms: i32) {
+        let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd. The fd is the live worker's (read after the arm under the lock);
+        // if the worker is renewed or destroyed meanwhile, the poll holds its own reference to the
+        // file and returns at its timeout at the latest (`stop` also joins the progress thread
+        // before it destroys the worker).
+        unsafe { libc::poll(&mut pollfd, 1, wait_ms) };
     }
 
     pub(super) fn progress_loop(self: Arc<Self>) {
@@ -426,17 +454,11 @@ impl Runtime {
         }
         self.sleeping.store(true, Ordering::SeqCst);
         let armed = {
-            let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: under the lock (`_guard`); each node's state likewise.
-            let pending_work = unsafe { self.shared() }.nodes.iter().any(|n| n.has_deferred_work(unsafe { n.state() }));
-            // SAFETY: under the lock.
-            !pending_work && !self.worker().is_null() && unsafe { u::ucp_worker_arm(self.worker()) } == u::UCS_OK
+            let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            !self.worker().is_null() && matches!(self.arm_unless_work(&guard), Arm::Armed)
         };
         if armed && !self.stopped.load(Ordering::SeqCst) {
-            let mut pollfd = libc::pollfd { fd: self.efd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd; the event fd lives as long as the worker, which `stop`
-            // destroys only after joining this thread.
-            unsafe { libc::poll(&mut pollfd, 1, SLEEP_MAX_MS) };
+            self.poll_event_fd(SLEEP_MAX_MS);
         }
         self.sleeping.store(false, Ordering::SeqCst);
     }
