@@ -1,7 +1,7 @@
 //! The connection cache: one UCX endpoint per peer, shared by every caller of the node; endpoints
 //! accepted by the listener; wire-up (messages wait in a backlog until the endpoint's first flush
-//! completes); idle close; failure (requests in flight fail, the endpoint is force-closed, the
-//! next request reconnects).
+//! completes; a reset handshake is made again, bounded); idle close; failure (requests in flight
+//! fail, the endpoint is force-closed, the next request reconnects).
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::net::SocketAddr;
@@ -23,6 +23,19 @@ use super::{NodeInner, NodeState};
 
 /// How long an endpoint closed by `close_after_answer` stays open after the answer (ms).
 const CLOSE_LINGER_MS: u64 = 1000;
+
+/// Times an outgoing connection whose handshake was reset is made again before its requests fail.
+/// UCX's sockaddr connection manager does not retry a reset handshake (openucx/ucx#4346), and one
+/// was seen on loopback under load (CI, a MapReduce fetch). Bounded: a peer that resets every
+/// handshake fails its requests after `HANDSHAKE_RETRIES + 1` attempts, within milliseconds.
+pub(super) const HANDSHAKE_RETRIES: u32 = 2;
+
+/// An outgoing connection to make again: what waited for the reset one moves to it.
+pub(super) struct Reconnect {
+    peer: SocketAddr,
+    backlog: VecDeque<(Header, Payload, Option<u64>)>,
+    request_ids: Vec<u64>,
+}
 
 pub(super) struct Conn {
     pub(super) ep: u::ucp_ep_h,
@@ -186,11 +199,17 @@ impl NodeInner {
     /// The endpoint's transports are wired up: send what waited.
     fn on_conn_ready(&self, state: &mut NodeState, conn_id: u64, result: Result<()>) {
         if let Err(e) = result {
-            self.fail_conn(state, conn_id, &e.to_string());
+            let reset = matches!(e, Error::Ucx { status, .. } if status == u::UCS_ERR_CONNECTION_RESET as i32);
+            if !(reset && self.retry_handshake(state, conn_id)) {
+                self.fail_conn(state, conn_id, &e.to_string());
+            }
             return;
         }
         let Some(conn) = state.conns.get_mut(&conn_id) else { return };
         conn.ready = true;
+        if let Some(peer) = conn.outgoing_peer {
+            state.handshake_resets.remove(&peer);
+        }
         // A peer on another host reached over TCP only (no RDMA): UCX emulates rendezvous in
         // software there, one fragment per round of the peer's progress (22 to 64 MB/s from 64 KiB
         // to 1 MiB across a veth pair, against 1.1 to 1.4 GB/s eagerly: `ohb fabric bw --hosts
@@ -232,6 +251,74 @@ impl NodeInner {
         }
     }
 
+    /// An outgoing connection reset before its handshake completed: unless its retries are spent,
+    /// nothing waits for it or the node is closing, it leaves the cache without failing its requests (nothing of theirs was
+    /// sent: they wait in the backlog until the handshake completes), its endpoint is closed, and
+    /// `reconnect` makes it again after this progress call (or moves its requests to a connection
+    /// to the same peer made meanwhile). True if so.
+    fn retry_handshake(&self, state: &mut NodeState, conn_id: u64) -> bool {
+        let Some(conn) = state.conns.get_mut(&conn_id) else { return false };
+        let Some(peer) = conn.outgoing_peer else { return false };
+        // A connection nothing waits for (an `Endpoint`'s early connect) just fails: the next
+        // request connects afresh.
+        if conn.failed || conn.ready || conn.backlog.is_empty() || self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        // Counted by peer, not by connection: a request may open a new connection to the peer
+        // while a retry waits, and both count against the same bound.
+        let resets = state.handshake_resets.entry(peer).or_insert(0);
+        if *resets >= HANDSHAKE_RETRIES {
+            state.handshake_resets.remove(&peer); // the next request starts afresh
+            return false;
+        }
+        *resets += 1;
+        let attempt = *resets;
+        conn.failed = true;
+        let backlog = std::mem::take(&mut conn.backlog);
+        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.counters.handshakes_retried.fetch_add(1, Ordering::Relaxed);
+        if state.by_peer.get(&peer) == Some(&conn_id) {
+            state.by_peer.remove(&peer);
+        }
+        let request_ids = state.pending.ids_on_conn(conn_id);
+        state.partials.drop_conn(conn_id);
+        state.same_host.drop_conn(conn_id);
+        state.to_close.push((conn_id, true));
+        log_warn!("the handshake with {peer} was reset; connecting again (retry {attempt} of {HANDSHAKE_RETRIES})");
+        state.to_reconnect.push(Reconnect { peer, backlog, request_ids });
+        true
+    }
+
+    /// Makes a connection of `retry_handshake` again and moves its requests to it; they fail if
+    /// that cannot start. Requests that ended meanwhile (timed out, node closing) are not sent.
+    pub(super) fn reconnect(&self, state: &mut NodeState, reconnect: Reconnect) {
+        let Reconnect { peer, backlog, request_ids } = reconnect;
+        if self.closed.load(Ordering::SeqCst) {
+            return; // `close` failed its requests
+        }
+        let request_ids: Vec<u64> = request_ids.into_iter().filter(|&id| state.pending.contains(id)).collect();
+        let conn_id = match self.connection_to(state, peer) {
+            Ok(conn_id) => conn_id,
+            Err(e) => {
+                for request_id in request_ids {
+                    self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.to_string(), reason: e.to_string() }));
+                }
+                return;
+            }
+        };
+        for &request_id in &request_ids {
+            state.pending.move_to_conn(request_id, conn_id);
+        }
+        if let Some(conn) = state.conns.get_mut(&conn_id) {
+            conn.requests_in_flight += request_ids.len();
+        }
+        for (header, payload, request_id) in backlog {
+            if request_id.is_none_or(|id| state.pending.contains(id)) {
+                self.send_message(state, conn_id, header, payload, request_id);
+            }
+        }
+    }
+
     /// Marks a connection failed, fails its requests in flight and schedules its endpoint's close.
     pub(super) fn fail_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) {
         if !self.shut_conn(state, conn_id, reason) {
@@ -258,6 +345,9 @@ impl NodeInner {
         if let Some(addr) = conn.outgoing_peer {
             if state.by_peer.get(&addr) == Some(&conn_id) {
                 state.by_peer.remove(&addr);
+            }
+            if !conn.ready {
+                state.handshake_resets.remove(&addr); // failed otherwise than by a reset
             }
         }
         for request_id in state.pending.ids_on_conn(conn_id) {
@@ -485,6 +575,9 @@ unsafe extern "C" fn ep_error_callback(arg: *mut c_void, ep: u::ucp_ep_h, status
     let node = &*node;
     let state = node.state();
     let reason = u::status_string(status);
+    if status == u::UCS_ERR_CONNECTION_RESET && node.retry_handshake(state, conn_id) {
+        return;
+    }
     // A peer that closes cleanly shows up here as "connection reset": a normal disconnect.
     if status == u::UCS_ERR_CONNECTION_RESET {
         log_debug!("connection {conn_id} closed by peer");

@@ -122,6 +122,8 @@ pub struct Stats {
     /// its spin, a pulling handler thread: docs/fabric.md, "Who waits on the event fd"). Counted
     /// per runtime, i.e. for every node of the process with the same transport settings.
     pub event_fd_sleeps: u64,
+    /// Outgoing connections made again after their handshake was reset (`HANDSHAKE_RETRIES`).
+    pub handshakes_retried: u64,
 }
 
 #[derive(Default)]
@@ -138,6 +140,7 @@ struct Counters {
     same_host_pulls_failed: AtomicU64,
     same_host_pull_refused: AtomicU64,
     same_host_connections_with_tcp: AtomicU64,
+    handshakes_retried: AtomicU64,
 }
 
 /// Everything of the node that only the holder of its runtime's lock may touch.
@@ -158,6 +161,12 @@ struct NodeState {
     inline_ready: VecDeque<Request>,
     /// Connections to close once the current progress call returns.
     to_close: Vec<(u64, bool)>,
+    /// Outgoing connections to make again once the current progress call returns (a reset
+    /// handshake: `connections::HANDSHAKE_RETRIES`).
+    to_reconnect: Vec<connections::Reconnect>,
+    /// Handshakes reset in a row, by peer, while connecting to it (at most `HANDSHAKE_RETRIES`;
+    /// an entry goes when a handshake with the peer completes or its retries are spent).
+    handshake_resets: HashMap<SocketAddr, u32>,
     /// Connections closed by this node after an answer (`Request::close_connection_after_answer`):
     /// failed already, their endpoints close at the time given (coarse ms; `close_lingering`).
     lingering: Vec<(u64, u64)>,
@@ -283,6 +292,8 @@ impl Node {
                 outbox: VecDeque::new(),
                 inline_ready: VecDeque::new(),
                 to_close: Vec::new(),
+                to_reconnect: Vec::new(),
+                handshake_resets: HashMap::new(),
                 lingering: Vec::new(),
                 closing: Vec::new(),
                 send_ctx_free: Vec::new(),
@@ -420,6 +431,7 @@ impl Node {
             same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
             same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
             event_fd_sleeps: self.inner.runtime.fd_sleeps.load(Ordering::Relaxed),
+            handshakes_retried: c.handshakes_retried.load(Ordering::Relaxed),
         }
     }
 
@@ -648,6 +660,7 @@ impl NodeInner {
             for request_id in state.pending.ids() {
                 self.complete_pending(state, request_id, Err(Error::Closed));
             }
+            state.to_reconnect.clear();
             // Healthy connections close gracefully, so peers see a clean disconnect rather than a
             // timeout; failed ones are forced. Either way the wait below is bounded.
             let conn_ids: Vec<(u64, bool)> = state.conns.iter().map(|(&id, c)| (id, c.failed)).collect();

@@ -69,6 +69,17 @@ impl PendingTable {
         self.entries.remove(&request_id)
     }
 
+    pub(super) fn contains(&self, request_id: u64) -> bool {
+        self.entries.contains_key(&request_id)
+    }
+
+    /// A request waits for another connection to the same peer (a handshake made again).
+    pub(super) fn move_to_conn(&mut self, request_id: u64, conn_id: u64) {
+        if let Some(entry) = self.entries.get_mut(&request_id) {
+            entry.conn_id = conn_id;
+        }
+    }
+
     /// The requests in flight on one connection (to fail them with it).
     pub(super) fn ids_on_conn(&self, conn_id: u64) -> Vec<u64> {
         self.entries.iter().filter(|(_, e)| e.conn_id == conn_id).map(|(&id, _)| id).collect()

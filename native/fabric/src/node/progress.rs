@@ -491,6 +491,10 @@ impl NodeInner {
             self.close_conn(state, conn_id, force);
             events += 1;
         }
+        for reconnect in std::mem::take(&mut state.to_reconnect) {
+            self.reconnect(state, reconnect);
+            events += 1;
+        }
         reap_closed_endpoints(state);
         // Operations in flight need progress even when nothing happened this round.
         (events, state.ucx_ops_in_flight > 0 || !state.overflow.is_empty())
@@ -521,6 +525,7 @@ impl NodeInner {
             || self.callbacks_queued.load(Ordering::Acquire) > 0
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()
+            || !state.to_reconnect.is_empty()
             || self.respond.len() > 0
             || !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }

@@ -226,6 +226,7 @@ impl Runtime {
             state.ucx_ops_in_flight = 0;
             state.conns.clear();
             state.by_peer.clear();
+            state.handshake_resets.clear();
             state.to_close.clear();
             state.lingering.clear();
             state.partials.clear();
