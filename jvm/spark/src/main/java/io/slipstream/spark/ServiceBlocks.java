@@ -118,8 +118,37 @@ final class ServiceBlocks implements AutoCloseable {
                     + addressing.blockName(outcome.wanted()) + ", more than its map status allows (" + outcome.wanted().maxBytes()
                     + ")", null);
         }
+        if (buffer.size() > 0 && CORRUPTIONS_LEFT.getAndUpdate(left -> Math.max(0, left - 1)) > 0) {
+            buffer = corruptedCopy(buffer, addressing.blockName(outcome.wanted()));
+        }
         held.add(buffer);
         return new Fetched(outcome.wanted(), buffer);
+    }
+
+    /**
+     * Test seam: with the system property {@value #CORRUPT_PROPERTY}{@code =COUNT}, the first COUNT
+     * blocks this process receives from a service get their middle byte flipped, as a damaged network
+     * would. For tests of the reader's corruption handling only.
+     */
+    static final String CORRUPT_PROPERTY = "slipstream.test.corruptServiceBlocks";
+    private static final java.util.concurrent.atomic.AtomicInteger CORRUPTIONS_LEFT =
+            new java.util.concurrent.atomic.AtomicInteger(Integer.getInteger(CORRUPT_PROPERTY, 0));
+
+    private static ManagedBuffer corruptedCopy(ManagedBuffer buffer, String blockName) {
+        java.nio.ByteBuffer copy;
+        try {
+            java.nio.ByteBuffer bytes = buffer.nioByteBuffer();
+            copy = java.nio.ByteBuffer.allocate(bytes.remaining()).put(bytes.duplicate()).flip();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        } finally {
+            buffer.release();
+        }
+        int at = copy.limit() / 2;
+        copy.put(at, (byte) ~copy.get(at));
+        org.slf4j.LoggerFactory.getLogger(ServiceBlocks.class).warn("slipstream: TEST SETTING {}: flipped byte {} of {} from the service",
+                CORRUPT_PROPERTY, at, blockName);
+        return new org.apache.spark.network.buffer.NioManagedBuffer(copy);
     }
 
     /** Gives a block's bytes back (after its records were read). */

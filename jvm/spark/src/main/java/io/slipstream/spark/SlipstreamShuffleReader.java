@@ -426,7 +426,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 // Corrupt the first time: it is on its way again.
                 deliveredTags.remove(block.tag());
             }
-            if (service != null && service.hasNext()) {
+            while (service != null && service.hasNext()) {
                 ServiceBlocks.Fetched block;
                 try {
                     block = service.next();
@@ -439,7 +439,10 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 currentFromService = block;
                 readMetrics.incRemoteBlocksFetched(1);
                 readMetrics.incRemoteBytesRead(block.buffer().size());
-                return openFromService(block);
+                if (openFromService(block)) {
+                    return true;
+                }
+                // Corrupt the first time: released, and asked of the service again.
             }
             return false;
         }
@@ -496,7 +499,12 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             return true;
         }
 
-        /** A gone executor's block from the service; corrupt bytes are a fetch failure at once (its map is recomputed). */
+        /**
+         * A gone executor's block from the service; false when it was corrupt for the first time (found while
+         * decompressing its start, {@code detectCorrupt.useExtraMemory}) and is asked for again, as Spark's reader
+         * fetches a remote block again once. A second corruption, or one later in the stream, is a fetch failure (its
+         * map is recomputed).
+         */
         private boolean openFromService(ServiceBlocks.Fetched block) {
             Origin origin = (Origin) block.wanted().tag();
             InputStream raw;
@@ -508,9 +516,14 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             BlockManagerId service = origin.address();
             ShuffleBlockId id = origin.blockId();
             String algorithm = runtime.conf.checksumAlgorithm;
+            Runnable fetchAgain = () -> {
+                this.service.release(block);
+                currentFromService = null;
+                this.service.add(block.wanted());
+            };
             return openStream(origin, raw, "block from the external shuffle service", checksum -> SparkEnv.get().blockManager()
                     .blockStoreClient().diagnoseCorruption(service.host(), service.port(), service.executorId(), id.shuffleId(),
-                            id.mapId(), id.reduceId(), checksum, algorithm).name(), block.buffer());
+                            id.mapId(), id.reduceId(), checksum, algorithm).name(), block.buffer(), fetchAgain);
         }
 
         private boolean nextLocalBlock(Origin origin) {
@@ -526,16 +539,17 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 throw sneaky(fetchFailed(origin, "local block unreadable: " + e, e));
             }
             return openStream(origin, raw, "local block", checksum -> SparkEnv.get().blockManager()
-                    .diagnoseShuffleBlockCorruption(origin.blockId(), checksum, conf.checksumAlgorithm).name(), buffer);
+                    .diagnoseShuffleBlockCorruption(origin.blockId(), checksum, conf.checksumAlgorithm).name(), buffer, null);
         }
 
         /**
          * Opens a block read whole from a file or from the external shuffle service: corrupt bytes are a fetch failure
-         * at once (as Spark does for local blocks), diagnosed by {@code causeOf} (the checksum of {@code buffer}'s
-         * bytes to the name of Spark's cause) when checksums are on.
+         * (at once for local blocks, as Spark does), diagnosed by {@code causeOf} (the checksum of {@code buffer}'s
+         * bytes to the name of Spark's cause) when checksums are on. With {@code fetchAgain} (a remote block), a
+         * corruption found at the start the first time runs it instead and gives false.
          */
         private boolean openStream(Origin origin, InputStream raw, String what,
-                java.util.function.LongFunction<String> causeOf, ManagedBuffer buffer) {
+                java.util.function.LongFunction<String> causeOf, ManagedBuffer buffer, Runnable fetchAgain) {
             SlipstreamConf conf = runtime.conf;
             InputStream wrapped;
             try {
@@ -546,8 +560,14 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
             } catch (Exception thrown) {
                 // Scala's methods declare no exceptions: IOException is what Spark treats as corruption.
                 IOException e = asIOException(thrown);
-                // As Spark: a local (file) block is not fetched again.
                 closeQuietly(raw);
+                // As Spark: a remote block is fetched again once, a local (file) block never.
+                if (fetchAgain != null && corrupted.size() < CORRUPT_BLOCKS_REMEMBERED_MAX && corrupted.add(origin.blockId())) {
+                    LOG.warn("slipstream: got a corrupted {} {} from {}, fetching it again: {}", what, origin.blockId(),
+                            origin.address(), e.toString());
+                    fetchAgain.run();
+                    return false;
+                }
                 throw sneaky(fetchFailed(origin, what + " corrupt: " + e, e));
             }
             InputStream stream = wrapped;

@@ -13,7 +13,8 @@ import org.junit.jupiter.api.Test;
  * The plugin with Spark's external shuffle service, on a real standalone cluster (Master and Worker from the newest
  * Spark home, the Worker running the service on a free port of 127.0.0.1): an executor is lost after its map stage,
  * and reading the shuffle again must get its blocks from the service, not recompute its maps, with the live
- * executors' blocks over the fabric and no fallback (spark.slipstream.fallback=never).
+ * executors' blocks over the fabric and no fallback (spark.slipstream.fallback=never). The first block each executor
+ * gets from the service is damaged on purpose and must be fetched again, not recomputed.
  */
 class ExternalShuffleServiceTest {
     private static final String SCENARIO = LostExecutorServedScenario.NAME;
@@ -36,6 +37,10 @@ class ExternalShuffleServiceTest {
             conf.put("spark.slipstream.fallback", "never");
             // Reducers go to whichever executor is free (not all to the one holding the most output).
             conf.put("spark.locality.wait", "0");
+            // The first block each executor gets from the service arrives damaged: found while decompressing its start,
+            // it is fetched again, as Spark's reader does, and no map is recomputed.
+            conf.put("spark.shuffle.detectCorrupt.useExtraMemory", "true");
+            conf.put("spark.executor.extraJavaOptions", "-Dslipstream.test.corruptServiceBlocks=1");
             ApplicationRun run = ApplicationRun.start("ess-" + home.version + "-lost-executor", home, List.of(pluginJar), conf,
                     List.of(SCENARIO));
             String logs = String.join("\n", run.lines) + "\n" + cluster.logs();
@@ -60,6 +65,9 @@ class ExternalShuffleServiceTest {
             assertTrue(moved >= 1 && moved < LostExecutorServedScenario.REDUCERS,
                     moved + " reducers moved a failed peer's blocks to the service, expected 1 to "
                             + (LostExecutorServedScenario.REDUCERS - 1) + "\n" + context);
+            assertTrue(executorLogs.contains("flipped byte"), "no block from the service was damaged\n" + context);
+            assertTrue(executorLogs.contains("got a corrupted block from the external shuffle service"),
+                    "a damaged block from the service was not fetched again\n" + context);
             assertTrue(logs.contains("blocks of lost executors (the directory says gone) from the external shuffle service"),
                     "the driver did not say how the service is used\n" + context);
             // Live executors' blocks came over the fabric.
