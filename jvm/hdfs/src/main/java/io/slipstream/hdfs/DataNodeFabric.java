@@ -149,10 +149,11 @@ final class DataNodeFabric {
         try {
             FabricBuffer response = reads.read(read, node);
             int length = response.length();
-            request.respond(response);
+            // Counted before the answer goes: the reader may have it, and read these counts, before respond() returns.
             readsServed.incrementAndGet();
             bytesServed.addAndGet(length);
             reads.bytesServed.addAndGet(length);
+            request.respond(response);
         } finally {
             budgetKib.release(budget);
         }
