@@ -518,7 +518,7 @@ impl NodeInner {
     }
 
     /// Work the progress thread must do before it may sleep.
-    fn has_deferred_work(&self, state: &NodeState) -> bool {
+    pub(super) fn has_deferred_work(&self, state: &NodeState) -> bool {
         !state.outbox.is_empty()
             || state.same_host.has_outgoing()
             || !state.inline_ready.is_empty()

@@ -219,11 +219,18 @@ impl NodeInner {
         if let Ok(guard) = self.runtime.lock.try_lock() {
             let mark = InProgressMark::enter(&self.runtime);
             // SAFETY: this thread took the runtime's lock just now (`try_lock`), so no borrow of the
-            // state is live on it.
-            self.send_outgoing(unsafe { self.state() }, outgoing);
+            // state is live on it; it ends before the lock is dropped.
+            let state = unsafe { self.state() };
+            self.send_outgoing(state, outgoing);
+            // Only work left behind needs the progress thread (or the fd sleeper in its place): a
+            // response UCX sent inline needs none, and a wake costs the woken thread a context
+            // switch per response.
+            let left_work = Self::ucx_busy(state) || self.has_deferred_work(state);
             drop(mark);
             drop(guard);
-            self.wake();
+            if left_work {
+                self.wake();
+            }
             return;
         }
         let deadline = Instant::now() + self.config.request_timeout;
