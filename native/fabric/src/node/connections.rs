@@ -273,16 +273,10 @@ impl NodeInner {
         }
         *resets += 1;
         let attempt = *resets;
-        conn.failed = true;
         let backlog = std::mem::take(&mut conn.backlog);
-        self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.leave_cache(state, conn_id);
         self.counters.handshakes_retried.fetch_add(1, Ordering::Relaxed);
-        if state.by_peer.get(&peer) == Some(&conn_id) {
-            state.by_peer.remove(&peer);
-        }
         let request_ids = state.pending.ids_on_conn(conn_id);
-        state.partials.drop_conn(conn_id);
-        state.same_host.drop_conn(conn_id);
         state.to_close.push((conn_id, true));
         log_warn!("the handshake with {peer} was reset; connecting again (retry {attempt} of {HANDSHAKE_RETRIES})");
         state.to_reconnect.push(Reconnect { peer, backlog, request_ids });
@@ -338,20 +332,30 @@ impl NodeInner {
     /// node's requests on it fail with `reason`, its partial messages and same-host state go.
     /// False if it was gone or failed already. The caller schedules the endpoint's close.
     fn shut_conn(&self, state: &mut NodeState, conn_id: u64, reason: &str) -> bool {
+        let Some(conn) = state.conns.get(&conn_id).filter(|c| !c.failed) else { return false };
+        let peer = conn.peer_name.clone();
+        if let Some(addr) = conn.outgoing_peer.filter(|_| !conn.ready) {
+            state.handshake_resets.remove(&addr); // failed otherwise than by a reset
+        }
+        self.leave_cache(state, conn_id);
+        for request_id in state.pending.ids_on_conn(conn_id) {
+            self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason: reason.to_string() }));
+        }
+        true
+    }
+
+    /// What every end of a live connection shares (a failure, a close after an answer, a reset
+    /// handshake made again): it counts as failed (nothing more is sent or served on it), it leaves
+    /// the cache and `connections_open`, its partial messages and same-host state go. Its requests
+    /// stay in the pending table: the caller fails or moves them. False if it was gone or failed.
+    fn leave_cache(&self, state: &mut NodeState, conn_id: u64) -> bool {
         let Some(conn) = state.conns.get_mut(&conn_id).filter(|c| !c.failed) else { return false };
         conn.failed = true;
         self.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-        let peer = conn.peer_name.clone();
         if let Some(addr) = conn.outgoing_peer {
             if state.by_peer.get(&addr) == Some(&conn_id) {
                 state.by_peer.remove(&addr);
             }
-            if !conn.ready {
-                state.handshake_resets.remove(&addr); // failed otherwise than by a reset
-            }
-        }
-        for request_id in state.pending.ids_on_conn(conn_id) {
-            self.complete_pending(state, request_id, Err(Error::PeerFailed { peer: peer.clone(), reason: reason.to_string() }));
         }
         state.partials.drop_conn(conn_id);
         state.same_host.drop_conn(conn_id);

@@ -155,10 +155,13 @@ public final class BlockFetcher implements AutoCloseable {
         Assembly(FabricNode node, long total) {
             int length = (int) total;
             FabricBuffer pooled = null;
-            try {
-                pooled = node.tryAllocate(length);
-            } catch (RuntimeException poolAtCapOrBlockTooLarge) {
-                // Direct memory then: a block must not fail for want of pool room.
+            // The node allocates at most a message (above that it throws, for every block).
+            if (length <= node.config().maxMessageBytes()) {
+                try {
+                    pooled = node.tryAllocate(length);
+                } catch (RuntimeException poolAtCap) {
+                    // Direct memory then: a block must not fail for want of pool room.
+                }
             }
             if (pooled != null) {
                 FabricBuffer buffer = pooled;
@@ -168,9 +171,8 @@ public final class BlockFetcher implements AutoCloseable {
             }
             ByteBuffer direct = AssemblyBuffers.take(length);
             if (direct != null) {
-                ByteBuffer root = direct;
-                bytes = direct.duplicate().clear().limit(length);
-                release = () -> AssemblyBuffers.give(root);
+                bytes = direct;
+                release = () -> AssemblyBuffers.give(direct);
             } else {
                 bytes = ByteBuffer.allocate(length); // direct memory refused: the heap, as before session 26
                 release = () -> {};
@@ -551,7 +553,7 @@ public final class BlockFetcher implements AutoCloseable {
         }
         if (assembly != null && assembly.received == total) {
             assemblies.remove(wanted.block());
-            deliver(queue, wanted, assembly.bytes.duplicate().clear().limit(assembly.length()), assembly.takeRelease());
+            deliver(queue, wanted, assembly.bytes, assembly.takeRelease());
         }
     }
 

@@ -562,9 +562,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 IOException e = asIOException(thrown);
                 closeQuietly(raw);
                 // As Spark: a remote block is fetched again once, a local (file) block never.
-                if (fetchAgain != null && corrupted.size() < CORRUPT_BLOCKS_REMEMBERED_MAX && corrupted.add(origin.blockId())) {
-                    LOG.warn("slipstream: got a corrupted {} {} from {}, fetching it again: {}", what, origin.blockId(),
-                            origin.address(), e.toString());
+                if (fetchAgain != null && firstCorruption(what, origin.blockId(), origin.address(), e)) {
                     fetchAgain.run();
                     return false;
                 }
@@ -612,9 +610,7 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 }
             } catch (Exception thrown) {
                 IOException e = asIOException(thrown);
-                if (!seenCorrupt && corrupted.size() < CORRUPT_BLOCKS_REMEMBERED_MAX) {
-                    LOG.warn("slipstream: got a corrupted block {} from {}, fetching it again: {}", blockId, block.peer(), e.toString());
-                    corrupted.add(blockId);
+                if (!seenCorrupt && firstCorruption("block", blockId, block.peer(), e)) {
                     closeQuietly(raw);
                     fetcher.fetchAgain(block);
                     return false;
@@ -637,6 +633,18 @@ final class SlipstreamShuffleReader<K, C> implements ShuffleReader<K, C> {
                 });
             }
             current = serializer.deserializeStream(stream).asKeyValueIterator();
+            return true;
+        }
+
+        /**
+         * Whether a remote block found corrupt at its start is fetched again: the first time it is (remembered and
+         * logged), within {@link #CORRUPT_BLOCKS_REMEMBERED_MAX} such blocks per task; after that it is a fetch failure.
+         */
+        private boolean firstCorruption(String what, BlockId blockId, Object from, IOException e) {
+            if (corrupted.size() >= CORRUPT_BLOCKS_REMEMBERED_MAX || !corrupted.add(blockId)) {
+                return false;
+            }
+            LOG.warn("slipstream: got a corrupted {} {} from {}, fetching it again: {}", what, blockId, from, e.toString());
             return true;
         }
 
