@@ -40,6 +40,8 @@ final class DataNodeFabric {
     final AtomicLong bytesServed = new AtomicLong();
     final AtomicLong readsServed = new AtomicLong();
     final AtomicLong requestsRefused = new AtomicLong();
+    /** Requests whose frame could not be read: answered, then their connection closed. */
+    final AtomicLong framesMalformed = new AtomicLong();
 
     private DataNodeFabric(HdfsConf conf) throws FabricUnavailableException {
         this.conf = conf;
@@ -100,16 +102,31 @@ final class DataNodeFabric {
         }
     }
 
+    /**
+     * A request whose frame cannot be read (truncated, over a limit, an unknown operation) is
+     * answered with the reason and then its fabric connection is closed, as a DataXceiver drops a
+     * socket that breaks the protocol; every other refusal (a token, a busy DataNode, a write the
+     * DataNode does not take) fails that request alone, since one connection carries all the
+     * streams of a client process.
+     */
     private void handle(FabricRequest request) {
+        boolean decoded = false;
         try {
             switch (request.op()) {
                 case BlockReadProtocol.OP_PROBE -> {
-                    dataNode(BlockReadProtocol.decodeProbe(request.payloadBuffer()));
+                    int xferPort = BlockReadProtocol.decodeProbe(request.payloadBuffer());
+                    decoded = true;
+                    dataNode(xferPort);
                     request.respond(new byte[] {BlockReadProtocol.VERSION});
                 }
-                case BlockReadProtocol.OP_READ -> read(request);
+                case BlockReadProtocol.OP_READ -> {
+                    BlockReadProtocol.ReadRequest read = BlockReadProtocol.ReadRequest.decode(request.payloadBuffer(), conf.requestBytes);
+                    decoded = true;
+                    read(request, read);
+                }
                 case BlockWriteProtocol.OP_OPEN -> {
                     BlockWriteProtocol.Open open = BlockWriteProtocol.Open.decode(request.payloadBuffer());
+                    decoded = true;
                     dataNode(open.xferPort()).writes().open(request, open);
                 }
                 case BlockWriteProtocol.OP_PACKET -> {
@@ -127,6 +144,7 @@ final class DataNodeFabric {
                         }
                         throw e;
                     }
+                    decoded = true;
                     dataNode(header.xferPort()).writes().packet(request, header);
                 }
                 default -> throw new BlockReadProtocol.MalformedException("unknown operation " + request.op());
@@ -134,13 +152,18 @@ final class DataNodeFabric {
         } catch (Exception e) {
             requestsRefused.incrementAndGet();
             if (!request.isAnswered()) {
-                request.fail(e.getMessage() == null ? e.toString() : e.getMessage());
+                String reason = e.getMessage() == null ? e.toString() : e.getMessage();
+                if (!decoded && e instanceof BlockReadProtocol.MalformedException) {
+                    framesMalformed.incrementAndGet();
+                    request.failAndClose(reason);
+                } else {
+                    request.fail(reason);
+                }
             }
         }
     }
 
-    private void read(FabricRequest request) throws Exception {
-        BlockReadProtocol.ReadRequest read = BlockReadProtocol.ReadRequest.decode(request.payloadBuffer(), conf.requestBytes);
+    private void read(FabricRequest request, BlockReadProtocol.ReadRequest read) throws Exception {
         DataNodeReads reads = dataNode(read.xferPort()).reads();
         int budget = (BlockReadProtocol.responseBytesMax(read.length()) >> 10) + 1;
         if (!budgetKib.tryAcquire(budget, BUDGET_WAIT_MS, TimeUnit.MILLISECONDS)) {

@@ -20,6 +20,7 @@ import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
@@ -160,12 +161,21 @@ class HdfsReadTest {
                     readRequest(xferPort, block, 0, 0),
                     readRequest(xferPort + 1, block, 0, 10),
                     withExtraByte(readRequest(xferPort, block, 0, 10)));
+            // Each is answered; a frame that cannot be read (all but the one naming another DataNode)
+            // then has its connection closed, and the next request connects again.
+            AtomicLong malformed = DataNodeFabric.current().framesMalformed;
+            long malformedBefore = malformed.get();
             for (ByteBuffer request : bad) {
+                long closedBefore = malformed.get();
                 FabricException refused = assertThrows(FabricException.class, () -> endpoint.request(BlockReadProtocol.OP_READ, request).close());
                 assertEquals(FabricException.Kind.REMOTE, refused.kind(), refused.getMessage());
+                awaitClosedIf(malformed.get() > closedBefore, client);
             }
+            assertEquals(bad.size() - 1, malformed.get() - malformedBefore, "all but the request naming another DataNode");
             FabricException unknownOp = assertThrows(FabricException.class, () -> endpoint.request(77, new byte[8]).close());
             assertTrue(unknownOp.getMessage().contains("unknown operation"), unknownOp.getMessage());
+            assertEquals(bad.size(), malformed.get() - malformedBefore);
+            awaitClosedIf(true, client);
             try (FabricBuffer good = endpoint.request(BlockReadProtocol.OP_READ, readRequest(xferPort, block, 100, 1000))) {
                 BlockReadProtocol.ReadHeader header = BlockReadProtocol.ReadHeader.decode(good.byteBuffer(), good.length());
                 assertEquals(0, header.dataOffset());
@@ -312,5 +322,18 @@ class HdfsReadTest {
         ByteBuffer longer = ByteBuffer.allocate(request.remaining() + 1);
         longer.put(request).put((byte) 0).flip();
         return longer;
+    }
+
+    /** After a refusal that closes its connection: wait until {@code client} sees it closed. */
+    static void awaitClosedIf(boolean closed, FabricNode client) throws InterruptedException {
+        if (!closed) {
+            assertEquals(1, client.stats().connectionsOpen(), "a refusal alone keeps the connection");
+            return;
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (client.stats().connectionsOpen() != 0) {
+            assertTrue(System.nanoTime() < deadline, "the DataNode closed the connection: " + client.stats());
+            Thread.sleep(10);
+        }
     }
 }

@@ -23,12 +23,14 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.DFSTestUtil;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
@@ -101,7 +103,7 @@ class HdfsWriteTest {
 
     @Test
     @Order(1)
-    void filesOfEverySizeAreWrittenReplicatedAndReadBackByHdfs() throws IOException {
+    void filesOfEverySizeAreWrittenReplicatedAndReadBackByHdfs() throws Exception {
         int block = TestClusters.BLOCK_BYTES;
         int[] sizes = {0, 1, 511, 512, 4099, PACKET_BYTES + 1, block - 1, block, block + 1, 3 * block + 12345};
         for (int size : sizes) {
@@ -114,6 +116,10 @@ class HdfsWriteTest {
             assertEquals(size, vanilla.getFileStatus(path).getLen());
             assertArrayEquals(written, readAll(vanilla, path), "file of " + size + " bytes read by HDFS's readers");
             int blocks = (size + block - 1) / block;
+            // The DataNodes report a finished replica to the NameNode asynchronously (incremental block
+            // reports), as for HDFS's own pipeline: under load the NameNode may know one replica when
+            // the file is complete (seen with the machine busy), so wait as HDFS's tests do.
+            DFSTestUtil.waitReplication(vanilla, path, (short) 3);
             var locations = fs.getClient().getLocatedBlocks(path.toString(), 0).getLocatedBlocks();
             assertEquals(blocks, locations.size());
             for (var located : locations) {
@@ -206,10 +212,17 @@ class HdfsWriteTest {
         String pool = cluster.getNamesystem().getBlockPoolId();
         long failedBefore = dataNodes.stream().mapToLong(d -> writes(d).writesFailed.get()).sum();
 
+        // Frames that cannot be read are answered, then their connection is closed (counted); a packet
+        // of no open write is read fine and refused alone. The next request connects again.
+        AtomicLong malformed = DataNodeFabric.current().framesMalformed;
+        long malformedBefore = malformed.get();
         assertRefused(endpoint, BlockWriteProtocol.OP_OPEN, ByteBuffer.wrap(new byte[] {1, 2, 3}), "malformed block message: truncated open");
+        assertEquals(malformedBefore + 1, malformed.get());
         assertRefused(endpoint, BlockWriteProtocol.OP_PACKET, packet(first, 12345, 0, 0, 0, new byte[10], false), "no open write 12345");
+        assertEquals(malformedBefore + 1, malformed.get());
         assertRefused(endpoint, BlockWriteProtocol.OP_PACKET, ByteBuffer.wrap(new byte[7]), "packet of 7 bytes");
         assertRefused(endpoint, 77, ByteBuffer.wrap(new byte[1]), "unknown operation 77");
+        assertEquals(malformedBefore + 3, malformed.get());
 
         // A packet larger than the DataNode takes, then one whose data does not match its checksums:
         // the last DataNode of a three-node pipeline finds it, and the failure names it.
@@ -417,9 +430,12 @@ class HdfsWriteTest {
         return out.flip();
     }
 
-    private static void assertRefused(FabricEndpoint endpoint, int op, ByteBuffer payload, String expected) {
+    /** Refused with {@code expected}; a frame the DataNode cannot read also closes the connection: awaited. */
+    private static void assertRefused(FabricEndpoint endpoint, int op, ByteBuffer payload, String expected) throws InterruptedException {
+        long malformed = DataNodeFabric.current().framesMalformed.get();
         FabricException e = assertThrows(FabricException.class, () -> endpoint.request(op, payload).close());
         assertEquals(FabricException.Kind.REMOTE, e.kind(), e.toString());
         assertTrue(e.getMessage().contains(expected), "expected '" + expected + "' in: " + e.getMessage());
+        HdfsReadTest.awaitClosedIf(DataNodeFabric.current().framesMalformed.get() > malformed, endpoint.node());
     }
 }

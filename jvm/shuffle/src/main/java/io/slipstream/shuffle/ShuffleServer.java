@@ -15,9 +15,13 @@ import org.slf4j.LoggerFactory;
  * Answers fabric requests on a node: FETCH of map-output blocks (from the prefetch cache, else
  * from the engine's files), and, on the coordinator, the peer directory's REGISTER and LOOKUP.
  *
- * <p>A request that breaks the format, fails authentication or names an unknown block fails
- * alone, with a message the requester sees; the server goes on. Each response is built in one
- * registered buffer, sent without a further copy.
+ * <p>A request that breaks the format (truncated, out of range, an unknown operation) is answered
+ * with a message the requester sees, then its fabric connection is closed: a peer that sends
+ * garbage is broken, and nothing more is served to it until it connects again. A request that fails
+ * authentication, names an unknown block or is refused otherwise fails alone, on a connection that
+ * stays (several requests of a misconfigured peer each see the reason, not a closed connection).
+ * The server goes on either way. Each response is built in one registered buffer, sent without a
+ * further copy.
  */
 public final class ShuffleServer {
     private static final Logger LOG = LoggerFactory.getLogger(ShuffleServer.class);
@@ -119,9 +123,15 @@ public final class ShuffleServer {
                         auth.sealResponse(request.op(), requestTag, diagnose(body, source)));
                 case ShuffleProtocol.OP_LOOKUP -> request.respond(
                         auth.sealResponse(request.op(), requestTag, requireDirectory().lookup(body)));
-                default -> request.fail("unknown operation " + request.op());
+                default -> throw new ShuffleProtocol.ProtocolException("unknown operation " + request.op());
             }
-        } catch (ShuffleProtocol.ProtocolException | PeerDirectory.RegistrationRefused e) {
+        } catch (ShuffleProtocol.ProtocolException e) {
+            refused.incrementAndGet();
+            LOG.warn("slipstream: refused a request and closed its connection: {}", e.getMessage());
+            if (!request.isAnswered()) {
+                request.failAndClose(e.getMessage());
+            }
+        } catch (PeerDirectory.RegistrationRefused e) {
             refused.incrementAndGet();
             LOG.warn("slipstream: refused a request: {}", e.getMessage());
             if (!request.isAnswered()) {

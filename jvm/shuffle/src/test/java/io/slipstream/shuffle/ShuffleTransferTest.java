@@ -242,7 +242,7 @@ class ShuffleTransferTest {
     }
 
     @Test
-    void a_missing_block_or_malformed_request_fails_alone_and_the_server_goes_on() throws Exception {
+    void a_missing_block_fails_alone_a_malformed_request_closes_its_connection_and_the_server_goes_on() throws Exception {
         FileOutputs outputs = new FileOutputs();
         outputs.write(0, 1, new int[] {1000, 2000}, 5);
         FabricNode server = node(true);
@@ -256,14 +256,34 @@ class ShuffleTransferTest {
             assertEquals("tag", failure.wanted().tag());
             assertTrue(failure.getMessage().contains("unknown"), failure.getMessage());
         }
-        for (byte[] garbage : new byte[][] {{}, {2}, {2, 0, 0, 0, 0, 1, 0, 0, 0, 9}, {2, 0, 0, 0, 1, 0, 0x7f, 0, 0, 0}, {1, 0, 0, 0, 0, 1}, {9, 9, 9}}) {
+        // A request without our header (or of another version) fails alone; one whose body breaks the
+        // format, or of an unknown operation, is answered and then its connection is closed.
+        int unknownOp = 77;
+        for (byte[] garbage : new byte[][] {{}, {2}, {2, 0, 0, 0, 0, 1, 0, 0, 0, 9}, {2, 0, 0, 0, 1, 0, 0x7f, 0, 0, 0}, {1, 0, 0, 0, 0, 1},
+                {9, 9, 9}, {2, 0, 1}}) {
+            int op = garbage.length == 3 && garbage[2] == 1 ? unknownOp : ShuffleProtocol.OP_FETCH;
             FabricException error = assertThrows(FabricException.class,
-                    () -> client.endpoint(server.localAddress()).request(ShuffleProtocol.OP_FETCH, garbage).release());
+                    () -> client.endpoint(server.localAddress()).request(op, garbage).release());
             assertEquals(FabricException.Kind.REMOTE, error.kind());
+            boolean broken = garbage.length > 2 && garbage[0] == 2;
+            if (broken) {
+                awaitConnections(client, 0, "closed after " + error.getMessage());
+            } else {
+                assertEquals(1, client.stats().connectionsOpen(), "kept after " + error.getMessage());
+            }
         }
         try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 10, 1 << 20),
                 want(server.localAddress(), outputs, -1))) {
             assertEquals(2, fetchAll(fetcher).size());
+        }
+    }
+
+    /** Waits up to 10 s for {@code node} to hold {@code open} connections. */
+    private static void awaitConnections(FabricNode node, long open, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (node.stats().connectionsOpen() != open) {
+            assertTrue(System.nanoTime() < deadline, what + ": " + node.stats());
+            Thread.sleep(10);
         }
     }
 
