@@ -371,6 +371,8 @@ class HdfsWriteTest {
         assertEquals(1, SlipstreamHdfsCounters.pipelineRecoveries() - recoveriesBefore);
         assertEquals(data.length, vanilla.getFileStatus(path).getLen());
         assertArrayEquals(data, readAll(vanilla, path), "the recovered file read by HDFS's readers");
+        // Every block on the two DataNodes left, once their asynchronous reports reached the NameNode.
+        DFSTestUtil.waitReplication(vanilla, path, (short) 2);
         var first = fs.getClient().getLocatedBlocks(path.toString(), 0).get(0);
         assertEquals(2, first.getLocations().length, "the recovered block's replicas: the two DataNodes left");
         // The two DataNodes left write a new file: the NameNode still lists the stopped one, whose
