@@ -9,6 +9,7 @@ import io.slipstream.fabric.FabricBuffer;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.RandomAccessFile;
@@ -330,10 +331,6 @@ class HdfsReadTest {
             assertEquals(1, client.stats().connectionsOpen(), "a refusal alone keeps the connection");
             return;
         }
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (client.stats().connectionsOpen() != 0) {
-            assertTrue(System.nanoTime() < deadline, "the DataNode closed the connection: " + client.stats());
-            Thread.sleep(10);
-        }
+        FabricTesting.awaitConnectionsOpen(client, 0, "the DataNode closed the connection");
     }
 }

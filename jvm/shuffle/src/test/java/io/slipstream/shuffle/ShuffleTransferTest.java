@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.InetSocketAddress;
@@ -267,7 +268,7 @@ class ShuffleTransferTest {
             assertEquals(FabricException.Kind.REMOTE, error.kind());
             boolean broken = garbage.length > 2 && garbage[0] == 2;
             if (broken) {
-                awaitConnections(client, 0, "closed after " + error.getMessage());
+                FabricTesting.awaitConnectionsOpen(client, 0, "closed after " + error.getMessage());
             } else {
                 assertEquals(1, client.stats().connectionsOpen(), "kept after " + error.getMessage());
             }
@@ -275,15 +276,6 @@ class ShuffleTransferTest {
         try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 10, 1 << 20),
                 want(server.localAddress(), outputs, -1))) {
             assertEquals(2, fetchAll(fetcher).size());
-        }
-    }
-
-    /** Waits up to 10 s for {@code node} to hold {@code open} connections. */
-    private static void awaitConnections(FabricNode node, long open, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (node.stats().connectionsOpen() != open) {
-            assertTrue(System.nanoTime() < deadline, what + ": " + node.stats());
-            Thread.sleep(10);
         }
     }
 

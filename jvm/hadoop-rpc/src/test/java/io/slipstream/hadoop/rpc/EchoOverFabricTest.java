@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
 import io.slipstream.hadoop.rpc.EchoProtocols.SocketEcho;
 import java.nio.ByteBuffer;
@@ -170,9 +171,9 @@ class EchoOverFabricTest {
             assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.UNKNOWN_SESSION); // that session is gone
             assertRefused(endpoint, 7, bytes, Frames.MALFORMED);
             // A frame of no session closes its fabric connection; the next goes on a new one.
-            awaitClosed(raw);
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
             assertRefused(endpoint, Frames.OP_CALL, new byte[3], Frames.MALFORMED);
-            awaitClosed(raw);
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
         }
         assertEquals(4, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
@@ -180,14 +181,6 @@ class EchoOverFabricTest {
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);
     }
 
-    /** The server closed {@code node}'s connection to it: the client sees it go within seconds. */
-    private static void awaitClosed(FabricNode node) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (node.stats().connectionsOpen() != 0) {
-            assertTrue(System.nanoTime() < deadline, "the server closed the connection: " + node.stats());
-            Thread.sleep(10);
-        }
-    }
 
     private static void assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {
         FabricException e = assertThrows(FabricException.class, () -> endpoint.request(op, frame).close());

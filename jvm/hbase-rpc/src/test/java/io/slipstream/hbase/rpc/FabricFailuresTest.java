@@ -10,6 +10,7 @@ import io.slipstream.fabric.FabricConfig;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
@@ -78,11 +79,11 @@ class FabricFailuresTest {
                     () -> endpoint.request(Frames.OP_CALL, frame((byte) 9, offer.sessionId(), new byte[4])).close());
             assertTrue(version.getMessage().contains(Frames.MALFORMED), version.getMessage());
             // A frame of no session closes its fabric connection; the next goes on a new one.
-            awaitClosed(raw);
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
             FabricException shortFrame = assertThrows(FabricException.class,
                     () -> endpoint.request(Frames.OP_CALL, new byte[3]).close());
             assertTrue(shortFrame.getMessage().contains(Frames.MALFORMED), shortFrame.getMessage());
-            awaitClosed(raw);
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
             assertEquals(refused + 4, fabricServer.fabricFramesRefused());
 
             // The server serves on, the first client's session too.
@@ -220,12 +221,4 @@ class FabricFailuresTest {
         throw new IOException("the echo server exited before printing its port:\n" + seen);
     }
 
-    /** The server closed {@code node}'s connection to it: the client sees it go within seconds. */
-    private static void awaitClosed(FabricNode node) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (node.stats().connectionsOpen() != 0) {
-            assertTrue(System.nanoTime() < deadline, "the server closed the connection: " + node.stats());
-            Thread.sleep(10);
-        }
-    }
 }
