@@ -2,10 +2,7 @@ package io.slipstream.hdfs.tiers;
 
 import java.util.Locale;
 
-/**
- * Triple-H's modes (docs/hdfs-tiers.md). HHH, HHH-M and HHH-L are built; HHH-L-BB is named so that asking
- * for it gives a clear "not built yet" error instead of silently running another mode.
- */
+/** Triple-H's modes (docs/hdfs-tiers.md). */
 public enum TierMode {
     /** RAM disk + SSD + HDD: the first replica of a new block in RAM, persisted in the background; the others on SSD/HDD. */
     HHH("hhh"),
@@ -16,7 +13,12 @@ public enum TierMode {
      * a directory on a parallel file system (Lustre, GPFS, BeeGFS) mounted on every DataNode; the others local,
      * placed as HHH places them.
      */
-    HHH_L("hhh-l");
+    HHH_L("hhh-l"),
+    /**
+     * HHH-L with a burst buffer: placed as HHH-L, and the DataNode writes the parallel file system's replica into
+     * slipstream-cache servers first and flushes it to the parallel file system in the background.
+     */
+    HHH_L_BB("hhh-l-bb");
 
     /** The value of {@code slipstream.hdfs.tiers.mode} that selects the mode. */
     public final String setting;
@@ -25,7 +27,12 @@ public enum TierMode {
         this.setting = setting;
     }
 
-    /** The mode a setting names; a clear error for the modes not built yet and for anything else. */
+    /** Whether one replica of each new block goes to the parallel file system (the ARCHIVE storage). */
+    public boolean usesParallelFileSystem() {
+        return this == HHH_L || this == HHH_L_BB;
+    }
+
+    /** The mode a setting names; a clear error for anything else. */
     public static TierMode parse(String value, String key) {
         String wanted = value == null ? "" : value.trim().toLowerCase(Locale.ROOT);
         for (TierMode mode : values()) {
@@ -33,11 +40,6 @@ public enum TierMode {
                 return mode;
             }
         }
-        if (wanted.equals("hhh-l-bb")) {
-            throw new IllegalArgumentException(key + "=" + value + ": Triple-H mode " + wanted
-                    + " (burst buffer in front of the parallel file system) is not built yet; the modes built are "
-                    + "hhh, hhh-m and hhh-l (docs/hdfs-tiers.md)");
-        }
-        throw new IllegalArgumentException(key + "=" + value + ": expected one of hhh, hhh-m, hhh-l");
+        throw new IllegalArgumentException(key + "=" + value + ": expected one of hhh, hhh-m, hhh-l, hhh-l-bb");
     }
 }

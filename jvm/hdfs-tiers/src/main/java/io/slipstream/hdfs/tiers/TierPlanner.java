@@ -70,7 +70,7 @@ final class TierPlanner {
         Map<StorageType, TierSpace> left = new EnumMap<>(StorageType.class);
         left.putAll(tiers);
         StorageType[] types = new StorageType[replicas];
-        if (conf.mode == TierMode.HHH_L && unmarked) {
+        if (conf.mode.usesParallelFileSystem() && unmarked) {
             TierSpace pfs = tiers.getOrDefault(StorageType.ARCHIVE, TierSpace.ABSENT);
             if (pfs.present() && pfs.fillAfter(blockBytes) <= conf.pfsHighWater) {
                 // The parallel file system's replica is persistent, so a local RAM replica keeps HHH's promise

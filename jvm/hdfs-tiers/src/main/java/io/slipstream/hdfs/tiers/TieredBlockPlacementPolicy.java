@@ -59,11 +59,11 @@ public class TieredBlockPlacementPolicy extends BlockPlacementPolicyDefault impl
         TiersConf tiers = new TiersConf(conf);
         planner = new TierPlanner(tiers);
         LOG.info("Triple-H placement: {}", tiers);
-        if (tiers.mode == TierMode.HHH_L && !conf.getBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY,
+        if (tiers.mode.usesParallelFileSystem() && !conf.getBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY,
                 DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_DEFAULT)) {
-            LOG.warn("Triple-H hhh-l: {} is false, so readers are not sent to local replicas before the parallel file "
+            LOG.warn("Triple-H {}: {} is false, so readers are not sent to local replicas before the parallel file "
                     + "system's (ARCHIVE) one at the same distance; set it to true (docs/hdfs-tiers.md)",
-                    DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY);
+                    tiers.mode.setting, DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY);
         }
     }
 

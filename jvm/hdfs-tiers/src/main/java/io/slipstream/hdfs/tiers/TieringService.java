@@ -76,8 +76,8 @@ public final class TieringService implements ServicePlugin {
         namenode = nn;
         Configuration conf = nn.getConf();
         tiers = new TiersConf(conf);
-        if (tiers.mode == TierMode.HHH_L) {
-            throw new IllegalStateException("TieringService: mode hhh-l is not supported (policies HOT and ALL_SSD "
+        if (tiers.mode.usesParallelFileSystem()) {
+            throw new IllegalStateException("TieringService: modes hhh-l and hhh-l-bb are not supported (policies HOT and ALL_SSD "
                     + "would move the parallel file system's replica to local tiers); remove it from "
                     + DFSConfigKeys.DFS_NAMENODE_PLUGINS_KEY);
         }

@@ -15,8 +15,9 @@ public final class TiersConf {
             "Triple-H mode: `hhh` (first replica of each new block in RAM, persisted in the background, the others on "
             + "SSD up to its high-water mark, then DISK) or `hhh-m` (as `hhh`, and files with storage policy LAZY_PERSIST keep every replica "
             + "in RAM within `hhhm.budget.bytes`) or `hhh-l` (one replica of each new block on the DataNodes' ARCHIVE "
-            + "storage, a directory on a parallel file system, the others placed as `hhh`); `hhh-l-bb` is refused as "
-            + "not built yet");
+            + "storage, a directory on a parallel file system, the others placed as `hhh`) or `hhh-l-bb` (as `hhh-l`, "
+            + "and the DataNode writes the parallel file system's replica into the burst buffer `bb.servers` first and "
+            + "flushes it there in the background)");
     static final TierSetting RAM_HIGH_WATER = new TierSetting(PREFIX + "ram.highWater", "0.9",
             "fraction of the cluster's RAM_DISK capacity above which a new block gets no RAM replica (it goes to the "
             + "next tier instead, the write does not fail); 0 < x <= 1");
@@ -67,12 +68,35 @@ public final class TiersConf {
     static final TierSetting TIERING_SCAN_MAX_FILES = new TierSetting(PREFIX + "tiering.scan.maxFiles", "100000",
             "tiering service: files it looks at per decision, at most (the scan of `tiering.paths` stops there, "
             + "with a warning); 1 to 10000000");
+    static final TierSetting BB_SERVERS = new TierSetting(PREFIX + "bb.servers", "",
+            "`hhh-l-bb`, DataNode: the burst buffer, slipstream-cache (or memcached) servers as `host:port,...`; each "
+            + "chunk of a replica goes to one of them by its key's hash. Required in `hhh-l-bb`");
+    static final TierSetting BB_CHUNK_BYTES = new TierSetting(PREFIX + "bb.chunk.bytes", "512k",
+            "`hhh-l-bb`: bytes of a replica per burst buffer item; at most the servers' item size (`-I`, 1m by "
+            + "default) less 1k; 4k to 64m");
+    static final TierSetting BB_MAX_PENDING_BYTES = new TierSetting(PREFIX + "bb.maxPending.bytes", "2g",
+            "`hhh-l-bb`, DataNode: replica bytes it may hold in the burst buffer not yet flushed (a replica being "
+            + "written counts as a whole block); a new replica past it is written straight to the parallel file "
+            + "system. Keep the DataNodes' sum well below the servers' memory (plus SSD in hybrid mode)");
+    static final TierSetting BB_FLUSH_DELAY_MS = new TierSetting(PREFIX + "bb.flushDelay.ms", "0",
+            "`hhh-l-bb`, DataNode: how long a finished replica stays in the burst buffer before its flush to the "
+            + "parallel file system starts (lets a burst of writes end first); 0 to 3600000");
+    static final TierSetting BB_CONNECTIONS = new TierSetting(PREFIX + "bb.connections", "4",
+            "`hhh-l-bb`, DataNode: connections per burst buffer server, at most; 1 to 64");
+    static final TierSetting BB_TIMEOUT_MS = new TierSetting(PREFIX + "bb.timeout.ms", "10000",
+            "`hhh-l-bb`, DataNode: connect and reply timeout of a burst buffer request; 100 to 600000");
+    static final TierSetting BB_USER = new TierSetting(PREFIX + "bb.user", "",
+            "`hhh-l-bb`, DataNode: user name for servers started with `-Y` (empty: no login)");
+    static final TierSetting BB_PASSWORD = new TierSetting(PREFIX + "bb.password", "",
+            "`hhh-l-bb`, DataNode: the password of `bb.user`, read with Configuration.getPassword (a Hadoop "
+            + "credential provider, else this setting)");
     /** Every user setting, in the order the documentation lists them. */
     static final List<TierSetting> SETTINGS =
             List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, PFS_HIGH_WATER, RAM_MIN_REPLICATION,
                     HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_MAX_TRACKED_FILES,
                     TIERING_SSD_HIGH_WATER, TIERING_SSD_LOW_WATER, TIERING_BATCH_MAX_FILES, TIERING_BATCH_MAX_BYTES,
-                    TIERING_PATHS, TIERING_SCAN_MAX_FILES);
+                    TIERING_PATHS, TIERING_SCAN_MAX_FILES, BB_SERVERS, BB_CHUNK_BYTES, BB_MAX_PENDING_BYTES,
+                    BB_FLUSH_DELAY_MS, BB_CONNECTIONS, BB_TIMEOUT_MS, BB_USER, BB_PASSWORD);
 
     /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
     static final double DEFAULT_BUDGET_FRACTION = 0.7;
@@ -96,6 +120,13 @@ public final class TiersConf {
     public final long tieringBatchMaxBytes;
     public final List<String> tieringPaths;
     public final int tieringScanMaxFiles;
+    public final List<java.net.InetSocketAddress> bbServers;
+    public final int bbChunkBytes;
+    public final long bbMaxPendingBytes;
+    public final long bbFlushDelayMs;
+    public final int bbConnections;
+    public final int bbTimeoutMs;
+    public final String bbUser;
 
     public TiersConf(Configuration conf) {
         mode = TierMode.parse(conf.get(MODE.key(), MODE.defaultValue()), MODE.key());
@@ -176,6 +207,45 @@ public final class TiersConf {
         }
         tieringPaths = List.copyOf(paths);
         tieringScanMaxFiles = (int) ranged(conf, TIERING_SCAN_MAX_FILES, 1, 10_000_000);
+        List<java.net.InetSocketAddress> servers = new java.util.ArrayList<>();
+        for (String server : conf.getTrimmedStringCollection(BB_SERVERS.key())) {
+            try {
+                servers.add(org.apache.hadoop.net.NetUtils.createSocketAddr(server, -1, BB_SERVERS.key()));
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(BB_SERVERS.key() + ": " + server + " is not host:port", e);
+            }
+        }
+        bbServers = List.copyOf(servers);
+        bbChunkBytes = (int) size(conf, BB_CHUNK_BYTES, 4L << 10, 64L << 20);
+        bbMaxPendingBytes = size(conf, BB_MAX_PENDING_BYTES, 0, Long.MAX_VALUE);
+        bbFlushDelayMs = ranged(conf, BB_FLUSH_DELAY_MS, 0, 3_600_000);
+        bbConnections = (int) ranged(conf, BB_CONNECTIONS, 1, 64);
+        bbTimeoutMs = (int) ranged(conf, BB_TIMEOUT_MS, 100, 600_000);
+        bbUser = conf.getTrimmed(BB_USER.key(), "");
+    }
+
+    /** The burst buffer's password ({@code bb.password}, through Hadoop's credential providers); empty if none. */
+    static String bbPassword(Configuration conf) {
+        try {
+            char[] password = conf.getPassword(BB_PASSWORD.key());
+            return password == null ? "" : new String(password);
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException(BB_PASSWORD.key() + ": cannot be read: " + e.getMessage(), e);
+        }
+    }
+
+    private static long size(Configuration conf, TierSetting setting, long min, long max) {
+        String text = conf.getTrimmed(setting.key(), setting.defaultValue());
+        long value;
+        try {
+            value = org.apache.hadoop.util.StringUtils.TraditionalBinaryPrefix.string2long(text);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": expected a size such as 512k or 2g", e);
+        }
+        if (value < min || value > max) {
+            throw new IllegalArgumentException(setting.key() + "=" + text + ": expected " + min + " to " + max + " bytes");
+        }
+        return value;
     }
 
     private static long ranged(Configuration conf, TierSetting setting, long min, long max) {
@@ -216,6 +286,8 @@ public final class TiersConf {
         return "mode=" + mode.setting + " ram.highWater=" + ramHighWater + " ram.lowWater=" + ramLowWater
                 + " ram.evictCheck.ms=" + ramEvictCheckMs + " ssd.highWater=" + ssdHighWater + " pfs.highWater=" + pfsHighWater
                 + " hhh.ramMinReplication=" + ramMinReplication + " hhhm.budget.bytes="
-                + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes);
+                + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes)
+                + (mode == TierMode.HHH_L_BB ? " bb.servers=" + bbServers + " bb.chunk.bytes=" + bbChunkBytes
+                        + " bb.maxPending.bytes=" + bbMaxPendingBytes + " bb.flushDelay.ms=" + bbFlushDelayMs : "");
     }
 }

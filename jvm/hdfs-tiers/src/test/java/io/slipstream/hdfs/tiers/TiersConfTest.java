@@ -36,17 +36,26 @@ class TiersConfTest {
     }
 
     @Test
-    void theBurstBufferModeIsRefusedAsNotBuiltYetAndHhhlIsBuilt() {
+    void everyModeParsesAndTheBurstBufferReadsItsSettings() {
         Configuration l = new Configuration(false);
         l.set(TiersConf.MODE.key(), "HHH-L");
         assertEquals(TierMode.HHH_L, new TiersConf(l).mode);
-        for (String mode : new String[] {"hhh-l-bb", "HHH-L-BB"}) {
-            Configuration conf = new Configuration(false);
-            conf.set(TiersConf.MODE.key(), mode);
-            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new TiersConf(conf));
-            assertTrue(e.getMessage().contains("not built yet") && e.getMessage().contains(TiersConf.MODE.key()),
-                    e.getMessage());
-        }
+        Configuration bb = new Configuration(false);
+        bb.set(TiersConf.MODE.key(), "hhh-l-bb");
+        bb.set(TiersConf.BB_SERVERS.key(), "cache1:11211, cache2:11300");
+        bb.set(TiersConf.BB_CHUNK_BYTES.key(), "1m");
+        TiersConf parsed = new TiersConf(bb);
+        assertEquals(TierMode.HHH_L_BB, parsed.mode);
+        assertTrue(parsed.mode.usesParallelFileSystem());
+        assertEquals(2, parsed.bbServers.size());
+        assertEquals(11300, parsed.bbServers.get(1).getPort());
+        assertEquals(1 << 20, parsed.bbChunkBytes);
+        assertEquals(2L << 30, parsed.bbMaxPendingBytes);
+        Configuration noServers = new Configuration(false);
+        noServers.set(TiersConf.MODE.key(), "hhh-l-bb");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> BurstBuffer.start(noServers, null, "dn"));
+        assertTrue(e.getMessage().contains(TiersConf.BB_SERVERS.key()), e.getMessage());
     }
 
     @Test
@@ -75,6 +84,13 @@ class TiersConfTest {
             {TiersConf.TIERING_PATHS.key(), "relative/dir"},
             {TiersConf.TIERING_PATHS.key(), " "},
             {TiersConf.TIERING_SCAN_MAX_FILES.key(), "0"},
+            {TiersConf.BB_SERVERS.key(), "cache1"},
+            {TiersConf.BB_CHUNK_BYTES.key(), "1k"},
+            {TiersConf.BB_CHUNK_BYTES.key(), "huge"},
+            {TiersConf.BB_MAX_PENDING_BYTES.key(), "-1"},
+            {TiersConf.BB_FLUSH_DELAY_MS.key(), "-5"},
+            {TiersConf.BB_CONNECTIONS.key(), "0"},
+            {TiersConf.BB_TIMEOUT_MS.key(), "10"},
         };
         for (String[] setting : bad) {
             Configuration conf = new Configuration(false);

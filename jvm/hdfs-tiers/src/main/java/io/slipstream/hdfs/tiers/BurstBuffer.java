@@ -1,0 +1,535 @@
+package io.slipstream.hdfs.tiers;
+
+import java.io.DataInputStream;
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.ChecksumException;
+import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
+import org.apache.hadoop.hdfs.server.datanode.BlockMetadataHeader;
+import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
+import org.apache.hadoop.util.DataChecksum;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * HHH-L-BB's burst buffer on one DataNode: a replica HDFS puts on the parallel file system (the ARCHIVE
+ * volume) is written into slipstream-cache servers instead of its block file, and a flusher copies it to the
+ * block file afterwards (docs/hdfs-tiers.md, "HHH-L-BB"). HDFS's replica is real from the start (its state,
+ * lengths and checksum file are HDFS's; the NameNode learns of it as of any replica); only its data bytes wait
+ * in the cache. Reads of a replica not yet flushed are served from the cache; every HDFS operation that hands
+ * the block file to something else (recoveries, appends, moves) flushes it first.
+ *
+ * <p>Limits: replica bytes held not yet flushed ({@code bb.maxPending.bytes}; past it a new replica is written
+ * straight to the parallel file system), connections per server, one flush at a time. A copy lost from the
+ * cache (restarted, evicted, corrupted: the flush checks every byte against HDFS's checksums) is reported to the
+ * NameNode as a bad replica, and HDFS re-replicates the block from its local replicas.
+ */
+public final class BurstBuffer implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(BurstBuffer.class);
+    /** After a failed write to the cache, new replicas go straight to the parallel file system for this long. */
+    private static final long UNAVAILABLE_BACKOFF_NS = TimeUnit.SECONDS.toNanos(10);
+    /** A flush that fails for want of the cache (not for a lost copy) is tried again after these delays. */
+    private static final long[] RETRY_DELAYS_MS = {1000, 2000, 4000};
+    /** How long closing the DataNode waits for finished replicas to be flushed. */
+    public static final long DRAIN_MS = 30_000;
+
+    /** What the burst buffer needs from HDFS's dataset (the bridge implements it). */
+    public interface Dataset {
+        /** The replica's block file and checksum file now; null if the DataNode no longer has it. */
+        File[] files(String bpid, long blockId);
+
+        /** Reports the replica as bad to the NameNode, which then re-replicates the block. */
+        void reportBad(String bpid, long blockId) throws IOException;
+
+        /** HDFS's own stream over the block file, from {@code offset}. */
+        InputStream fileStream(String bpid, long blockId, long offset) throws IOException;
+
+        /** This DataNode's id (part of the cache keys). */
+        String datanodeUuid();
+    }
+
+    private record Key(String bpid, long blockId) {
+    }
+
+    private final TiersConf conf;
+    private final Dataset dataset;
+    private final BurstBufferClient client;
+    private final ConcurrentHashMap<Key, BurstBufferPending> pending = new ConcurrentHashMap<>();
+    private final ScheduledThreadPoolExecutor flusher;
+    private final String datanodeName;
+    private long pendingBytes; // guarded by this
+    private boolean warnedFull; // guarded by this
+    private volatile long unavailableUntilNs = System.nanoTime();
+    private volatile boolean closed;
+
+    private final AtomicLong replicasBuffered = new AtomicLong();
+    private final AtomicLong replicasWrittenThrough = new AtomicLong();
+    private final AtomicLong replicasFlushed = new AtomicLong();
+    private final AtomicLong bytesFlushed = new AtomicLong();
+    private final AtomicLong replicasLost = new AtomicLong();
+    private final AtomicLong writeFailures = new AtomicLong();
+    private final AtomicLong readsFromBuffer = new AtomicLong();
+
+    /** The DataNode's burst buffer in mode hhh-l-bb, else null; a clear error when it cannot be configured. */
+    public static BurstBuffer start(Configuration conf, Dataset dataset, String datanodeName) {
+        TiersConf tiers = new TiersConf(conf);
+        if (tiers.mode != TierMode.HHH_L_BB) {
+            return null;
+        }
+        if (tiers.bbServers.isEmpty()) {
+            throw new IllegalArgumentException(TiersConf.MODE.key() + "=hhh-l-bb needs the burst buffer's servers in "
+                    + TiersConf.BB_SERVERS.key() + " (host:port,...)");
+        }
+        return new BurstBuffer(tiers, TiersConf.bbPassword(conf), dataset, datanodeName);
+    }
+
+    private BurstBuffer(TiersConf conf, String password, Dataset dataset, String datanodeName) {
+        this.conf = conf;
+        this.dataset = dataset;
+        this.datanodeName = datanodeName;
+        // A chunk's item plus its key and header fits in the servers' item limit (-I): bb.chunk.bytes says so.
+        this.client = new BurstBufferClient(conf.bbServers, conf.bbConnections, conf.bbTimeoutMs, conf.bbChunkBytes,
+                conf.bbUser, password);
+        this.flusher = new ScheduledThreadPoolExecutor(1, runnable -> {
+            Thread thread = new Thread(runnable, "Triple-H burst buffer flusher " + datanodeName);
+            thread.setDaemon(true);
+            return thread;
+        });
+        flusher.setRemoveOnCancelPolicy(true);
+        LOG.info("Triple-H hhh-l-bb: DataNode {} writes its parallel file system replicas through the burst buffer {} "
+                + "({} bytes per chunk, at most {} bytes pending, flush after {} ms)", datanodeName, conf.bbServers,
+                conf.bbChunkBytes, conf.bbMaxPendingBytes, conf.bbFlushDelayMs);
+    }
+
+    /**
+     * A new replica of a write pipeline, as HDFS created it: the handler to give its writer. A replica on the
+     * parallel file system is taken into the burst buffer when there is room and the cache answered lately;
+     * any other replica, or one past the limits, is HDFS's handler unchanged.
+     */
+    public ReplicaHandler admit(ReplicaHandler hdfs, ExtendedBlock block, long estimateBytes) {
+        if (closed || hdfs.getReplica().getVolume().getStorageType() != StorageType.ARCHIVE) {
+            return hdfs;
+        }
+        if (System.nanoTime() - unavailableUntilNs < 0) {
+            replicasWrittenThrough.incrementAndGet();
+            return hdfs;
+        }
+        long reserve = Math.max(estimateBytes, block.getNumBytes());
+        synchronized (this) {
+            if (pendingBytes + reserve > conf.bbMaxPendingBytes) {
+                replicasWrittenThrough.incrementAndGet();
+                if (!warnedFull) {
+                    warnedFull = true;
+                    LOG.warn("Triple-H hhh-l-bb: {} holds {} bytes not yet flushed, {} allows {}: new parallel file "
+                            + "system replicas are written straight to it until flushes catch up", datanodeName,
+                            pendingBytes, TiersConf.BB_MAX_PENDING_BYTES.key(), conf.bbMaxPendingBytes);
+                }
+                return hdfs;
+            }
+            pendingBytes += reserve;
+            warnedFull = false;
+        }
+        String keyBase = "ssbb:" + dataset.datanodeUuid() + ":" + block.getBlockPoolId() + ":" + block.getBlockId()
+                + "_" + block.getGenerationStamp() + ":";
+        BurstBufferPending replica = new BurstBufferPending(keyBase, block.getBlockPoolId(), block.getBlockId(),
+                block.getGenerationStamp(), conf.bbChunkBytes, client, reserve, this::writeFailed);
+        BurstBufferPending before = pending.put(new Key(block.getBlockPoolId(), block.getBlockId()), replica);
+        if (before != null) {
+            drop(before, "replaced by a new replica of the same block");
+        }
+        replicasBuffered.incrementAndGet();
+        return BurstBufferedReplica.handler(hdfs, replica);
+    }
+
+    /** The cache refused a chunk while a replica was written; the next replicas go direct for a while. */
+    private void writeFailed(BurstBufferPending replica, IOException cause, boolean toFile) {
+        unavailableUntilNs = System.nanoTime() + UNAVAILABLE_BACKOFF_NS;
+        writeFailures.incrementAndGet();
+        LOG.warn("Triple-H hhh-l-bb: writing {} into the burst buffer failed ({}); {}; new parallel file system "
+                + "replicas go straight to it for {} s", replica, cause.getMessage(), toFile
+                        ? "nothing of it was stored yet, so it goes on straight to the parallel file system"
+                        : "chunks of it were stored, so its write fails (HDFS's pipeline recovery goes on without it)",
+                TimeUnit.NANOSECONDS.toSeconds(UNAVAILABLE_BACKOFF_NS));
+        if (pending.remove(new Key(replica.bpid, replica.blockId), replica)) {
+            release(replica);
+            deleteLater(replica);
+        }
+    }
+
+    /** HDFS finalized the block: a replica of ours is flushed after {@code bb.flushDelay.ms}. */
+    public void finalized(ExtendedBlock block) {
+        BurstBufferPending replica = pending.get(new Key(block.getBlockPoolId(), block.getBlockId()));
+        if (replica == null || replica.state() != BurstBufferPending.State.SEALED) {
+            return;
+        }
+        synchronized (this) {
+            long length = replica.length();
+            pendingBytes -= replica.reservedBytes - length;
+            replica.reservedBytes = length;
+        }
+        schedule(replica, conf.bbFlushDelayMs, 0);
+    }
+
+    private void schedule(BurstBufferPending replica, long delayMs, int attempt) {
+        if (closed) {
+            return;
+        }
+        flusher.schedule(() -> flushInBackground(replica, attempt), delayMs, TimeUnit.MILLISECONDS);
+    }
+
+    private void flushInBackground(BurstBufferPending replica, int attempt) {
+        try {
+            flush(replica, null);
+        } catch (LostException e) {
+            lost(replica, e);
+        } catch (IOException e) {
+            if (attempt < RETRY_DELAYS_MS.length && !closed) {
+                LOG.warn("Triple-H hhh-l-bb: flushing {} failed ({}); trying again in {} ms", replica, e.getMessage(),
+                        RETRY_DELAYS_MS[attempt]);
+                schedule(replica, RETRY_DELAYS_MS[attempt], attempt + 1);
+            } else {
+                lost(replica, e);
+            }
+        } catch (RuntimeException e) {
+            LOG.error("Triple-H hhh-l-bb: flushing {} failed", replica, e);
+            lost(replica, new IOException(e));
+        }
+    }
+
+    /** The copy in the cache is gone: HDFS is told the replica is bad and re-replicates the block. */
+    private void lost(BurstBufferPending replica, IOException cause) {
+        if (!pending.remove(new Key(replica.bpid, replica.blockId), replica) || !replica.end(BurstBufferPending.State.DROPPED)) {
+            return;
+        }
+        release(replica);
+        replicasLost.incrementAndGet();
+        LOG.warn("Triple-H hhh-l-bb: {} could not be flushed to the parallel file system ({}); reporting the replica as "
+                + "bad so that HDFS re-replicates the block from its other replicas", replica, cause.getMessage());
+        try {
+            dataset.reportBad(replica.bpid, replica.blockId);
+        } catch (IOException e) {
+            LOG.warn("Triple-H hhh-l-bb: reporting {} as bad failed", replica, e);
+        }
+        deleteLater(replica);
+    }
+
+    /**
+     * Before HDFS hands the block file of this replica to anything (a recovery, an append, a move): the replica
+     * leaves the burst buffer now, its data written to the block file. A replica still being written is taken
+     * from its writer first. An IOException if its copy in the cache is lost.
+     */
+    public void flushNow(String bpid, long blockId, String why) throws IOException {
+        BurstBufferPending replica = pending.get(new Key(bpid, blockId));
+        if (replica == null) {
+            return;
+        }
+        LOG.info("Triple-H hhh-l-bb: flushing {} now: {}", replica, why);
+        byte[] unstored = replica.stop();
+        try {
+            flush(replica, unstored);
+        } catch (IOException e) {
+            lost(replica, e);
+            throw new IOException("blk_" + blockId + ": its parallel file system replica was lost from the burst "
+                    + "buffer: " + e.getMessage(), e);
+        }
+    }
+
+    /** A replica the cache lost: what it was missing, or the checksum it failed. Not retried. */
+    private static final class LostException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        LostException(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
+    /**
+     * Copies the replica's chunks (and {@code unstored}, the bytes its stopped writer had not stored) into its
+     * block file, synced, then deletes them from the cache. A sealed replica's bytes are checked against HDFS's
+     * checksum file first.
+     */
+    private void flush(BurstBufferPending replica, byte[] unstored) throws IOException {
+        synchronized (replica.flushLock) {
+            BurstBufferPending.State state = replica.state();
+            if (state == BurstBufferPending.State.FLUSHED || state == BurstBufferPending.State.DROPPED
+                    || state == BurstBufferPending.State.WRITING) {
+                return;
+            }
+            long startNs = System.nanoTime();
+            File[] files = dataset.files(replica.bpid, replica.blockId);
+            if (files == null) {
+                drop(replica, "no longer on this DataNode");
+                return;
+            }
+            int chunks = replica.chunksStored();
+            long written = 0;
+            // WRITE without CREATE: a block file deleted meanwhile stays deleted.
+            try (FileChannel out = FileChannel.open(files[0].toPath(), StandardOpenOption.WRITE);
+                    ChecksumCheck check = unstored == null ? ChecksumCheck.open(files[1], conf.bbChunkBytes) : null) {
+                for (int chunk = 0; chunk < chunks; chunk++) {
+                    byte[] bytes = client.get(replica.key(chunk));
+                    if (bytes == null) {
+                        throw new LostException("chunk " + chunk + " is missing from the burst buffer", null);
+                    }
+                    if (chunk < chunks - 1 && bytes.length != conf.bbChunkBytes) {
+                        throw new LostException("chunk " + chunk + " has " + bytes.length + " bytes, not "
+                                + conf.bbChunkBytes, null);
+                    }
+                    if (check != null) {
+                        check.verify(bytes, written, files[0].getName());
+                    }
+                    written += writeFully(out, ByteBuffer.wrap(bytes), written);
+                }
+                if (unstored != null) {
+                    written += writeFully(out, ByteBuffer.wrap(unstored), written);
+                }
+                if (written != replica.length()) {
+                    throw new LostException("the burst buffer holds " + written + " of its " + replica.length()
+                            + " bytes", null);
+                }
+                out.truncate(written);
+                out.force(true);
+            } catch (java.nio.file.NoSuchFileException e) {
+                drop(replica, "its block file was deleted");
+                return;
+            }
+            if (!replica.end(BurstBufferPending.State.FLUSHED)) {
+                return; // dropped meanwhile (the block deleted): its keys are deleted by the drop
+            }
+            pending.remove(new Key(replica.bpid, replica.blockId), replica);
+            release(replica);
+            replicasFlushed.incrementAndGet();
+            bytesFlushed.addAndGet(written);
+            LOG.info("Triple-H hhh-l-bb: flushed {} ({} bytes) to the parallel file system in {} ms; {} replicas "
+                    + "pending", replica, written, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs),
+                    pending.size());
+            deleteKeys(replica, chunks);
+        }
+    }
+
+    private static long writeFully(FileChannel out, ByteBuffer bytes, long position) throws IOException {
+        long done = 0;
+        while (bytes.hasRemaining()) {
+            done += out.write(bytes, position + done);
+        }
+        return done;
+    }
+
+    /** Checks a replica's bytes, chunk after chunk, against HDFS's checksum file. */
+    private static final class ChecksumCheck implements AutoCloseable {
+        private final DataInputStream meta;
+        private final DataChecksum checksum;
+        private final byte[] sums;
+
+        private ChecksumCheck(DataInputStream meta, DataChecksum checksum, int chunkBytes) {
+            this.meta = meta;
+            this.checksum = checksum;
+            this.sums = new byte[(chunkBytes / checksum.getBytesPerChecksum() + 1) * checksum.getChecksumSize()];
+        }
+
+        /** Null when a chunk is not a whole number of checksum chunks (then nothing is checked). */
+        static ChecksumCheck open(File metaFile, int chunkBytes) throws IOException {
+            DataInputStream meta = new DataInputStream(new java.io.BufferedInputStream(new FileInputStream(metaFile)));
+            try {
+                DataChecksum checksum = BlockMetadataHeader.readHeader(meta).getChecksum();
+                if (checksum.getChecksumSize() == 0 || chunkBytes % checksum.getBytesPerChecksum() != 0) {
+                    meta.close();
+                    return null;
+                }
+                return new ChecksumCheck(meta, checksum, chunkBytes);
+            } catch (IOException | RuntimeException e) {
+                meta.close();
+                throw e;
+            }
+        }
+
+        void verify(byte[] data, long position, String file) throws IOException {
+            int sumBytes = ((data.length + checksum.getBytesPerChecksum() - 1) / checksum.getBytesPerChecksum())
+                    * checksum.getChecksumSize();
+            meta.readFully(sums, 0, sumBytes);
+            try {
+                checksum.verifyChunkedSums(ByteBuffer.wrap(data), ByteBuffer.wrap(sums, 0, sumBytes), file, position);
+            } catch (ChecksumException e) {
+                throw new LostException("its copy in the burst buffer fails HDFS's checksum at byte " + e.getPos(), e);
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            meta.close();
+        }
+    }
+
+    /** The block was deleted (HDFS invalidated the replica): its copy in the cache goes too. */
+    public void deleted(String bpid, long blockId) {
+        BurstBufferPending replica = pending.get(new Key(bpid, blockId));
+        if (replica != null) {
+            drop(replica, "deleted");
+        }
+    }
+
+    private void drop(BurstBufferPending replica, String why) {
+        pending.remove(new Key(replica.bpid, replica.blockId), replica);
+        if (replica.end(BurstBufferPending.State.DROPPED)) {
+            LOG.debug("Triple-H hhh-l-bb: {} leaves the burst buffer unflushed: {}", replica, why);
+            release(replica);
+            deleteLater(replica);
+        }
+    }
+
+    private synchronized void release(BurstBufferPending replica) {
+        pendingBytes -= replica.reservedBytes;
+        replica.reservedBytes = 0;
+    }
+
+    private void deleteLater(BurstBufferPending replica) {
+        if (!closed) {
+            flusher.execute(() -> deleteKeys(replica, replica.chunksStored()));
+        }
+    }
+
+    /** Best effort: a key left behind is only space, which the cache's eviction takes back. */
+    private void deleteKeys(BurstBufferPending replica, int chunks) {
+        for (int chunk = 0; chunk < chunks; chunk++) {
+            try {
+                client.delete(replica.key(chunk));
+            } catch (IOException e) {
+                LOG.debug("Triple-H hhh-l-bb: deleting {} from the burst buffer failed", replica.key(chunk), e);
+                return;
+            }
+        }
+    }
+
+    /**
+     * A stream over a replica's data from {@code offset}: from the burst buffer while the replica is there, from
+     * HDFS's block file once flushed; null when the replica is not in the burst buffer.
+     */
+    public InputStream open(String bpid, long blockId, long offset) {
+        BurstBufferPending replica = pending.get(new Key(bpid, blockId));
+        if (replica == null) {
+            return null;
+        }
+        readsFromBuffer.incrementAndGet();
+        return new BurstBufferInputStream(replica, conf.bbChunkBytes, offset,
+                position -> dataset.fileStream(bpid, blockId, position));
+    }
+
+    /** The replica's length while in the burst buffer (its block file is shorter), or -1. */
+    public long length(String bpid, long blockId) {
+        BurstBufferPending replica = pending.get(new Key(bpid, blockId));
+        return replica == null ? -1 : replica.length();
+    }
+
+    /** Whether the DataNode holds this replica's data in the burst buffer now. */
+    public boolean holds(String bpid, long blockId) {
+        return pending.containsKey(new Key(bpid, blockId));
+    }
+
+    /** Flushes every finished replica now (tests, and {@link #close}); false if some are left after the wait. */
+    public boolean flushAll(long waitMs) throws InterruptedException {
+        return flushBlockPool(null, waitMs);
+    }
+
+    /**
+     * Flushes the finished replicas of block pool {@code bpid} (every pool: null) now: HDFS forgets a pool's
+     * replicas when the DataNode stops serving it, before the dataset shuts down. False if some are left.
+     */
+    public boolean flushBlockPool(String bpid, long waitMs) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+        List<BurstBufferPending> sealed = new ArrayList<>();
+        for (BurstBufferPending replica : pending.values()) {
+            if (replica.state() == BurstBufferPending.State.SEALED && (bpid == null || bpid.equals(replica.bpid))) {
+                sealed.add(replica);
+            }
+        }
+        for (BurstBufferPending replica : sealed) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            flushInBackground(replica, RETRY_DELAYS_MS.length);
+        }
+        return pending.values().stream().noneMatch(r -> r.state() == BurstBufferPending.State.SEALED
+                && (bpid == null || bpid.equals(r.bpid)));
+    }
+
+    /** Replicas taken into the burst buffer. */
+    public long replicasBuffered() {
+        return replicasBuffered.get();
+    }
+
+    /** Parallel file system replicas written straight to it (past {@code bb.maxPending.bytes}, or cache down). */
+    public long replicasWrittenThrough() {
+        return replicasWrittenThrough.get();
+    }
+
+    /** Replicas flushed to the parallel file system, and their bytes. */
+    public long replicasFlushed() {
+        return replicasFlushed.get();
+    }
+
+    public long bytesFlushed() {
+        return bytesFlushed.get();
+    }
+
+    /** Replicas whose copy in the cache was lost or corrupt (reported bad to the NameNode). */
+    public long replicasLost() {
+        return replicasLost.get();
+    }
+
+    /** Stores into the cache that failed while a replica was written. */
+    public long writeFailures() {
+        return writeFailures.get();
+    }
+
+    /** Reads served from the burst buffer (replicas not yet flushed). */
+    public long readsFromBuffer() {
+        return readsFromBuffer.get();
+    }
+
+    /** Replicas held not yet flushed. */
+    public int pendingReplicas() {
+        return pending.size();
+    }
+
+    /** Counters, for the log and the tests. */
+    public String counters() {
+        long bytes;
+        synchronized (this) {
+            bytes = pendingBytes;
+        }
+        return "buffered=" + replicasBuffered + " writtenThrough=" + replicasWrittenThrough + " flushed="
+                + replicasFlushed + " flushedBytes=" + bytesFlushed + " lost=" + replicasLost + " writeFailures="
+                + writeFailures + " readsFromBuffer="
+                + readsFromBuffer + " pending=" + pending.size() + " pendingBytes=" + bytes;
+    }
+
+    /** The DataNode stops: finished replicas are flushed (bounded wait); any left are lost as described. */
+    @Override
+    public void close() {
+        try {
+            if (!flushAll(DRAIN_MS)) {
+                LOG.warn("Triple-H hhh-l-bb: {} stops with replicas not flushed ({}); after its restart HDFS finds "
+                        + "their block files short and re-replicates them", datanodeName, counters());
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        closed = true;
+        flusher.shutdownNow();
+        client.close();
+        LOG.info("Triple-H hhh-l-bb: {} burst buffer closed: {}", datanodeName, counters());
+    }
+}
