@@ -37,7 +37,7 @@ import org.slf4j.LoggerFactory;
  * cache (restarted, evicted, corrupted: the flush checks every byte against HDFS's checksums) is reported to the
  * NameNode as a bad replica, and HDFS re-replicates the block from its local replicas.
  */
-public final class BurstBuffer implements AutoCloseable {
+public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metrics2.MetricsSource {
     private static final Logger LOG = LoggerFactory.getLogger(BurstBuffer.class);
     /** After a failed write to the cache, new replicas go straight to the parallel file system for this long. */
     private static final long UNAVAILABLE_BACKOFF_NS = TimeUnit.SECONDS.toNanos(10);
@@ -74,6 +74,8 @@ public final class BurstBuffer implements AutoCloseable {
     private boolean warnedFull; // guarded by this
     private volatile long unavailableUntilNs = System.nanoTime();
     private volatile boolean closed;
+    /** This DataNode's metrics source (JMX {@code Hadoop:service=DataNode,name=SlipstreamBurstBuffer-<port>}). */
+    private final String metricsName;
 
     private final AtomicLong replicasBuffered = new AtomicLong();
     private final AtomicLong replicasWrittenThrough = new AtomicLong();
@@ -109,6 +111,10 @@ public final class BurstBuffer implements AutoCloseable {
             return thread;
         });
         flusher.setRemoveOnCancelPolicy(true);
+        // One per DataNode, also when a test runs several in one JVM: the name carries its transfer port.
+        metricsName = "SlipstreamBurstBuffer-" + datanodeName.replaceAll("[^0-9A-Za-z.-]", "_");
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.instance().register(metricsName,
+                "Triple-H hhh-l-bb burst buffer", this);
         LOG.info("Triple-H hhh-l-bb: DataNode {} writes its parallel file system replicas through the burst buffer {} "
                 + "({} bytes per chunk, at most {} bytes pending, flush after {} ms)", datanodeName, conf.bbServers,
                 conf.bbChunkBytes, conf.bbMaxPendingBytes, conf.bbFlushDelayMs);
@@ -504,6 +510,30 @@ public final class BurstBuffer implements AutoCloseable {
         return pending.size();
     }
 
+    @Override
+    public void getMetrics(org.apache.hadoop.metrics2.MetricsCollector collector, boolean all) {
+        long bytes;
+        synchronized (this) {
+            bytes = pendingBytes;
+        }
+        collector.addRecord(metricsName).setContext("dfs")
+                .addCounter(info("ReplicasBuffered", "replicas taken into the burst buffer"), replicasBuffered.get())
+                .addCounter(info("ReplicasWrittenThrough", "parallel file system replicas written straight to it"),
+                        replicasWrittenThrough.get())
+                .addCounter(info("ReplicasFlushed", "replicas flushed to the parallel file system"), replicasFlushed.get())
+                .addCounter(info("BytesFlushed", "bytes flushed to the parallel file system"), bytesFlushed.get())
+                .addCounter(info("ReplicasLost", "replicas whose copy in the cache was lost or corrupt"),
+                        replicasLost.get())
+                .addCounter(info("WriteFailures", "stores into the cache that failed"), writeFailures.get())
+                .addCounter(info("ReadsFromBuffer", "reads served from the burst buffer"), readsFromBuffer.get())
+                .addGauge(info("PendingReplicas", "replicas held not yet flushed"), pending.size())
+                .addGauge(info("PendingBytes", "bytes reserved by replicas not yet flushed"), bytes);
+    }
+
+    private static org.apache.hadoop.metrics2.MetricsInfo info(String name, String description) {
+        return org.apache.hadoop.metrics2.lib.Interns.info(name, description);
+    }
+
     /** Counters, for the log and the tests. */
     public String counters() {
         long bytes;
@@ -528,6 +558,7 @@ public final class BurstBuffer implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         closed = true;
+        org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.instance().unregisterSource(metricsName);
         flusher.shutdownNow();
         client.close();
         LOG.info("Triple-H hhh-l-bb: {} burst buffer closed: {}", datanodeName, counters());

@@ -119,6 +119,10 @@ class HhhlbbClusterTest {
         assertEquals(12, cache.stat("curr_items") - itemsBefore, "chunks in the cache");
         TierClusters.assertReadsBack(fs, new Path("/bb/small"), small);
         TierClusters.assertReadsBack(fs, new Path("/bb/large"), large);
+        // Each DataNode's counters are a Hadoop metrics source, in JMX (and the DataNode's /jmx page).
+        java.util.Set<javax.management.ObjectName> beans = java.lang.management.ManagementFactory.getPlatformMBeanServer()
+                .queryNames(new javax.management.ObjectName("Hadoop:service=*,name=SlipstreamBurstBuffer-*"), null);
+        assertEquals(3, beans.size(), "one metrics source per DataNode: " + beans);
     }
 
     /** With the local replicas' DataNodes down, a reader gets the PFS replica's data from the burst buffer. */
@@ -196,12 +200,34 @@ class HhhlbbClusterTest {
         TierClusters.assertFsckHealthy(cluster);
     }
 
+    /** A file deleted before its replicas are flushed: they leave the burst buffer, and the cache is emptied. */
+    @Test
+    @Order(5)
+    void aDeletedFilesReplicasLeaveTheBurstBuffer() throws Exception {
+        Path path = new Path("/bb/deleted");
+        TierClusters.write(fs, path, BLOCK_BYTES, 17);
+        PfsReplica replica = pfsReplicas(path).get(0);
+        assertTrue(replica.pending());
+        assertTrue(cache.stat("curr_items") > 0);
+        assertTrue(fs.delete(path, false));
+        TierClusters.await("the deleted replica out of the burst buffer", 60, () -> !replica.pending(),
+                () -> replica.burstBuffer().counters());
+        TierClusters.await("its chunks deleted from the cache", 30, () -> {
+            try {
+                return cache.stat("curr_items") == 0;
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        });
+        assertEquals(0, replica.burstBuffer().replicasLost(), replica.burstBuffer().counters());
+    }
+
     /**
      * The cache killed (and restarted empty) before a replica was flushed: the flush finds its chunks gone,
      * the DataNode reports the replica bad, and HDFS re-replicates the block from its local replicas.
      */
     @Test
-    @Order(5)
+    @Order(6)
     void aCopyLostFromTheCacheIsReReplicatedByHdfs() throws Exception {
         Path path = new Path("/bb/lost");
         byte[] data = TierClusters.write(fs, path, BLOCK_BYTES, 13);
@@ -228,7 +254,7 @@ class HhhlbbClusterTest {
      * checksum file, so the corrupt copy never reaches the parallel file system; HDFS re-replicates the block.
      */
     @Test
-    @Order(6)
+    @Order(7)
     void aCorruptChunkInTheCacheIsCaughtByTheFlush() throws Exception {
         Path path = new Path("/bb/corrupt");
         byte[] data = TierClusters.write(fs, path, BLOCK_BYTES, 16);
@@ -256,7 +282,7 @@ class HhhlbbClusterTest {
 
     /** The cache down while a block is written: the write succeeds and HDFS keeps three good replicas. */
     @Test
-    @Order(7)
+    @Order(8)
     void aCacheDownAtWriteTimeLosesNothing() throws Exception {
         cache.kill();
         try {
