@@ -89,6 +89,57 @@ class BurstBufferClientTest {
         }
     }
 
+    /**
+     * The reply parser against arbitrary bytes (the client's network input): every answer is a value within
+     * the chunk limit, a miss, or an IOException; nothing else escapes and nothing larger is allocated.
+     */
+    @Test
+    void arbitraryRepliesGiveAValueAMissOrAnIOException() throws Exception {
+        Random random = new Random(7);
+        String[] seeds = {"VALUE k 0 5\r\nhello\r\nEND\r\n", "END\r\n", "VALUE k 0 -1\r\n", "VALUE k 0 99999999999\r\n",
+            "VALUE j 0 1\r\nx\r\nEND\r\n", "VALUE k 0 3\r\nabcEND\r\n", "SERVER_ERROR out of memory\r\n", "VALUE k\r\n"};
+        try (ServerSocket server = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            for (int i = 0; i < 400; i++) {
+                byte[] reply;
+                if (i < seeds.length) {
+                    reply = seeds[i].getBytes(StandardCharsets.US_ASCII);
+                } else {
+                    reply = seeds[random.nextInt(seeds.length)].getBytes(StandardCharsets.US_ASCII);
+                    for (int flips = random.nextInt(4); flips >= 0; flips--) {
+                        reply[random.nextInt(reply.length)] = (byte) random.nextInt(256);
+                    }
+                    if (random.nextInt(4) == 0) {
+                        reply = java.util.Arrays.copyOf(reply, random.nextInt(reply.length + 1));
+                    }
+                }
+                byte[] answer = reply;
+                Thread peer = new Thread(() -> {
+                    try (Socket s = server.accept()) {
+                        InputStream in = s.getInputStream();
+                        while (in.read() != '\n') {
+                            // the request line
+                        }
+                        s.getOutputStream().write(answer);
+                        s.getOutputStream().flush();
+                        s.shutdownOutput();
+                        in.read(); // until the client closes
+                    } catch (IOException ignored) {
+                        // The client may close first.
+                    }
+                });
+                peer.start();
+                try (BurstBufferClient client = new BurstBufferClient(
+                        List.of(new InetSocketAddress("127.0.0.1", server.getLocalPort())), 1, 2000, 1024, "", "")) {
+                    byte[] value = client.get("k");
+                    assertTrue(value == null || value.length <= 1024);
+                } catch (IOException expected) {
+                    // A clear error for a reply that is not memcached's.
+                }
+                peer.join(5000);
+            }
+        }
+    }
+
     @Test
     void aServerDownIsAClearError() throws Exception {
         int port;
