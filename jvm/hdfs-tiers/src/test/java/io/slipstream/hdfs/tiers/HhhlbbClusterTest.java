@@ -113,6 +113,12 @@ class HhhlbbClusterTest {
         assertEquals(3, replicas.size());
         for (PfsReplica replica : replicas) {
             assertTrue(replica.pending(), replica + " is in the burst buffer: " + replica.burstBuffer().counters());
+            // HDFS's directory scanner sees an empty block file: it must not shrink the replica to it.
+            new org.apache.hadoop.hdfs.server.datanode.DirectoryScanner(replica.datanode().getFSDataset(),
+                    cluster.getConfiguration(0)).reconcile();
+            assertEquals(replica.block().getNumBytes(),
+                    replica.datanode().getFSDataset().getReplicaVisibleLength(replica.block()),
+                    "length of " + replica + " after a directory scan");
         }
         // Not through getBlockLocalPathInfo (it flushes): the file is the one HDFS created, empty until the flush.
         // The cache holds 4 + 4 + 4 chunks of 256 KiB (the small file's last one partial).

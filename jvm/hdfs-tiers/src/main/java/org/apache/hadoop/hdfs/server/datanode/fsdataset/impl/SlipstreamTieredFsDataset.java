@@ -169,6 +169,18 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
         super.invalidate(bpid, invalidBlks);
     }
 
+    /**
+     * HDFS's directory scanner would take a replica in the burst buffer for one whose block file shrank and set
+     * its length to the file's (empty): such a replica is left for the scanner's next round.
+     */
+    @Override
+    public void checkAndUpdate(String bpid, FsVolumeSpi.ScanInfo scanInfo) throws IOException {
+        if (burstBuffer != null && burstBuffer.holds(bpid, scanInfo.getBlockId())) {
+            return;
+        }
+        super.checkAndUpdate(bpid, scanInfo);
+    }
+
     private void flushFirst(ExtendedBlock b, String why) throws IOException {
         if (burstBuffer != null) {
             burstBuffer.flushNow(b.getBlockPoolId(), b.getBlockId(), why);
