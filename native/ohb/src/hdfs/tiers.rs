@@ -1,4 +1,4 @@
-//! `ohb hdfs tiers`: Triple-H's modes (HHH, HHH-M; `jvm/hdfs-tiers`) against vanilla HDFS's storage
+//! `ohb hdfs tiers`: Triple-H's modes (HHH, HHH-M, HHH-L, HHH-L-BB; `jvm/hdfs-tiers`) against vanilla HDFS's storage
 //! policies (HOT, the default: every replica on DISK; LAZY_PERSIST; ALL_SSD) in one run, on the same
 //! directories: OHB's SWT (sequential write throughput, `writers` files at once, replication 3) and SRT
 //! (the same files read back at once), each configuration in its own JVM with its own mini cluster
@@ -15,6 +15,11 @@
 //! when HDFS's lazy writer had persisted every RAM replica ("until persisted", detected by the
 //! DataNodes' `RamDiskBlocksLazyPersisted` counters reaching their `RamDiskBlocksWrite`); the same for
 //! configurations without RAM replicas.
+//!
+//! HHH-L and HHH-L-BB give each DataNode one more directory, `pfs/dnN` on the disk, of storage type
+//! ARCHIVE, standing for a parallel file system; HHH-L-BB's JVM starts a real `slipstream-cache` (hybrid
+//! mode, its SSD log on the disk) as the burst buffer and fails unless every parallel file system
+//! replica went through it and was flushed ("until persisted" then also waits for the flushes).
 
 use crate::args::Args;
 use crate::child::{bench_jvm, find_repo_root, run_captured};
@@ -27,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The configurations, in the order they run; `hot` is the reference of every ratio.
-pub const CONFIGS: [&str; 5] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m"];
+pub const CONFIGS: [&str; 7] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb"];
 
 /// One configuration's JVM run (cluster, files, checks): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -278,6 +283,9 @@ fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<V
         .arg("--disk-dir")
         .arg(dirs.disk.join(config))
         .args(["--sync-on-close", &a.sync_on_close.to_string()]);
+    if config == "hhh-l-bb" {
+        cmd.arg("--cache-binary").arg(root.join("native/target/release/slipstream-cache"));
+    }
     eprintln!("ohb hdfs tiers: running {config} ...");
     let captured = run_captured("ohb-hdfs-tiers", cmd, RUN_TIMEOUT);
     // This configuration's directories go at once: the RAM tier's bytes are memory.
@@ -335,7 +343,23 @@ pub fn checks(results: &[Value]) -> Vec<Check> {
         pass: r.map(|r| r >= min),
         detail: detail.into(),
     };
+    // HHH-L's local storage per block against HOT's (all three replicas local): at most (r-1)/r.
+    let local = match (figure("hhh-l", "local_bytes_per_block"), figure("hot", "local_bytes_per_block")) {
+        (Some(l), Some(hot)) if hot > 0.0 => Some(l / hot),
+        _ => None,
+    };
+    let read = |config: &str| match (figure(config, "read_mb_s"), figure("hot", "read_mb_s")) {
+        (Some(x), Some(hot)) if hot > 0.0 => Some(x / hot),
+        _ => None,
+    };
     vec![
+        Check {
+            name: "HHH-L local bytes/block <= 2/3 HOT".into(),
+            ratio: local,
+            pass: local.map(|r| r <= 2.0 / 3.0 + 1e-9),
+            detail: "replicas on the DataNodes' own tiers; the third is on the parallel file system (ARCHIVE)".into(),
+        },
+        check("HHH-L read >= 1.0x HOT", read("hhh-l"), 1.0, "readers sent to local replicas first (considerStorageType)"),
         check("HHH-M write >= 2x HOT", ratio("hhh-m", "write_mb_s"), 2.0, "acknowledged writes; HHH-M keeps short-lived files in RAM only"),
         check(
             "HHH write >= 1.5x HOT",
@@ -370,7 +394,8 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
     for t in raw {
         out += &format!("{:<9} {:<10} {:>11} {:>10}  {}\n", t.tier, t.fs, format_mb_s(t.write_mb_s), format_mb_s(t.read_mb_s), t.dir);
     }
-    out += "(SSD and DISK are two directories of one filesystem, standing for two tiers: this machine has one disk)\n";
+    out += "(SSD, DISK and ARCHIVE are directories of one filesystem, standing for tiers (ARCHIVE: the parallel file \
+            system of HHH-L): this machine has one disk)\n";
     let hot = results.iter().find(|r| r["config"] == "hot");
     let cell = |r: &Value, key: &str| r[key].as_f64().map(format_mb_s).unwrap_or_else(|| "failed".into());
     let vs = |r: &Value, key: &str| match (r[key].as_f64(), hot.and_then(|h| h[key].as_f64())) {
@@ -379,15 +404,16 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
     };
     out += &format!(
         "\n{:<13} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
-        "config", "write MB/s", "vs HOT", "persisted MB/s", "vs HOT", "read MB/s", "vs HOT", "replicas R/S/D", "persist wait ms"
+        "config", "write MB/s", "vs HOT", "persisted MB/s", "vs HOT", "read MB/s", "vs HOT", "replicas R/S/D/A", "persist wait ms"
     );
     for config in CONFIGS {
         let Some(r) = results.iter().find(|r| r["config"] == config) else { continue };
         let replicas = format!(
-            "{}/{}/{}",
+            "{}/{}/{}/{}",
             r["replicas_ram_disk"].as_u64().unwrap_or(0),
             r["replicas_ssd"].as_u64().unwrap_or(0),
-            r["replicas_disk"].as_u64().unwrap_or(0)
+            r["replicas_disk"].as_u64().unwrap_or(0),
+            r["replicas_archive"].as_u64().unwrap_or(0)
         );
         out += &format!(
             "{:<13} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
@@ -401,6 +427,25 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
             replicas,
             r["persist_wait_ms_max"].as_u64().map(|ms| ms.to_string()).unwrap_or_default()
         );
+    }
+    if let Some(bb) = results.iter().find(|r| r["config"] == "hhh-l-bb" && r["bb_replicas_buffered"].is_u64()) {
+        out += &format!(
+            "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + SSD log): {} replicas buffered, {} flushed ({} B), \
+             {} reads served from it, {} written straight through, {} lost (last round)\n",
+            bb["bb_servers"].as_str().unwrap_or("?"),
+            bb["bb_memory_mb"].as_u64().unwrap_or(0),
+            bb["bb_replicas_buffered"].as_u64().unwrap_or(0),
+            bb["bb_replicas_flushed"].as_u64().unwrap_or(0),
+            bb["bb_bytes_flushed"].as_u64().unwrap_or(0),
+            bb["bb_reads_from_buffer"].as_u64().unwrap_or(0),
+            bb["bb_replicas_written_through"].as_u64().unwrap_or(0),
+            bb["bb_replicas_lost"].as_u64().unwrap_or(0)
+        );
+    }
+    for config in ["hot", "hhh-l", "hhh-l-bb"] {
+        if let Some(b) = results.iter().find(|r| r["config"] == config).and_then(|r| r["local_bytes_per_block"].as_f64()) {
+            out += &format!("local bytes per block, {config}: {b:.0}\n");
+        }
     }
     out += "targets (one run, ratios to HOT in it):\n";
     for c in checks {
@@ -437,11 +482,14 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
         ));
     }
     let mut raw = Vec::new();
-    let tiers = [
+    let mut tiers = vec![
         ("RAM_DISK", dirs.ram.join("raw"), dirs.ram.join("<config>/dnN")),
         ("SSD", dirs.disk.join("raw-ssd"), dirs.disk.join("<config>/ssd/dnN")),
         ("DISK", dirs.disk.join("raw-disk"), dirs.disk.join("<config>/disk/dnN")),
     ];
+    if a.configs.iter().any(|c| c.starts_with("hhh-l")) {
+        tiers.push(("ARCHIVE", dirs.disk.join("raw-pfs"), dirs.disk.join("<config>/pfs/dnN")));
+    }
     for (tier, dir, shown) in tiers {
         let (write_mb_s, read_mb_s) = raw_speed(&dir, a.workload.raw_bytes)?;
         let (magic, _) = statfs(&dir)?;
@@ -561,19 +609,45 @@ mod tests {
     }
 
     #[test]
+    fn hhh_l_targets_local_bytes_and_reads_and_the_burst_buffer_line() {
+        let mut hot = result("hot", 100.0, 100.0, 200.0);
+        hot["local_bytes_per_block"] = json!(3.0 * 4194304.0);
+        let mut l = result("hhh-l", 100.0, 100.0, 190.0);
+        l["local_bytes_per_block"] = json!(2.0 * 4194304.0);
+        l["replicas_archive"] = json!(16);
+        let mut bb = result("hhh-l-bb", 120.0, 90.0, 210.0);
+        for (k, v) in [("bb_replicas_buffered", 20), ("bb_replicas_flushed", 20), ("bb_reads_from_buffer", 3), ("bb_memory_mb", 256)] {
+            bb[k] = json!(v);
+        }
+        bb["bb_servers"] = json!("127.0.0.1:4242");
+        let results = vec![hot, l, bb];
+        let judged = checks(&results);
+        let local = judged.iter().find(|c| c.name.starts_with("HHH-L local")).unwrap();
+        assert_eq!(local.pass, Some(true), "2/3 of HOT's local bytes meets the target");
+        let read = judged.iter().find(|c| c.name.starts_with("HHH-L read")).unwrap();
+        assert_eq!(read.ratio, Some(0.95));
+        assert_eq!(read.pass, Some(false));
+        let table = render(&TiersWorkload::new(true), &[], &results, &judged);
+        assert!(table.contains("16/32/0/16"), "{table}");
+        assert!(table.contains("20 replicas buffered, 20 flushed") && table.contains("127.0.0.1:4242"), "{table}");
+        assert!(table.contains("local bytes per block, hhh-l: 8388608"), "{table}");
+    }
+
+    #[test]
     fn targets_are_judged_against_hot_and_shown() {
         let results = vec![result("hot", 100.0, 100.0, 200.0), result("hhh", 160.0, 120.0, 300.0), result("hhh-m", 190.0, 150.0, 400.0)];
         let judged = checks(&results);
-        assert_eq!(judged[0].ratio, Some(1.9));
-        assert_eq!(judged[0].pass, Some(false), "HHH-M 1.9x misses 2x");
-        assert_eq!(judged[1].pass, Some(true), "HHH acknowledged 1.6x meets 1.5x");
-        assert_eq!(judged[2].ratio, Some(1.2));
-        assert_eq!(judged[2].pass, Some(false));
+        let find = |name: &str| judged.iter().find(|c| c.name == name).unwrap().clone();
+        assert_eq!(find("HHH-M write >= 2x HOT").ratio, Some(1.9));
+        assert_eq!(find("HHH-M write >= 2x HOT").pass, Some(false), "HHH-M 1.9x misses 2x");
+        assert_eq!(find("HHH write >= 1.5x HOT").pass, Some(true), "HHH acknowledged 1.6x meets 1.5x");
+        assert_eq!(find("HHH write until persisted >= 1.5x HOT").ratio, Some(1.2));
+        assert_eq!(find("HHH write until persisted >= 1.5x HOT").pass, Some(false));
         let raw = vec![RawTier { tier: "RAM_DISK", dir: "/dev/shm/x".into(), fs: "tmpfs".into(), write_mb_s: 2000.0, read_mb_s: 4000.0 }];
         let table = render(&TiersWorkload::new(true), &raw, &results, &judged);
         assert!(table.contains("RAM_DISK  tmpfs"), "{table}");
         assert!(table.contains("1.60x"), "{table}");
-        assert!(table.contains("16/32/0"), "{table}");
+        assert!(table.contains("16/32/0/0"), "{table}");
         assert!(table.contains("HHH-M write >= 2x HOT") && table.contains("MISSED"), "{table}");
         assert!(table.lines().any(|l| l.contains("HHH write >= 1.5x HOT") && l.contains(" met ")), "{table}");
         // Without HOT's figure nothing is judged.

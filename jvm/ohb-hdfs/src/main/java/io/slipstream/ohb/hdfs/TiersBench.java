@@ -38,7 +38,8 @@ import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
  * and a DISK directory (under {@code --disk-dir}, on the disk). Configurations: {@code hot} (vanilla HDFS,
  * default policy: every replica on DISK), {@code lazy-persist} and {@code all-ssd} (vanilla HDFS with that
  * storage policy on the written directory), {@code hhh} and {@code hhh-m} (Triple-H, {@code jvm/hdfs-tiers};
- * HHH-M's files marked short-lived with LAZY_PERSIST). OHB's SWT: {@code writers} threads each write their
+ * HHH-M's files marked short-lived with LAZY_PERSIST), {@code hhh-l} and {@code hhh-l-bb} (each DataNode also
+ * has an ARCHIVE directory standing for a parallel file system; {@link TiersPfs}). OHB's SWT: {@code writers} threads each write their
  * own file per run (aggregate MB/s when every {@code close()} returned, and for configurations with RAM
  * replicas also when HDFS's lazy writer had persisted every one of them), after one untimed warm-up file
  * per writer; then SRT: as many readers read
@@ -47,8 +48,10 @@ import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
  * Prints one {@code OHB_TIERS_RESULT {json}} line; exits 1 on a failure.
  */
 public final class TiersBench {
-    static final List<String> CONFIGS = List.of("hot", "lazy-persist", "all-ssd", "hhh", "hhh-m");
+    static final List<String> CONFIGS = List.of("hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb");
     private static final StorageType[] TYPES = {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK};
+    private static final StorageType[] TYPES_WITH_PFS =
+            {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK, StorageType.ARCHIVE};
     private static final Path DIR = new Path("/ohb-tiers");
     /** How long HDFS gets to report every replica and to persist every RAM replica. */
     private static final long SETTLE_MS_MAX = 120_000;
@@ -69,11 +72,13 @@ public final class TiersBench {
         o.put("ram-dir", "/dev/shm/ohb-hdfs-tiers");
         o.put("disk-dir", "build/ohb-hdfs-tiers");
         o.put("sync-on-close", "false");
+        o.put("cache-binary", "");
         for (int i = 0; i < args.length; i++) {
             String key = args[i].replaceFirst("^--", "");
             if (!o.containsKey(key) || i + 1 >= args.length) {
                 System.err.println("usage: TiersBench --config " + String.join("|", CONFIGS) + " [--writers N] [--file-bytes N]"
-                        + " [--block-bytes N] [--runs N] [--buffer-bytes N] [--ram-dir DIR] [--disk-dir DIR] [--sync-on-close true|false]");
+                        + " [--block-bytes N] [--runs N] [--buffer-bytes N] [--ram-dir DIR] [--disk-dir DIR] [--sync-on-close true|false]"
+                        + " [--cache-binary PATH (hhh-l-bb)]");
                 System.exit(2);
             }
             o.put(key, args[++i]);
@@ -102,9 +107,18 @@ public final class TiersBench {
         boolean ok = true;
         String failure = "";
         MiniDFSCluster cluster = null;
+        TiersPfs burstBuffer = null;
         try {
+            if (config.equals("hhh-l-bb")) {
+                // Room in memory for two runs' parallel file system replicas; the SSD log as large again.
+                long cacheMb = Math.min(2048, Math.max(256, 2L * writers * fileBytes >> 20));
+                burstBuffer = TiersPfs.startCache(o.get("cache-binary"),
+                        java.nio.file.Path.of(o.get("disk-dir")).resolve("bb-ssd"), cacheMb);
+                result.put("bb_servers", burstBuffer.servers);
+                result.put("bb_memory_mb", cacheMb);
+            }
             cluster = start(config, blockBytes, ramBytesPerDataNode, syncOnClose, java.nio.file.Path.of(o.get("ram-dir")),
-                    java.nio.file.Path.of(o.get("disk-dir")), result);
+                    java.nio.file.Path.of(o.get("disk-dir")), burstBuffer, result);
             DistributedFileSystem fs = cluster.getFileSystem();
             fs.mkdirs(DIR);
             switch (config) {
@@ -124,6 +138,10 @@ public final class TiersBench {
         } finally {
             if (cluster != null) {
                 cluster.shutdown(true);
+            }
+            // After the cluster: its DataNodes flush what they still hold when they stop.
+            if (burstBuffer != null) {
+                burstBuffer.close();
             }
         }
         result.put("ok", ok);
@@ -148,7 +166,7 @@ public final class TiersBench {
     }
 
     private static MiniDFSCluster start(String config, long blockBytes, long ramBytesPerDataNode, boolean syncOnClose, java.nio.file.Path ramDir,
-            java.nio.file.Path diskDir, Map<String, Object> result) throws IOException {
+            java.nio.file.Path diskDir, TiersPfs burstBuffer, Map<String, Object> result) throws IOException {
         Configuration conf = new HdfsConfiguration();
         java.nio.file.Path base = diskDir.resolve("namenode");
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
@@ -174,6 +192,14 @@ public final class TiersBench {
             conf.set(DFSConfigKeys.DFS_BLOCK_REPLICATOR_CLASSNAME_KEY, TieredBlockPlacementPolicy.class.getName());
             conf.set(DFSConfigKeys.DFS_DATANODE_FSDATASET_FACTORY_KEY, TieredFsDatasetFactory.class.getName());
         }
+        boolean pfs = TiersPfs.usesPfs(config);
+        if (pfs) {
+            TiersPfs.configure(conf);
+        }
+        if (burstBuffer != null) {
+            burstBuffer.configure(conf, blockBytes);
+        }
+        StorageType[] types = pfs ? TYPES_WITH_PFS : TYPES;
         // Without the native Hadoop library nothing is locked; HDFS's own lazy-persist tests do the same.
         NativeIO.POSIX.setCacheManipulator(new NativeIO.POSIX.NoMlockCacheManipulator());
         Configuration[] overlays = new Configuration[3];
@@ -184,11 +210,15 @@ public final class TiersBench {
             java.nio.file.Path disk = Files.createDirectories(diskDir.resolve("disk").resolve("dn" + dn));
             overlays[dn] = new Configuration(false);
             String dataDirs = "[RAM_DISK]" + ram.toUri() + ",[SSD]" + ssd.toUri() + ",[DISK]" + disk.toUri();
+            if (pfs) {
+                // The parallel file system: one directory per DataNode, as on a cluster's shared mount.
+                dataDirs += ",[ARCHIVE]" + Files.createDirectories(diskDir.resolve("pfs").resolve("dn" + dn)).toUri();
+            }
             overlays[dn].set(DFSConfigKeys.DFS_DATANODE_DATA_DIR_KEY, dataDirs);
             dirs.add(dataDirs);
         }
         result.put("datanode_dirs", String.join(" ; ", dirs));
-        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).storagesPerDatanode(TYPES.length)
+        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).storagesPerDatanode(types.length)
                 .manageDataDfsDirs(false).dataNodeConfOverlays(overlays).build();
         cluster.waitActive();
         // The RAM tier's size, as a tmpfs mounted with size= would give it (the shared /dev/shm is far larger).
@@ -243,14 +273,19 @@ public final class TiersBench {
                 long acked = System.nanoTime();
                 // Durable as vanilla HOT once no replica is left only in RAM: HDFS's lazy writer counts each
                 // RAM replica it finished copying to a persistent volume (RamDiskBlocksLazyPersisted).
+                // HHH-L-BB: and once the burst buffer has flushed every replica to the parallel file system.
+                boolean bb = config.equals("hhh-l-bb");
                 long[] ram = ramCounters(cluster);
+                long pending = bb ? TiersPfs.pending(cluster) : 0;
                 long deadline = acked + SETTLE_MS_MAX * 1_000_000;
-                while (ram[1] < ram[0]) {
+                while (ram[1] < ram[0] || pending > 0) {
                     if (System.nanoTime() > deadline) {
-                        return "run " + run + ": " + ram[1] + " of " + ram[0] + " RAM replicas persisted after " + SETTLE_MS_MAX + " ms";
+                        return "run " + run + ": " + ram[1] + " of " + ram[0] + " RAM replicas persisted, " + pending
+                                + " replicas in the burst buffer after " + SETTLE_MS_MAX + " ms";
                     }
                     Thread.sleep(POLL_MS);
                     ram = ramCounters(cluster);
+                    pending = bb ? TiersPfs.pending(cluster) : 0;
                 }
                 long persisted = System.nanoTime();
                 double bytes = (double) writers * fileBytes;
@@ -334,6 +369,7 @@ public final class TiersBench {
             Map<String, Object> result) throws Exception {
         Map<StorageType, Integer> replicasByTier = new EnumMap<>(StorageType.class);
         int blocks = 0;
+        long localBytes = 0;
         for (int f = 0; f < files; f++) {
             for (LocatedBlock block : awaitReplicas(fs, file(f), 3)) {
                 blocks++;
@@ -347,6 +383,9 @@ public final class TiersBench {
                                 + ", the DataNode holds it on " + onDataNode;
                     }
                     replicasByTier.merge(types[i], 1, Integer::sum);
+                    if (types[i] != StorageType.ARCHIVE) {
+                        localBytes += block.getBlockSize();
+                    }
                 }
                 String why = expectedTiers(config, types);
                 if (why != null) {
@@ -355,8 +394,20 @@ public final class TiersBench {
             }
         }
         result.put("blocks", blocks);
-        for (StorageType type : TYPES) {
+        for (StorageType type : TYPES_WITH_PFS) {
             result.put("replicas_" + type.name().toLowerCase(java.util.Locale.ROOT), replicasByTier.getOrDefault(type, 0));
+        }
+        // Bytes on the DataNodes' own tiers (not the parallel file system) per block written: HHH-L's target.
+        result.put("local_bytes_per_block", blocks == 0 ? 0.0 : (double) localBytes / blocks);
+        if (config.equals("hhh-l-bb")) {
+            long deadline = System.nanoTime() + SETTLE_MS_MAX * 1_000_000;
+            while (TiersPfs.pending(cluster) > 0) {
+                if (System.nanoTime() > deadline) {
+                    return TiersPfs.pending(cluster) + " replicas still in the burst buffer after " + SETTLE_MS_MAX + " ms";
+                }
+                Thread.sleep(POLL_MS);
+            }
+            return TiersPfs.checkBurstBuffer(cluster, replicasByTier.getOrDefault(StorageType.ARCHIVE, 0), result);
         }
         return null;
     }
@@ -366,6 +417,7 @@ public final class TiersBench {
         long ram = Arrays.stream(types).filter(t -> t == StorageType.RAM_DISK).count();
         long ssd = Arrays.stream(types).filter(t -> t == StorageType.SSD).count();
         long disk = Arrays.stream(types).filter(t -> t == StorageType.DISK).count();
+        long archive = Arrays.stream(types).filter(t -> t == StorageType.ARCHIVE).count();
         if (types.length != 3) {
             return types.length + " replicas, expected 3";
         }
@@ -374,6 +426,8 @@ public final class TiersBench {
             case "all-ssd" -> ssd == 3 ? null : "ALL_SSD puts every replica on SSD";
             case "lazy-persist", "hhh-m" -> ram == 3 ? null : "every replica in RAM (the RAM tier has room for all)";
             case "hhh" -> ram == 1 ? null : "HHH puts exactly one replica in RAM, the others on SSD/DISK";
+            case "hhh-l", "hhh-l-bb" -> archive == 1 && ram == 1 ? null
+                    : "HHH-L puts one replica on the parallel file system (ARCHIVE), one in RAM, the other on SSD/DISK";
             default -> "unknown configuration";
         };
     }

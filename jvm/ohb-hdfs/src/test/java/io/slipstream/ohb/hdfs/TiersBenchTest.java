@@ -12,6 +12,7 @@ class TiersBenchTest {
     private static final StorageType R = StorageType.RAM_DISK;
     private static final StorageType S = StorageType.SSD;
     private static final StorageType D = StorageType.DISK;
+    private static final StorageType A = StorageType.ARCHIVE;
 
     @Test
     void eachConfigurationAcceptsItsPlacementOnly() {
@@ -28,6 +29,13 @@ class TiersBenchTest {
         assertNotNull(TiersBench.expectedTiers("hhh", new StorageType[] {S, S, D}));
         assertNotNull(TiersBench.expectedTiers("hhh", new StorageType[] {R, R, S}));
         assertNotNull(TiersBench.expectedTiers("hhh", new StorageType[] {R, S}), "two replicas of three");
+        for (String pfs : new String[] {"hhh-l", "hhh-l-bb"}) {
+            assertNull(TiersBench.expectedTiers(pfs, new StorageType[] {R, S, A}), pfs);
+            assertNull(TiersBench.expectedTiers(pfs, new StorageType[] {A, D, R}), pfs);
+            assertNotNull(TiersBench.expectedTiers(pfs, new StorageType[] {R, S, S}), pfs + ": no PFS replica");
+            assertNotNull(TiersBench.expectedTiers(pfs, new StorageType[] {A, A, R}), pfs + ": two PFS replicas");
+            assertNotNull(TiersBench.expectedTiers(pfs, new StorageType[] {A, S, D}), pfs + ": no RAM replica");
+        }
         assertNotNull(TiersBench.expectedTiers("bogus", new StorageType[] {D, D, D}));
     }
 
