@@ -6,19 +6,27 @@ import org.apache.hadoop.ipc.VersionedProtocol;
 
 /**
  * How a client learns a server's fabric address and gets a session (docs/hadoop-rpc.md, messages 1-2):
- * one call over the server's normal socket listener, so it runs after Hadoop authenticated the connection
- * and the session is bound to that connection's user and address. Carried by Hadoop's
+ * one call over the server's normal socket listener, on a connection made for the protocol the session is
+ * for, so it runs after Hadoop authenticated (and, with service-level authorization, authorised) that
+ * connection, and the session is bound to the connection's user. Carried by Hadoop's
  * {@code WritableRpcEngine} (protocol independent: no generated protobuf code needed), registered on every
  * server of {@link FabricRpcEngine} next to its real protocols.
+ *
+ * <p>Version 2 adds the key agreement (version 1's {@code openSession()} gave unauthenticated sessions).
+ * Hadoop matches versions exactly, so a client and a server of different versions get
+ * {@code RPC.VersionMismatch}, which the client takes as "no fabric here" (socket path, or with fallback
+ * never an error).
  */
 @ProtocolInfo(protocolName = "io.slipstream.hadoop.rpc.FabricDiscovery", protocolVersion = FabricDiscovery.versionID)
 public interface FabricDiscovery extends VersionedProtocol {
-    long versionID = 1L;
+    long versionID = 2L;
 
     /**
-     * Opens a fabric session for the calling user: {@code "<frame version> <host> <port> <session id>"},
-     * or an empty string when this server does not offer the fabric. Fails when the server holds its
-     * maximum of sessions and none is idle.
+     * Opens a fabric session for the calling user and {@code protocol} (the name calls of the session will
+     * carry), with {@code clientPublicKey} the client's ephemeral X25519 public key (32 bytes). Answers
+     * {@code "<frame version> <host> <port> <session id> <server public key, base64>"}, or an empty string
+     * when this server does not offer the fabric. Fails when the server holds its maximum of sessions and
+     * none is idle, when the key is not a valid one, or when the user may not call {@code protocol}.
      */
-    String openSession() throws IOException;
+    String openSession(String protocol, byte[] clientPublicKey) throws IOException;
 }

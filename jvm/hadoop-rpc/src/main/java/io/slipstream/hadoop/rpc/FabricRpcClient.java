@@ -30,7 +30,6 @@ import org.apache.hadoop.ipc.ClientId;
 import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.ipc.RemoteException;
 import org.apache.hadoop.ipc.RpcException;
-import org.apache.hadoop.ipc.WritableRpcEngine;
 import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcRequestHeaderProto;
 import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto;
 import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto.RpcStatusProto;
@@ -45,15 +44,17 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The client side, one per JVM: a fabric node per transport (no listener), the sessions opened on
- * servers (per server address and user; bounded), and the engine's counters. A call goes over the
- * fabric when its server offered a session; {@link #call} returns null when it must take the socket
- * path instead (fallback auto).
+ * servers (per server address, user and protocol; bounded) with their frame keys and sequence numbers,
+ * and the engine's counters. A call goes over the fabric when its server offered a session;
+ * {@link #call} returns null when it must take the socket path instead (fallback auto).
  */
 final class FabricRpcClient {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcClient.class);
     static final FabricRpcClient INSTANCE = new FabricRpcClient();
     /** Sessions (and "no fabric here" answers) remembered at most, least recently used dropped first. */
     private static final int SESSIONS_MAX = 1024;
+    /** Times a call is sent at most when the server refuses its frame before queueing it. */
+    private static final int SEND_ATTEMPTS_MAX = 4;
     /** How long a server that offered no fabric is asked again only after. */
     private static final long NONE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(30);
 
@@ -72,11 +73,18 @@ final class FabricRpcClient {
     final AtomicLong fabricCalls = new AtomicLong();
     final AtomicLong socketCalls = new AtomicLong();
 
-    private record SessionKey(InetSocketAddress server, UserGroupInformation user) {
+    /** A session is for one user's calls of one protocol on one server (the server authorised that much). */
+    private record SessionKey(InetSocketAddress server, UserGroupInformation user, String protocol) {
     }
 
-    /** A session on one server; {@code endpoint == null}: the server offers no fabric (until {@code expiresNanos}). */
-    private record Session(FabricEndpoint endpoint, long id, long expiresNanos) {
+    /**
+     * A session on one server: its id, its frames' key and the next sequence number; {@code endpoint == null}:
+     * the server offers no fabric (until {@code expiresNanos}).
+     */
+    private record Session(FabricEndpoint endpoint, long id, FrameAuth auth, AtomicLong sequence, long expiresNanos) {
+        static Session none(long expiresNanos) {
+            return new Session(null, 0, null, null, expiresNanos);
+        }
     }
 
     private FabricRpcClient() {
@@ -87,8 +95,8 @@ final class FabricRpcClient {
      * path (the fabric is not offered or not allowed, and fallback is auto). Errors are Hadoop's: a
      * {@link RemoteException} for the server's, an {@link IOException} for the transport's.
      */
-    Message call(RpcConf rpcConf, Configuration conf, InetSocketAddress server, UserGroupInformation ticket,
-            int rpcTimeoutMs, byte[] methodHeader, Message request, Message responsePrototype,
+    Message call(RpcConf rpcConf, Configuration conf, InetSocketAddress server, Class<?> protocol, String protocolName,
+            UserGroupInformation ticket, int rpcTimeoutMs, byte[] methodHeader, Message request, Message responsePrototype,
             AlignmentContext alignmentContext) throws IOException {
         if (rpcConf.securityRefusal != null) {
             return socketPath(rpcConf, "security", "the fabric does not carry calls with " + rpcConf.securityRefusal);
@@ -96,17 +104,20 @@ final class FabricRpcClient {
         if (Client.isAsynchronousMode()) {
             return socketPath(rpcConf, "async", "asynchronous calls (Client.setAsynchronousMode) are not carried yet");
         }
-        SessionKey key = new SessionKey(server, ticket);
+        SessionKey key = new SessionKey(server, ticket, protocolName);
         // The call id and retry count RetryInvocationHandler set for this call, read (and cleared) once,
         // as Client.Call does: a retry after a new session keeps them.
         int callId = Client.getCallId();
         int retryCount = Client.getRetryCount();
         Object externalHandler = Client.getExternalHandler();
         Client.setCallIdAndRetryCountUnprotected(null, 0, null);
+        // A refused frame was never queued, so sending it again is safe: once on a new session (the server
+        // forgot it, or it cannot verify our frames), and under a new sequence number when ours was too old.
+        int newSessions = 0;
         for (int attempt = 0; ; attempt++) {
             Session session;
             try {
-                session = session(rpcConf, conf, key, rpcTimeoutMs);
+                session = session(rpcConf, conf, key, protocol, rpcTimeoutMs);
             } catch (IOException | RuntimeException e) {
                 Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
                 throw e;
@@ -117,16 +128,21 @@ final class FabricRpcClient {
                 Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
                 return none;
             }
-            byte[] frame = frame(session.id, callId, retryCount, methodHeader, request, alignmentContext);
+            byte[] frame = frame(session, callId, retryCount, methodHeader, request, alignmentContext);
             try {
                 Message response = exchange(rpcConf, session, server, rpcTimeoutMs, frame, callId, responsePrototype,
                         alignmentContext);
                 fabricCalls.incrementAndGet();
                 return response;
-            } catch (StaleSessionException e) {
-                forget(key, session);
-                if (attempt > 0) {
-                    throw new IOException("slipstream: RPC server " + server + " refused two fresh fabric sessions", e);
+            } catch (RefusedFrameException e) {
+                if (e.newSession) {
+                    forget(key, session);
+                    if (++newSessions > 1) {
+                        throw new IOException("slipstream: RPC server " + server + " refused two fresh fabric sessions", e);
+                    }
+                } else if (attempt >= SEND_ATTEMPTS_MAX - 1) {
+                    throw new IOException("slipstream: RPC server " + server + " refused the fabric call " + SEND_ATTEMPTS_MAX
+                            + " times", e);
                 }
             } catch (IOException | RuntimeException e) {
                 if (!(e instanceof RemoteException)) {
@@ -148,14 +164,15 @@ final class FabricRpcClient {
         return null;
     }
 
-    private Session session(RpcConf rpcConf, Configuration conf, SessionKey key, int rpcTimeoutMs) throws IOException {
+    private Session session(RpcConf rpcConf, Configuration conf, SessionKey key, Class<?> protocol, int rpcTimeoutMs)
+            throws IOException {
         synchronized (sessions) {
             Session s = sessions.get(key);
             if (s != null && (s.endpoint != null || System.nanoTime() - s.expiresNanos < 0)) {
                 return s;
             }
         }
-        Session opened = open(rpcConf, conf, key, rpcTimeoutMs);
+        Session opened = open(rpcConf, conf, key, protocol, rpcTimeoutMs);
         synchronized (sessions) {
             sessions.put(key, opened);
         }
@@ -169,43 +186,30 @@ final class FabricRpcClient {
     }
 
     /** Messages 1-2 of docs/hadoop-rpc.md: {@link FabricDiscovery#openSession} over the socket path, as {@code ticket}. */
-    private Session open(RpcConf rpcConf, Configuration conf, SessionKey key, int rpcTimeoutMs) throws IOException {
-        Configuration discoveryConf = new Configuration(conf);
-        discoveryConf.setClass("rpc.engine." + FabricDiscovery.class.getName(), WritableRpcEngine.class,
-                org.apache.hadoop.ipc.RpcEngine.class);
-        // One connection attempt (WritableRpcEngine takes no retry policy): an unreachable server fails
-        // the discovery as it would the call.
-        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
-        discoveryConf.setInt(org.apache.hadoop.fs.CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
-        FabricDiscovery discovery = RPC.getProtocolProxy(FabricDiscovery.class, FabricDiscovery.versionID, key.server,
-                key.user, discoveryConf, NetUtils.getDefaultSocketFactory(discoveryConf), rpcTimeoutMs, null).getProxy();
-        String answer;
+    private Session open(RpcConf rpcConf, Configuration conf, SessionKey key, Class<?> protocol, int rpcTimeoutMs)
+            throws IOException {
+        SessionOffer offer;
         try {
-            answer = discovery.openSession();
+            offer = SessionOffer.open(conf, key.server, protocol, key.protocol, key.user, rpcTimeoutMs);
         } catch (RemoteException e) {
-            // A server without this engine ("Unknown protocol"), or one at its session limit.
+            // A server without this engine or of another discovery version ("Unknown protocol",
+            // VersionMismatch), one at its session limit, or one that does not authorise the protocol.
             LOG.debug("slipstream: no fabric session at {}", key.server, e);
-            answer = "";
             if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
                 throw new IOException("slipstream: RPC server " + key.server + " opened no fabric session ("
                         + e.getClassName() + ": " + firstLine(e.getMessage()) + "), and " + RpcConf.FALLBACK + "=never", e);
             }
-        } finally {
-            RPC.stopProxy(discovery);
+            offer = null;
         }
-        if (answer.isEmpty()) {
-            return new Session(null, 0, System.nanoTime() + NONE_RETRY_NANOS);
-        }
-        String[] parts = answer.split(" ");
-        if (parts.length != 4 || !parts[0].equals(Byte.toString(Frames.FRAME_VERSION))) {
-            throw new IOException("slipstream: RPC server " + key.server + " answered an unknown session format: " + answer);
+        if (offer == null) {
+            return Session.none(System.nanoTime() + NONE_RETRY_NANOS);
         }
         FabricNode node = node(rpcConf);
         if (node == null) {
-            return new Session(null, 0, Long.MAX_VALUE);
+            return Session.none(Long.MAX_VALUE);
         }
-        FabricEndpoint endpoint = node.endpoint(parts[1], Integer.parseInt(parts[2]));
-        return new Session(endpoint, Long.parseLong(parts[3]), 0);
+        FabricEndpoint endpoint = node.endpoint(offer.host(), offer.port());
+        return new Session(endpoint, offer.sessionId(), offer.auth(), new AtomicLong(), 0);
     }
 
     private FabricNode node(RpcConf rpcConf) throws IOException {
@@ -231,8 +235,8 @@ final class FabricRpcClient {
         }
     }
 
-    /** Message 3: the session prefix, then Hadoop's own call framing. */
-    private byte[] frame(long sessionId, int callId, int retryCount, byte[] methodHeader, Message request,
+    /** Message 3: the session prefix (signed last), then Hadoop's own call framing. */
+    private byte[] frame(Session session, int callId, int retryCount, byte[] methodHeader, Message request,
             AlignmentContext alignmentContext) throws IOException {
         RpcRequestHeaderProto header = ProtoUtil.makeRpcRequestHeader(RPC.RpcKind.RPC_PROTOCOL_BUFFER,
                 RpcRequestHeaderProto.OperationProto.RPC_FINAL_PACKET, callId, retryCount, clientId, alignmentContext);
@@ -244,15 +248,16 @@ final class FabricRpcClient {
             throw FabricCallBridge.rpcException("slipstream: a call of " + total + " bytes");
         }
         byte[] frame = new byte[(int) total];
-        CodedOutputStream out = CodedOutputStream.newInstance(frame);
-        out.writeRawByte(Frames.FRAME_VERSION);
-        out.writeFixed64NoTag(Long.reverseBytes(sessionId)); // big-endian, as the server's ByteBuffer reads it
+        CodedOutputStream out = CodedOutputStream.newInstance(frame, Frames.PREFIX_BYTES, frame.length - Frames.PREFIX_BYTES);
         out.writeUInt32NoTag(headerSize);
         header.writeTo(out);
         out.writeRawBytes(methodHeader);
         out.writeUInt32NoTag(requestSize);
         request.writeTo(out);
         out.checkNoSpaceLeft();
+        // Numbered when the frame is made: a thread that makes its frame sends it next, so frames arrive out
+        // of order by at most about the number of threads calling at once (ReplayWindow takes 1024).
+        Frames.seal(frame, session.id, session.sequence.getAndIncrement(), session.auth);
         return frame;
     }
 
@@ -316,12 +321,18 @@ final class FabricRpcClient {
         return message;
     }
 
-    /** The server could not take the call as sent: open a new session and send it again. */
-    private static final class StaleSessionException extends IOException {
+    /**
+     * The server refused the frame before queueing the call: send it again, on a new session
+     * ({@code newSession}: the session is unknown there or our frames do not verify with its key) or under a
+     * new sequence number (ours fell behind the server's replay window).
+     */
+    private static final class RefusedFrameException extends IOException {
         private static final long serialVersionUID = 1L;
+        final boolean newSession;
 
-        StaleSessionException(String message) {
+        RefusedFrameException(String message, boolean newSession) {
             super(message);
+            this.newSession = newSession;
         }
     }
 
@@ -329,11 +340,14 @@ final class FabricRpcClient {
         String message = Objects.toString(e.getMessage(), "");
         switch (e.kind()) {
             case REMOTE:
-                if (message.contains(Frames.UNKNOWN_SESSION)) {
-                    return new StaleSessionException(message);
+                if (message.contains(Frames.UNKNOWN_SESSION) || message.contains(Frames.NOT_AUTHENTIC)) {
+                    return new RefusedFrameException(message, true);
+                }
+                if (message.contains(Frames.REPLAYED)) {
+                    return new RefusedFrameException(message, false);
                 }
                 int at = message.indexOf(Frames.TOO_LONG);
-                if (at >= 0 && !message.contains(Frames.MALFORMED)) {
+                if (at >= 0) {
                     // The server's length check, in Hadoop's words.
                     return new RemoteException(IOException.class.getName(), message.substring(at + Frames.TOO_LONG.length()));
                 }

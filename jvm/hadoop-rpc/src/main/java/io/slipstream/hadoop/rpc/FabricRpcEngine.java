@@ -109,7 +109,8 @@ public class FabricRpcEngine extends ProtobufRpcEngine2 {
             Message response;
             try {
                 response = FabricRpcClient.INSTANCE.call(rpcConf, conf, FabricCallBridge.address(id),
-                        FabricCallBridge.ticket(id), FabricCallBridge.rpcTimeoutMs(id), methodHeader(method),
+                        FabricCallBridge.protocol(id), getProtocolName(), FabricCallBridge.ticket(id),
+                        FabricCallBridge.rpcTimeoutMs(id), methodHeader(method),
                         (Message) args[1], responsePrototype(method), alignmentContext);
             } catch (Throwable e) {
                 throw new ServiceException(e);

@@ -8,11 +8,13 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.security.SecureRandom;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.ipc.AlignmentContext;
 import org.apache.hadoop.ipc.FabricCallBridge;
 import org.apache.hadoop.ipc.ProtobufRpcEngine2;
@@ -29,10 +31,14 @@ import org.slf4j.LoggerFactory;
 /**
  * Hadoop's protobuf RPC server, dual-stack: its socket listener serves socket clients unchanged, and one
  * fabric node on the same bind address takes calls of fabric sessions (opened through
- * {@link FabricDiscovery} on the socket path) into the same call queue, run by the same handlers.
+ * {@link FabricDiscovery} on the socket path, each bound to the user that connection authenticated and
+ * to a key agreed over it) into the same call queue, run by the same handlers as that user. A frame is
+ * believed only once its MAC verifies with its session's key and its sequence number is new.
  */
 public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcServer.class);
+    /** Longest protocol name a session is opened for (Hadoop's are class names, far shorter). */
+    private static final int PROTOCOL_NAME_MAX = 1024;
 
     private final RpcConf rpcConf;
     private final Configuration conf;
@@ -42,17 +48,28 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     private final Object sessionLock = new Object();
     private final AtomicLong callsReceived = new AtomicLong();
     private final AtomicLong framesRefused = new AtomicLong();
+    /** {@code hadoop.security.authorization}: each session's protocol is authorised for its user at opening. */
+    private final boolean authorizeSessions;
     private volatile FabricNode node;
 
-    /** The user a session was opened for on the socket path, and from where. */
+    /**
+     * What a session was opened with on the socket path: the user that connection authenticated (its UGI
+     * as Hadoop made it: authentication method, real user of a proxy user, token identifier), from where,
+     * for which protocol, and the key its frames must carry a MAC of, with the sequence numbers seen.
+     */
     private static final class Session {
         final UserGroupInformation user;
         final InetAddress address;
+        final String protocol;
+        final FrameAuth auth;
+        final ReplayWindow window = new ReplayWindow();
         volatile long lastUsedNanos = System.nanoTime();
 
-        Session(UserGroupInformation user, InetAddress address) {
+        Session(UserGroupInformation user, InetAddress address, String protocol, FrameAuth auth) {
             this.user = user;
             this.address = address;
+            this.protocol = protocol;
+            this.auth = auth;
         }
     }
 
@@ -65,6 +82,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         this.rpcConf = new RpcConf(conf);
         this.conf = conf;
         this.alignmentContext = alignmentContext;
+        this.authorizeSessions = conf.getBoolean(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION, false);
         WritableRpcEngine.ensureInitialized();
         addProtocol(RPC.RpcKind.RPC_WRITABLE, FabricDiscovery.class, new Discovery());
     }
@@ -120,7 +138,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         return callsReceived.get();
     }
 
-    /** Frames refused since start: unknown session, malformed, over the length limit. */
+    /** Frames refused since start: unknown session, malformed, not authentic, replayed, other protocol, over the length limit. */
     public long fabricFramesRefused() {
         return framesRefused.get();
     }
@@ -132,20 +150,34 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
 
     private void receive(FabricRequest request) throws InterruptedException {
         ByteBuffer payload = request.payloadBuffer();
+        int start = payload.position();
         int length = payload.remaining();
-        if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES
-                || payload.get(payload.position()) != Frames.FRAME_VERSION) {
-            // Not this protocol at all (no session to name): that fabric connection goes, as Hadoop's
+        if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES || payload.get(start) != Frames.FRAME_VERSION) {
+            // Not this protocol (or not this version of it) at all: that fabric connection goes, as Hadoop's
             // server drops a connection whose preamble is wrong.
             framesRefused.incrementAndGet();
-            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
+            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes, version "
+                    + (length > 0 ? payload.get(start) : -1) + " (this server takes version " + Frames.FRAME_VERSION + ")");
             return;
         }
-        long sessionId = payload.getLong(payload.position() + 1);
+        long sessionId = payload.getLong(start + Frames.SESSION_OFFSET);
         Session session = sessions.get(sessionId);
         if (session == null) {
             framesRefused.incrementAndGet();
             request.fail(Frames.UNKNOWN_SESSION);
+            return;
+        }
+        // Authenticity before anything else of the frame is believed. The MAC costs one pass over at most
+        // the fabric's maxMessageBytes (ipc.maximum.data.length plus a little), which the fabric checked.
+        if (!session.auth.verify(payload)) {
+            framesRefused.incrementAndGet();
+            LOG.debug("slipstream: a frame for the fabric session of {} does not verify", session.user);
+            request.fail(Frames.NOT_AUTHENTIC);
+            return;
+        }
+        if (!session.window.accept(payload.getLong(start + Frames.SEQUENCE_OFFSET))) {
+            framesRefused.incrementAndGet();
+            request.fail(Frames.REPLAYED);
             return;
         }
         int bodyLength = length - Frames.PREFIX_BYTES;
@@ -160,14 +192,14 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         }
         session.lastUsedNanos = System.nanoTime();
         byte[] body = new byte[bodyLength];
-        payload.position(payload.position() + Frames.PREFIX_BYTES);
+        payload.position(start + Frames.PREFIX_BYTES);
         payload.get(body);
         // Counted before it is queued: a handler may answer it, and the caller read this count, before
         // queue() returns (HdfsOverFabricTest saw 13 of 14 so, under load in CI).
         callsReceived.incrementAndGet();
         try {
-            FabricCallBridge.queue(this, alignmentContext, conf, session.user, session.address, body, 0, bodyLength,
-                    request::respond);
+            FabricCallBridge.queue(this, alignmentContext, conf, session.user, session.address, session.protocol, body, 0,
+                    bodyLength, request::respond);
         } catch (FabricCallBridge.MalformedCallException e) {
             callsReceived.decrementAndGet();
             sessions.remove(sessionId);
@@ -175,13 +207,19 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             LOG.warn("slipstream: closed fabric session of {} at {}: {}", session.user, session.address.getHostAddress(),
                     e.getMessage());
             request.fail(Frames.MALFORMED + ": " + e.getMessage());
+        } catch (FabricCallBridge.WrongProtocolException e) {
+            // An authentic frame of the session's own client: refused as Hadoop refuses an unauthorised
+            // protocol, the session stays for the protocol it was opened for.
+            callsReceived.decrementAndGet();
+            framesRefused.incrementAndGet();
+            request.fail(Frames.WRONG_PROTOCOL + e.getMessage() + " (opened for " + session.protocol + ")");
         }
     }
 
     /** Runs on a handler, under the socket connection's authenticated user. */
     private final class Discovery implements FabricDiscovery {
         @Override
-        public String openSession() throws IOException {
+        public String openSession(String protocol, byte[] clientPublicKey) throws IOException {
             FabricNode n = node;
             if (n == null) {
                 return "";
@@ -191,18 +229,38 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             if (user == null || address == null) {
                 throw new IOException("slipstream: openSession outside an RPC call");
             }
+            if (protocol == null || protocol.isEmpty() || protocol.length() > PROTOCOL_NAME_MAX) {
+                throw new IOException("slipstream: a session for a protocol name of "
+                        + (protocol == null ? "null" : protocol.length() + " characters"));
+            }
+            if (authorizeSessions) {
+                // What Hadoop checked for the connection this call came on, checked again for the protocol
+                // the session will carry (a client may name another one than its connection's).
+                FabricCallBridge.authorize(FabricRpcServer.this, conf, user, protocol, address);
+            }
+            SessionKeys keys = SessionKeys.generate();
+            byte[] secret;
+            try {
+                secret = keys.agree(clientPublicKey);
+            } catch (java.security.InvalidKeyException e) {
+                throw new IOException("slipstream: no fabric session for that key: " + e.getMessage(), e);
+            }
+            byte[] serverPublicKey = keys.publicKey();
             long id;
             synchronized (sessionLock) {
                 if (sessions.size() >= rpcConf.sessionsMax && !evictIdle()) {
+                    Arrays.fill(secret, (byte) 0);
                     throw new IOException("slipstream: this server holds its maximum of " + rpcConf.sessionsMax
                             + " fabric sessions (" + RpcConf.SESSIONS_MAX + "), none idle");
                 }
                 do {
                     id = random.nextLong();
-                } while (sessions.putIfAbsent(id, new Session(user, address)) != null);
+                } while (sessions.containsKey(id));
+                // The id salts the key: derived here, under the lock that makes the id this session's.
+                FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, clientPublicKey, serverPublicKey));
+                sessions.put(id, new Session(user, address, protocol, auth));
             }
-            InetSocketAddress at = n.localAddress();
-            return Frames.FRAME_VERSION + " " + at.getAddress().getHostAddress() + " " + at.getPort() + " " + id;
+            return SessionOffer.answer(n.localAddress(), id, serverPublicKey);
         }
 
         /** Removes the session idle longest if it is idle past the timeout. */

@@ -84,24 +84,23 @@ final class RpcConf {
     }
 
     /**
-     * The fabric carries calls in clear and binds a session to the user its client names, as Hadoop's
-     * SIMPLE authentication does: anything stronger keeps the calls on the socket path (binding a
-     * session to a Kerberos or token identity is a later step, docs/hadoop-rpc.md).
+     * The fabric binds a session to the identity its socket connection authenticated (SIMPLE, Kerberos,
+     * or a delegation token on either) and authenticates every frame with a key agreed over that
+     * connection (docs/hadoop-rpc.md, "Security"); service-level authorization is checked for the protocol
+     * of each session when it opens. It does not encrypt calls nor protect responses, so
+     * {@code hadoop.rpc.protection} integrity or privacy keeps calls on the socket path (SASL's
+     * wrapping), and an authentication method it does not know keeps them there too.
      */
     private static String securityRefusal(Configuration conf) {
         String auth = conf.getTrimmed(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION, "simple");
-        if (!"simple".equalsIgnoreCase(auth)) {
+        if (!"simple".equalsIgnoreCase(auth) && !"kerberos".equalsIgnoreCase(auth)) {
             return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION + "=" + auth
-                    + " (the fabric has no authentication beyond simple yet)";
-        }
-        if (conf.getBoolean(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION, false)) {
-            return CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHORIZATION
-                    + "=true (service-level authorization of fabric calls is not implemented yet)";
+                    + " (the fabric binds sessions to simple, Kerberos and token identities only)";
         }
         for (String protection : conf.getTrimmedStrings(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION)) {
             if (!"authentication".equalsIgnoreCase(protection)) {
                 return CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION + "=" + protection
-                        + " (the fabric carries calls without integrity checks or encryption)";
+                        + " (the fabric carries calls without encryption and responses without integrity checks)";
             }
         }
         return null;
@@ -112,7 +111,7 @@ final class RpcConf {
         FabricConfig.Builder b = FabricConfig.builder()
                 .transport(transport)
                 .poolCapBytes(bufferCapBytes)
-                // Room for the largest request or response Hadoop allows, plus our 9-byte session prefix.
+                // Room for the largest request or response Hadoop allows, plus our 33-byte frame prefix.
                 .maxMessageBytes((int) Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT,
                         (long) Math.max(maxDataLength, maxResponseLength) + 64));
         if (bindHost != null) {

@@ -23,8 +23,10 @@ import org.apache.hadoop.util.Time;
  * threads, as the socket path's package-private {@code RpcCall} is. It needs the package for
  * {@code Server.Call}'s constructor with call id, retry count and client id (the NameNode's retry cache
  * keys on them), for {@code ProtobufRpcEngine2.RpcProtobufRequest} (what the server's invoker expects),
- * and for {@code Call.doResponse}, {@code getMaxIdleTime} and {@code logException}. Everything else
- * lives in {@code io.slipstream.hadoop.rpc}.
+ * for {@code Call.doResponse}, {@code getMaxIdleTime} and {@code logException}, for
+ * {@code WritableRpcEngine.Invocation} (the discovery call, on a connection of another protocol) and
+ * {@code Server.getProtocolClass} (service-level authorization of a session). Everything else lives in
+ * {@code io.slipstream.hadoop.rpc}.
  */
 public final class FabricCallBridge {
     private FabricCallBridge() {
@@ -40,6 +42,11 @@ public final class FabricCallBridge {
         return id.getAddress();
     }
 
+    /** The protocol class a client connection id is for (its {@code @KerberosInfo} and {@code @TokenInfo} drive SASL). */
+    public static Class<?> protocol(Client.ConnectionId id) {
+        return id.getProtocol();
+    }
+
     /** The user a client connection id calls as. */
     public static UserGroupInformation ticket(Client.ConnectionId id) {
         return id.getTicket();
@@ -48,6 +55,73 @@ public final class FabricCallBridge {
     /** The RPC timeout of a client connection id, in ms (0: none). */
     public static int rpcTimeoutMs(Client.ConnectionId id) {
         return id.getRpcTimeout();
+    }
+
+    /** Clients of {@link #callWritable}: Writable responses ({@code ObjectWritable}), apart from the engines' own. */
+    private static final ClientCache WRITABLE_CLIENTS = new ClientCache();
+
+    /**
+     * {@code WritableRpcEngine.Invocation(Method, Object[])}: Hadoop's own encoding of a Writable call, which
+     * its server decodes. The class is private to {@code WritableRpcEngine}, so it is reached by reflection,
+     * once, in a holder of its own (a Hadoop without it fails discovery, not the bridge's server side).
+     */
+    private static final class Invocation {
+        static final java.lang.reflect.Constructor<?> CONSTRUCTOR;
+
+        static {
+            try {
+                CONSTRUCTOR = Class.forName(WritableRpcEngine.class.getName() + "$Invocation")
+                        .getDeclaredConstructor(java.lang.reflect.Method.class, Object[].class);
+                CONSTRUCTOR.setAccessible(true);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+    }
+
+    /**
+     * Calls {@code method} of a {@code WritableRpcEngine} protocol (the fabric's discovery) on a socket
+     * connection made for {@code protocol}, as {@code ticket}: Hadoop authenticates that connection as it
+     * would one for the protocol's own calls (the protocol's {@code @KerberosInfo} names the server's
+     * principal, its {@code @TokenInfo} selects the delegation token), which a connection for the discovery
+     * protocol could not (it has neither, and cannot know which protocol's to borrow). The server dispatches
+     * a Writable call by the method's declaring protocol, not the connection's, so this reaches the discovery
+     * registered there. Returns the method's value; throws {@link RemoteException} for the server's errors.
+     */
+    public static Object callWritable(Configuration conf, java.net.InetSocketAddress server, Class<?> protocol,
+            UserGroupInformation ticket, int rpcTimeoutMs, java.lang.reflect.Method method, Object... args) throws IOException {
+        Client client = WRITABLE_CLIENTS.getClient(conf, org.apache.hadoop.net.NetUtils.getDefaultSocketFactory(conf),
+                org.apache.hadoop.io.ObjectWritable.class);
+        try {
+            Client.ConnectionId id = Client.ConnectionId.getConnectionId(server, protocol, ticket, rpcTimeoutMs, null, conf);
+            Writable invocation;
+            try {
+                invocation = (Writable) Invocation.CONSTRUCTOR.newInstance(method, args);
+            } catch (ReflectiveOperationException | LinkageError e) {
+                throw new IOException("slipstream: cannot encode a Writable call of " + method, e);
+            }
+            Writable value = client.call(RPC.RpcKind.RPC_WRITABLE, invocation, id, null);
+            return ((org.apache.hadoop.io.ObjectWritable) value).get();
+        } finally {
+            WRITABLE_CLIENTS.stopClient(client);
+        }
+    }
+
+    /**
+     * Hadoop's service-level authorization of {@code user} for {@code protocolName} on {@code server}, as
+     * {@code Server.authorize} does it for a socket connection (that method is private): the protocol class
+     * by name, then the server's {@code ServiceAuthorizationManager} (its ACLs, as last refreshed). The
+     * caller checks {@code hadoop.security.authorization} first.
+     */
+    public static void authorize(Server server, Configuration conf, UserGroupInformation user, String protocolName,
+            InetAddress address) throws org.apache.hadoop.security.authorize.AuthorizationException {
+        Class<?> protocol;
+        try {
+            protocol = Server.getProtocolClass(protocolName, conf);
+        } catch (ClassNotFoundException e) {
+            throw new org.apache.hadoop.security.authorize.AuthorizationException("Unknown protocol: " + protocolName);
+        }
+        server.getServiceAuthorizationManager().authorize(user, protocol, conf, address);
     }
 
     /** Hadoop's {@link RpcException} (its constructor is package-private), for the errors its client raises. */
@@ -64,16 +138,26 @@ public final class FabricCallBridge {
         }
     }
 
+    /** The call names a protocol its session was not opened for: nothing was queued, the session stays. */
+    public static final class WrongProtocolException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        WrongProtocolException(String protocol) {
+            super(protocol);
+        }
+    }
+
     /**
      * Reads the call in {@code body} (an {@code RpcRequestHeaderProto}, then the request as Hadoop's
      * socket path frames it, both length-delimited) and queues it on {@code server} as {@code user}.
      * Returns once queued; the answer goes to {@code responder} from a handler thread. A full call queue
      * (or the scheduler's back-off) is answered at once with Hadoop's error. Throws
-     * {@link MalformedCallException} when the frame cannot be read.
+     * {@link MalformedCallException} when the frame cannot be read, {@link WrongProtocolException} when
+     * the call's protocol is not {@code sessionProtocol}.
      */
     public static void queue(Server server, AlignmentContext alignmentContext, Configuration conf, UserGroupInformation user,
-            InetAddress remoteAddress, byte[] body, int offset, int length, Responder responder)
-            throws MalformedCallException, InterruptedException {
+            InetAddress remoteAddress, String sessionProtocol, byte[] body, int offset, int length, Responder responder)
+            throws MalformedCallException, WrongProtocolException, InterruptedException {
         RpcRequestHeaderProto header;
         ProtobufRpcEngine2.RpcProtobufRequest request;
         String method;
@@ -93,6 +177,9 @@ public final class FabricCallBridge {
             protocol = request.getRequestHeader().getDeclaringClassProtocolName();
         } catch (IOException | RuntimeException e) {
             throw new MalformedCallException("malformed fabric call frame: " + e, e);
+        }
+        if (!sessionProtocol.equals(protocol)) {
+            throw new WrongProtocolException(protocol);
         }
         FabricCall call = new FabricCall(server, alignmentContext, header, request, user, remoteAddress, protocol, responder);
         server.getRpcMetrics().incrReceivedBytes(length);

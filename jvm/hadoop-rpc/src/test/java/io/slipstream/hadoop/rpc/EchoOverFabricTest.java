@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.fabric.FabricEndpoint;
-import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricTesting;
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
@@ -20,9 +19,7 @@ import org.apache.hadoop.fs.CommonConfigurationKeys;
 import org.apache.hadoop.ipc.Client;
 import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.ipc.RemoteException;
-import org.apache.hadoop.ipc.RpcEngine;
 import org.apache.hadoop.ipc.RpcServerException;
-import org.apache.hadoop.ipc.WritableRpcEngine;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.thirdparty.protobuf.ServiceException;
 import org.junit.jupiter.api.AfterAll;
@@ -148,43 +145,34 @@ class EchoOverFabricTest {
 
     @Test
     void malformedFramesCloseTheirSessionAndTheServerKeepsServing() throws Exception {
-        Configuration discoveryConf = new Configuration(conf);
-        discoveryConf.setClass("rpc.engine." + FabricDiscovery.class.getName(), WritableRpcEngine.class, RpcEngine.class);
-        FabricDiscovery discovery = RPC.getProxy(FabricDiscovery.class, FabricDiscovery.versionID, server.getListenerAddress(),
-                discoveryConf);
-        String[] session;
-        try {
-            session = discovery.openSession().split(" ");
-        } finally {
-            RPC.stopProxy(discovery);
-        }
-        long sessionId = Long.parseLong(session[3]);
+        SessionOffer session = TestFrames.open(UserGroupInformation.getCurrentUser(), conf, server.getListenerAddress(),
+                FabricEcho.class);
         long refusedBefore = fabricServer().fabricFramesRefused();
         try (FabricNode raw = FabricNode.builder().start()) {
-            FabricEndpoint endpoint = raw.endpoint(session[1], Integer.parseInt(session[2]));
+            FabricEndpoint endpoint = raw.endpoint(session.host(), session.port());
             byte[] garbage = new byte[64];
             Arrays.fill(garbage, (byte) 0xff);
-            ByteBuffer frame = ByteBuffer.allocate(Frames.PREFIX_BYTES + garbage.length);
-            frame.put(Frames.FRAME_VERSION).putLong(sessionId).put(garbage).flip();
-            byte[] bytes = frame.array();
-            assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.MALFORMED);
-            assertRefused(endpoint, Frames.OP_CALL, bytes, Frames.UNKNOWN_SESSION); // that session is gone
-            assertRefused(endpoint, 7, bytes, Frames.MALFORMED);
+            // Authentic (signed with the session's key) but not a call: the session is closed.
+            assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(session, 0, garbage), Frames.MALFORMED);
+            assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(session, 1, garbage), Frames.UNKNOWN_SESSION);
+            assertRefused(endpoint, 7, TestFrames.frame(session, 2, garbage), Frames.MALFORMED);
             // A frame of no session closes its fabric connection; the next goes on a new one.
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
             assertRefused(endpoint, Frames.OP_CALL, new byte[3], Frames.MALFORMED);
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            // Version 1's frame (no sequence number, no MAC) is refused as any unknown version.
+            ByteBuffer v1 = ByteBuffer.allocate(9 + 64);
+            v1.put((byte) 1).putLong(session.sessionId()).put(garbage);
+            assertRefused(endpoint, Frames.OP_CALL, v1.array(), "version 1");
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
         }
-        assertEquals(4, fabricServer().fabricFramesRefused() - refusedBefore);
+        assertEquals(5, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
         assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);
     }
 
-
     private static void assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {
-        FabricException e = assertThrows(FabricException.class, () -> endpoint.request(op, frame).close());
-        assertEquals(FabricException.Kind.REMOTE, e.kind());
-        assertTrue(e.getMessage().contains(why), e.getMessage());
+        TestFrames.assertRefused(endpoint, op, frame, why);
     }
 }

@@ -15,6 +15,7 @@ import org.apache.hadoop.ipc.protobuf.TestProtos.EmptyResponseProto;
 import org.apache.hadoop.ipc.protobuf.TestProtos.SleepRequestProto;
 import org.apache.hadoop.ipc.protobuf.TestProtos.UserResponseProto;
 import org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto;
+import org.apache.hadoop.security.SaslRpcServer;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.thirdparty.protobuf.BlockingService;
 import org.apache.hadoop.thirdparty.protobuf.RpcController;
@@ -120,16 +121,34 @@ final class EchoProtocols {
             return sleep(c, r);
         }
 
+        /** As Hadoop's TestRpcBase: how the user the handler runs as ({@code doAs}) was authenticated. */
         @Override
         public org.apache.hadoop.ipc.protobuf.TestProtos.AuthMethodResponseProto getAuthMethod(RpcController c,
-                EmptyRequestProto r) {
-            return org.apache.hadoop.ipc.protobuf.TestProtos.AuthMethodResponseProto.newBuilder().setCode(0)
-                    .setMechanismName("SIMPLE").build();
+                EmptyRequestProto r) throws ServiceException {
+            try {
+                SaslRpcServer.AuthMethod method = UserGroupInformation.getCurrentUser().getAuthenticationMethod().getAuthMethod();
+                return org.apache.hadoop.ipc.protobuf.TestProtos.AuthMethodResponseProto.newBuilder().setCode(method.code)
+                        .setMechanismName(method.name()).build();
+            } catch (IOException e) {
+                throw new ServiceException(e);
+            }
         }
 
+        /**
+         * The caller as the server sees it: "name shortName authMethod realUser|- runAs", from
+         * {@code Server.getRemoteUser()} and the user the handler runs as.
+         */
         @Override
-        public UserResponseProto getAuthUser(RpcController c, EmptyRequestProto r) {
-            return user(Server.getRemoteUser());
+        public UserResponseProto getAuthUser(RpcController c, EmptyRequestProto r) throws ServiceException {
+            UserGroupInformation remote = Server.getRemoteUser();
+            try {
+                return UserResponseProto.newBuilder().setUser(remote.getUserName() + " " + remote.getShortUserName() + " "
+                        + remote.getAuthenticationMethod() + " "
+                        + (remote.getRealUser() == null ? "-" : remote.getRealUser().getUserName()) + " "
+                        + UserGroupInformation.getCurrentUser().getUserName()).build();
+            } catch (IOException e) {
+                throw new ServiceException(e);
+            }
         }
 
         @Override
@@ -164,14 +183,21 @@ final class EchoProtocols {
         Configuration conf = new Configuration(false);
         RPC.setProtocolEngine(conf, FabricEcho.class, FabricRpcEngine.class);
         RPC.setProtocolEngine(conf, SocketEcho.class, ProtobufRpcEngine2.class);
+        RPC.setProtocolEngine(conf, SecureEcho.class, FabricRpcEngine.class);
         return conf;
     }
 
     /** An echo server on loopback, built by the engine {@code conf} names for {@link FabricEcho}. */
     static RPC.Server server(Configuration conf, int handlers) throws IOException {
+        return server(conf, handlers, FabricEcho.class, null);
+    }
+
+    /** The same for {@code protocol} (an interface of the echo protocol), with a secret manager for tokens or none. */
+    static RPC.Server server(Configuration conf, int handlers, Class<?> protocol,
+            org.apache.hadoop.security.token.SecretManager<?> secretManager) throws IOException {
         BlockingService service = TestProtobufRpcProto.newReflectiveBlockingService(new Impl());
-        RPC.Server server = new RPC.Builder(conf).setProtocol(FabricEcho.class).setInstance(service)
-                .setBindAddress("127.0.0.1").setPort(0).setNumHandlers(handlers).build();
+        RPC.Server server = new RPC.Builder(conf).setProtocol(protocol).setInstance(service)
+                .setBindAddress("127.0.0.1").setPort(0).setNumHandlers(handlers).setSecretManager(secretManager).build();
         server.start();
         return server;
     }

@@ -65,11 +65,11 @@ class FallbackTest {
     }
 
     @Test
-    void aServerWithKerberosOffersNoFabricAndRefusesToStartWithFallbackNever() throws Exception {
-        Configuration kerberos = EchoProtocols.conf();
-        kerberos.set(CommonConfigurationKeysPublic.HADOOP_SECURITY_AUTHENTICATION, "kerberos");
-        kerberos.set(RpcConf.FALLBACK, "never");
-        BlockingServiceHolder.check(kerberos);
+    void aServerWithIntegrityOrPrivacyOffersNoFabricAndRefusesToStartWithFallbackNever() throws Exception {
+        Configuration privacyNever = EchoProtocols.conf();
+        privacyNever.set(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION, "privacy");
+        privacyNever.set(RpcConf.FALLBACK, "never");
+        BlockingServiceHolder.check(privacyNever);
 
         Configuration privacy = EchoProtocols.conf();
         privacy.set(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION, "integrity");
@@ -100,7 +100,7 @@ class FallbackTest {
     private static final class BlockingServiceHolder {
         static void check(Configuration conf) {
             IllegalStateException e = assertThrows(IllegalStateException.class, () -> EchoProtocols.server(conf, 1).stop());
-            assertTrue(e.getMessage().contains("hadoop.security.authentication=kerberos") && e.getMessage().contains("never"),
+            assertTrue(e.getMessage().contains("hadoop.rpc.protection=privacy") && e.getMessage().contains("never"),
                     e.getMessage());
         }
     }

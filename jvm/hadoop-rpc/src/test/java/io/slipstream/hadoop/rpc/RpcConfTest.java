@@ -18,12 +18,16 @@ class RpcConfTest {
     }
 
     @Test
-    void onlySimpleAuthenticationWithoutProtectionOrAclsLetsTheFabricCarryCalls() {
+    void simpleOrKerberosWithAuthenticationOnlyProtectionLetsTheFabricCarryCalls() {
         assertNull(new RpcConf(conf()).securityRefusal);
         assertNull(new RpcConf(conf("hadoop.rpc.protection", "authentication")).securityRefusal);
-        assertTrue(new RpcConf(conf("hadoop.security.authentication", "kerberos")).securityRefusal.contains("kerberos"));
+        assertNull(new RpcConf(conf("hadoop.security.authentication", "kerberos")).securityRefusal);
+        assertNull(new RpcConf(conf("hadoop.security.authentication", "Kerberos", "hadoop.security.authorization", "true"))
+                .securityRefusal);
+        assertTrue(new RpcConf(conf("hadoop.security.authentication", "kerberos", "hadoop.rpc.protection", "integrity"))
+                .securityRefusal.contains("integrity"));
         assertTrue(new RpcConf(conf("hadoop.rpc.protection", "authentication,privacy")).securityRefusal.contains("privacy"));
-        assertTrue(new RpcConf(conf("hadoop.security.authorization", "true")).securityRefusal.contains("authorization"));
+        assertTrue(new RpcConf(conf("hadoop.security.authentication", "token")).securityRefusal.contains("token"));
     }
 
     @Test

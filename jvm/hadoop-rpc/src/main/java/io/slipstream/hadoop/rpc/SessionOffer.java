@@ -1,0 +1,76 @@
+package io.slipstream.hadoop.rpc;
+
+import java.io.IOException;
+import java.lang.reflect.Method;
+import java.net.InetSocketAddress;
+import java.security.InvalidKeyException;
+import java.util.Base64;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
+import org.apache.hadoop.ipc.FabricCallBridge;
+import org.apache.hadoop.security.UserGroupInformation;
+
+/**
+ * A fabric session as the client holds it: where the server's fabric node listens, the session id, and
+ * the key its frames are signed with. {@link #open} is messages 1-2 of docs/hadoop-rpc.md;
+ * {@link #answer} is the server's side of message 2.
+ */
+record SessionOffer(String host, int port, long sessionId, FrameAuth auth) {
+    private static final Method OPEN_SESSION;
+
+    static {
+        try {
+            OPEN_SESSION = FabricDiscovery.class.getMethod("openSession", String.class, byte[].class);
+        } catch (NoSuchMethodException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /**
+     * Asks {@code server} for a session as {@code ticket}, over a socket connection made for {@code protocol}
+     * (so Hadoop authenticates it as the protocol's own calls would be: its {@code @KerberosInfo} names the
+     * server's principal, its {@code @TokenInfo} picks the delegation token). Returns null when the server
+     * offers no fabric; throws Hadoop's {@link org.apache.hadoop.ipc.RemoteException} for the server's
+     * refusals (no such protocol or version, session limit, authorization) and its {@link IOException} when
+     * the connection cannot be made or authenticated.
+     */
+    static SessionOffer open(Configuration conf, InetSocketAddress server, Class<?> protocol, String protocolName,
+            UserGroupInformation ticket, int rpcTimeoutMs) throws IOException {
+        SessionKeys keys = SessionKeys.generate();
+        Configuration discoveryConf = new Configuration(conf);
+        // One connection attempt: an unreachable server fails the discovery as it would the call.
+        discoveryConf.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
+        discoveryConf.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
+        Object answer = FabricCallBridge.callWritable(discoveryConf, server, protocol, ticket, rpcTimeoutMs, OPEN_SESSION,
+                protocolName, keys.publicKey());
+        if (answer == null || "".equals(answer)) {
+            return null;
+        }
+        return accept(server, answer.toString(), keys);
+    }
+
+    /** The client's side of the answer: parse it, agree the key. */
+    static SessionOffer accept(InetSocketAddress server, String answer, SessionKeys keys) throws IOException {
+        String[] parts = answer.split(" ");
+        if (parts.length != 5 || !parts[0].equals(Byte.toString(Frames.FRAME_VERSION))) {
+            throw new IOException("slipstream: RPC server " + server + " answered an unknown session format: " + answer);
+        }
+        try {
+            int port = Integer.parseInt(parts[2]);
+            long sessionId = Long.parseLong(parts[3]);
+            byte[] serverPublicKey = Base64.getDecoder().decode(parts[4]);
+            byte[] secret = keys.agree(serverPublicKey);
+            return new SessionOffer(parts[1], port, sessionId,
+                    new FrameAuth(SessionKeys.macKey(secret, sessionId, keys.publicKey(), serverPublicKey)));
+        } catch (IllegalArgumentException | InvalidKeyException e) {
+            throw new IOException("slipstream: RPC server " + server + " answered a session that cannot be used ("
+                    + e.getMessage() + "): " + answer, e);
+        }
+    }
+
+    /** The server's answer (message 2) for a session it holds, given its own public key. */
+    static String answer(InetSocketAddress fabricAddress, long sessionId, byte[] serverPublicKey) {
+        return Frames.FRAME_VERSION + " " + fabricAddress.getAddress().getHostAddress() + " " + fabricAddress.getPort() + " "
+                + sessionId + " " + Base64.getEncoder().encodeToString(serverPublicKey);
+    }
+}
