@@ -163,7 +163,7 @@ pub const TESTS: &[TestInfo] = &[
     TestInfo {
         name: "hdfs tiers",
         description: "Triple-H vs HDFS storage policies: SWT (acknowledged and until RAM replicas persisted) and SRT, raw tier speeds",
-        variants: "hot (vanilla default policy), lazy-persist, all-ssd (vanilla policies), hhh, hhh-m (jvm/hdfs-tiers); placement checked",
+        variants: "hot (vanilla default policy), lazy-persist, all-ssd (vanilla policies), hhh, hhh-m, hhh-l, hhh-l-bb (jvm/hdfs-tiers; hhh-l-bb with a slipstream-cache burst buffer); placement checked",
     },
     TestInfo {
         name: "hdfs tiers skew",
@@ -358,7 +358,8 @@ directory on tmpfs, an SSD and a DISK directory on the disk; replication 3):
   --runs N             timed runs after one warm-up file per writer; medians reported (default 3)
   --rounds N           JVMs per configuration, configurations interleaved; medians (default 3, quick 1)
   --raw-bytes N        file written and read per tier directory for its raw speed (default 256 MiB)
-  --configs LIST       subset of hot,lazy-persist,all-ssd,hhh,hhh-m (hot required)
+  --configs LIST       subset of hot,lazy-persist,all-ssd,hhh,hhh-m,hhh-l,hhh-l-bb (hot required; hhh-l and
+                       hhh-l-bb add an ARCHIVE directory per DataNode, hhh-l-bb starts slipstream-cache)
   --shm-dir DIR        the tmpfs for the RAM_DISK directories (default /dev/shm; refused if not tmpfs)
   --sync-on-close      dfs.datanode.synconclose on for every configuration (HDFS's default: off)
   --json PATH          default results/ohb-hdfs-tiers.json

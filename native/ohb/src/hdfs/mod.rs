@@ -24,6 +24,7 @@ pub mod dfsio;
 pub mod meta;
 pub mod render;
 pub mod tiers;
+pub mod tiers_pfs;
 pub mod tiers_skew;
 
 /// The configurations, in the order they run.

@@ -17,10 +17,13 @@
 //! configurations without RAM replicas.
 //!
 //! HHH-L and HHH-L-BB give each DataNode one more directory, `pfs/dnN` on the disk, of storage type
-//! ARCHIVE, standing for a parallel file system; HHH-L-BB's JVM starts a real `slipstream-cache` (hybrid
-//! mode, its SSD log on the disk) as the burst buffer and fails unless every parallel file system
-//! replica went through it and was flushed ("until persisted" then also waits for the flushes).
+//! ARCHIVE, standing for a parallel file system; both fail unless each block has exactly one ARCHIVE
+//! replica. For HHH-L-BB `ohb` starts a real `slipstream-cache` (hybrid mode, its SSD log under the
+//! run's directory; `tiers_pfs.rs`) as the burst buffer and kills it after the JVM; the JVM fails unless
+//! every parallel file system replica went through it and was flushed ("until persisted" then also
+//! waits for the flushes).
 
+use super::tiers_pfs::{cache_binary, BbSizing, BurstBufferCache};
 use crate::args::Args;
 use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::{fail_if_points_failed, write_json};
@@ -273,6 +276,15 @@ pub fn parse_result(stdout: &str) -> Result<Value, String> {
 }
 
 fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<Value, String> {
+    let result = run_config(root, a, config, dirs);
+    // This configuration's directories go at once (its burst buffer is stopped by now): the RAM tier's
+    // bytes are memory.
+    let _ = std::fs::remove_dir_all(dirs.ram.join(config));
+    let _ = std::fs::remove_dir_all(dirs.disk.join(config));
+    result
+}
+
+fn run_config(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<Value, String> {
     let w = &a.workload;
     let mut cmd = bench_jvm(root, "ohb-hdfs", "2g")?;
     cmd.arg("io.slipstream.ohb.hdfs.TiersBench")
@@ -283,15 +295,17 @@ fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<V
         .arg("--disk-dir")
         .arg(dirs.disk.join(config))
         .args(["--sync-on-close", &a.sync_on_close.to_string()]);
+    // Killed when dropped: at the end of this function, whatever the JVM did.
+    let mut cache = None;
     if config == "hhh-l-bb" {
-        cmd.arg("--cache-binary").arg(root.join("native/target/release/slipstream-cache"));
+        let log = root.join("build").join("ohb-hdfs-tiers-hhh-l-bb-cache.log");
+        let sizing = BbSizing::for_workload(w);
+        let started = BurstBufferCache::start(&cache_binary()?, &dirs.disk.join(config).join("bb-ssd"), &log, sizing)?;
+        cmd.args(["--bb-servers", &started.addr.to_string(), "--bb-max-pending-bytes", &sizing.max_pending_bytes.to_string()]);
+        cache = Some(started);
     }
     eprintln!("ohb hdfs tiers: running {config} ...");
-    let captured = run_captured("ohb-hdfs-tiers", cmd, RUN_TIMEOUT);
-    // This configuration's directories go at once: the RAM tier's bytes are memory.
-    let _ = std::fs::remove_dir_all(dirs.ram.join(config));
-    let _ = std::fs::remove_dir_all(dirs.disk.join(config));
-    let captured = captured?;
+    let captured = run_captured("ohb-hdfs-tiers", cmd, RUN_TIMEOUT)?;
     let log = root.join("build").join(format!("ohb-hdfs-tiers-{config}.log"));
     // Hadoop's log4j writes to stdout, the bench's own failures go to stderr: the log keeps both.
     std::fs::write(&log, format!("{}{}", captured.stdout, captured.stderr)).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -300,7 +314,14 @@ fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<V
         let reasons: Vec<&str> = captured.stderr.lines().filter(|l| l.starts_with("ohb hdfs tiers")).collect();
         return Err(format!("{config} failed ({}); log: {}\n{}", captured.status, log.display(), reasons.join("\n")));
     }
-    result.map_err(|e| format!("{e}; log: {}", log.display()))
+    let mut result = result.map_err(|e| format!("{e}; log: {}", log.display()))?;
+    if let Some(cache) = cache.as_mut() {
+        let fields = cache.report()?;
+        for (key, value) in fields.as_object().into_iter().flatten() {
+            result[key] = value.clone();
+        }
+    }
+    Ok(result)
 }
 
 /// One tier directory's raw speed, for the table.
@@ -343,23 +364,34 @@ pub fn checks(results: &[Value]) -> Vec<Check> {
         pass: r.map(|r| r >= min),
         detail: detail.into(),
     };
-    // HHH-L's local storage per block against HOT's (all three replicas local): at most (r-1)/r.
-    let local = match (figure("hhh-l", "local_bytes_per_block"), figure("hot", "local_bytes_per_block")) {
+    // HHH-L's target: local storage per block (replicas on the DataNodes' own tiers) at most (r-1)/r of
+    // HOT's, which keeps all r replicas local; r is the replication the JVMs wrote with.
+    let r = figure("hot", "replication").unwrap_or(3.0).round() as u32;
+    let local_max = f64::from(r.saturating_sub(1)) / f64::from(r.max(1));
+    let local = |config: &str| match (figure(config, "local_bytes_per_block"), figure("hot", "local_bytes_per_block")) {
         (Some(l), Some(hot)) if hot > 0.0 => Some(l / hot),
         _ => None,
+    };
+    let local_check = |label: &str, config: &str| Check {
+        name: format!("{label} local bytes/block <= {}/{r} HOT", r.saturating_sub(1)),
+        ratio: local(config),
+        pass: local(config).map(|x| x <= local_max + 1e-9),
+        detail: "replicas on the DataNodes' own tiers; the other is on the parallel file system (ARCHIVE)".into(),
     };
     let read = |config: &str| match (figure(config, "read_mb_s"), figure("hot", "read_mb_s")) {
         (Some(x), Some(hot)) if hot > 0.0 => Some(x / hot),
         _ => None,
     };
     vec![
-        Check {
-            name: "HHH-L local bytes/block <= 2/3 HOT".into(),
-            ratio: local,
-            pass: local.map(|r| r <= 2.0 / 3.0 + 1e-9),
-            detail: "replicas on the DataNodes' own tiers; the third is on the parallel file system (ARCHIVE)".into(),
-        },
+        local_check("HHH-L", "hhh-l"),
         check("HHH-L read >= 1.0x HOT", read("hhh-l"), 1.0, "readers sent to local replicas first (considerStorageType)"),
+        local_check("HHH-L-BB", "hhh-l-bb"),
+        check(
+            "HHH-L-BB read >= 1.0x HOT",
+            read("hhh-l-bb"),
+            1.0,
+            "read after the burst buffer flushed every replica (until-persisted wait of each run)",
+        ),
         check("HHH-M write >= 2x HOT", ratio("hhh-m", "write_mb_s"), 2.0, "acknowledged writes; HHH-M keeps short-lived files in RAM only"),
         check(
             "HHH write >= 1.5x HOT",
@@ -429,17 +461,23 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
         );
     }
     if let Some(bb) = results.iter().find(|r| r["config"] == "hhh-l-bb" && r["bb_replicas_buffered"].is_u64()) {
+        let n = |key: &str| bb[key].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "?".into());
         out += &format!(
-            "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + SSD log): {} replicas buffered, {} flushed ({} B), \
-             {} reads served from it, {} written straight through, {} lost (last round)\n",
+            "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + {} MB SSD log), first round: {} replicas buffered, \
+             {} flushed ({} B), {} reads served from it, {} written straight through, {} lost; the cache: {} sets, \
+             {} evictions, {} spilled to its SSD log\n",
             bb["bb_servers"].as_str().unwrap_or("?"),
-            bb["bb_memory_mb"].as_u64().unwrap_or(0),
-            bb["bb_replicas_buffered"].as_u64().unwrap_or(0),
-            bb["bb_replicas_flushed"].as_u64().unwrap_or(0),
-            bb["bb_bytes_flushed"].as_u64().unwrap_or(0),
-            bb["bb_reads_from_buffer"].as_u64().unwrap_or(0),
-            bb["bb_replicas_written_through"].as_u64().unwrap_or(0),
-            bb["bb_replicas_lost"].as_u64().unwrap_or(0)
+            n("bb_memory_mb"),
+            n("bb_ssd_mb"),
+            n("bb_replicas_buffered"),
+            n("bb_replicas_flushed"),
+            n("bb_bytes_flushed"),
+            n("bb_reads_from_buffer"),
+            n("bb_replicas_written_through"),
+            n("bb_replicas_lost"),
+            n("bb_cache_cmd_set"),
+            n("bb_cache_evictions"),
+            n("bb_cache_ssd_spills"),
         );
     }
     for config in ["hot", "hhh-l", "hhh-l-bb"] {
@@ -612,24 +650,38 @@ mod tests {
     fn hhh_l_targets_local_bytes_and_reads_and_the_burst_buffer_line() {
         let mut hot = result("hot", 100.0, 100.0, 200.0);
         hot["local_bytes_per_block"] = json!(3.0 * 4194304.0);
+        hot["replication"] = json!(3);
         let mut l = result("hhh-l", 100.0, 100.0, 190.0);
         l["local_bytes_per_block"] = json!(2.0 * 4194304.0);
         l["replicas_archive"] = json!(16);
         let mut bb = result("hhh-l-bb", 120.0, 90.0, 210.0);
-        for (k, v) in [("bb_replicas_buffered", 20), ("bb_replicas_flushed", 20), ("bb_reads_from_buffer", 3), ("bb_memory_mb", 256)] {
+        // A block whose three replicas all stayed local (no ARCHIVE room, say) pushes it past 2/3.
+        bb["local_bytes_per_block"] = json!(2.1 * 4194304.0);
+        for (k, v) in [("bb_replicas_buffered", 20), ("bb_replicas_flushed", 20), ("bb_reads_from_buffer", 3), ("bb_memory_mb", 392)] {
+            bb[k] = json!(v);
+        }
+        for (k, v) in [("bb_ssd_mb", 392), ("bb_cache_cmd_set", 160), ("bb_cache_evictions", 0), ("bb_cache_ssd_spills", 0)] {
             bb[k] = json!(v);
         }
         bb["bb_servers"] = json!("127.0.0.1:4242");
         let results = vec![hot, l, bb];
         let judged = checks(&results);
-        let local = judged.iter().find(|c| c.name.starts_with("HHH-L local")).unwrap();
+        let find = |name: &str| judged.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("{name}: {judged:?}")).clone();
+        let local = find("HHH-L local bytes/block <= 2/3 HOT");
         assert_eq!(local.pass, Some(true), "2/3 of HOT's local bytes meets the target");
-        let read = judged.iter().find(|c| c.name.starts_with("HHH-L read")).unwrap();
+        assert_eq!(find("HHH-L-BB local bytes/block <= 2/3 HOT").pass, Some(false), "0.7 of HOT's misses it");
+        let read = find("HHH-L read >= 1.0x HOT");
         assert_eq!(read.ratio, Some(0.95));
         assert_eq!(read.pass, Some(false));
+        assert_eq!(find("HHH-L-BB read >= 1.0x HOT").pass, Some(true), "1.05x");
+        // The target follows the replication the JVMs wrote with.
+        let mut r2 = results.clone();
+        r2[0]["replication"] = json!(2);
+        assert!(checks(&r2).iter().any(|c| c.name == "HHH-L local bytes/block <= 1/2 HOT"));
         let table = render(&TiersWorkload::new(true), &[], &results, &judged);
         assert!(table.contains("16/32/0/16"), "{table}");
-        assert!(table.contains("20 replicas buffered, 20 flushed") && table.contains("127.0.0.1:4242"), "{table}");
+        assert!(table.contains("20 replicas buffered, 20 flushed") && table.contains("127.0.0.1:4242, 392 MB + 392 MB SSD log"), "{table}");
+        assert!(table.contains("160 sets, 0 evictions, 0 spilled"), "{table}");
         assert!(table.contains("local bytes per block, hhh-l: 8388608"), "{table}");
     }
 

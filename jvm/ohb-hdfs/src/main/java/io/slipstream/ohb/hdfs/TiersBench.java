@@ -39,7 +39,8 @@ import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
  * default policy: every replica on DISK), {@code lazy-persist} and {@code all-ssd} (vanilla HDFS with that
  * storage policy on the written directory), {@code hhh} and {@code hhh-m} (Triple-H, {@code jvm/hdfs-tiers};
  * HHH-M's files marked short-lived with LAZY_PERSIST), {@code hhh-l} and {@code hhh-l-bb} (each DataNode also
- * has an ARCHIVE directory standing for a parallel file system; {@link TiersPfs}). OHB's SWT: {@code writers} threads each write their
+ * has an ARCHIVE directory standing for a parallel file system; hhh-l-bb writes its replica through the burst
+ * buffer at {@code --bb-servers}, a slipstream-cache that {@code ohb} runs; {@link TiersPfs}). OHB's SWT: {@code writers} threads each write their
  * own file per run (aggregate MB/s when every {@code close()} returned, and for configurations with RAM
  * replicas also when HDFS's lazy writer had persisted every one of them), after one untimed warm-up file
  * per writer; then SRT: as many readers read
@@ -53,6 +54,8 @@ public final class TiersBench {
     private static final StorageType[] TYPES_WITH_PFS =
             {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK, StorageType.ARCHIVE};
     private static final Path DIR = new Path("/ohb-tiers");
+    /** Every file's replication (OHB's SWT); HHH-L's local-storage target is (r-1)/r of HOT's. */
+    private static final short REPLICATION = 3;
     /** How long HDFS gets to report every replica and to persist every RAM replica. */
     private static final long SETTLE_MS_MAX = 120_000;
     private static final long POLL_MS = 20;
@@ -72,13 +75,14 @@ public final class TiersBench {
         o.put("ram-dir", "/dev/shm/ohb-hdfs-tiers");
         o.put("disk-dir", "build/ohb-hdfs-tiers");
         o.put("sync-on-close", "false");
-        o.put("cache-binary", "");
+        o.put("bb-servers", "");
+        o.put("bb-max-pending-bytes", "0");
         for (int i = 0; i < args.length; i++) {
             String key = args[i].replaceFirst("^--", "");
             if (!o.containsKey(key) || i + 1 >= args.length) {
                 System.err.println("usage: TiersBench --config " + String.join("|", CONFIGS) + " [--writers N] [--file-bytes N]"
                         + " [--block-bytes N] [--runs N] [--buffer-bytes N] [--ram-dir DIR] [--disk-dir DIR] [--sync-on-close true|false]"
-                        + " [--cache-binary PATH (hhh-l-bb)]");
+                        + " [--bb-servers HOST:PORT --bb-max-pending-bytes N (hhh-l-bb)]");
                 System.exit(2);
             }
             o.put(key, args[++i]);
@@ -104,21 +108,18 @@ public final class TiersBench {
         result.put("runs", runs);
         result.put("ram_bytes_per_datanode", ramBytesPerDataNode);
         result.put("sync_on_close", syncOnClose);
+        result.put("replication", REPLICATION);
         boolean ok = true;
         String failure = "";
         MiniDFSCluster cluster = null;
-        TiersPfs burstBuffer = null;
         try {
+            Configuration conf = new HdfsConfiguration();
             if (config.equals("hhh-l-bb")) {
-                // Room in memory for two runs' parallel file system replicas; the SSD log as large again.
-                long cacheMb = Math.min(2048, Math.max(256, 2L * writers * fileBytes >> 20));
-                burstBuffer = TiersPfs.startCache(o.get("cache-binary"),
-                        java.nio.file.Path.of(o.get("disk-dir")).resolve("bb-ssd"), cacheMb);
-                result.put("bb_servers", burstBuffer.servers);
-                result.put("bb_memory_mb", cacheMb);
+                TiersPfs.configureBurstBuffer(conf, o.get("bb-servers"), Long.parseLong(o.get("bb-max-pending-bytes")));
+                result.put("bb_servers", o.get("bb-servers"));
             }
-            cluster = start(config, blockBytes, ramBytesPerDataNode, syncOnClose, java.nio.file.Path.of(o.get("ram-dir")),
-                    java.nio.file.Path.of(o.get("disk-dir")), burstBuffer, result);
+            cluster = start(conf, config, blockBytes, ramBytesPerDataNode, syncOnClose, java.nio.file.Path.of(o.get("ram-dir")),
+                    java.nio.file.Path.of(o.get("disk-dir")), result);
             DistributedFileSystem fs = cluster.getFileSystem();
             fs.mkdirs(DIR);
             switch (config) {
@@ -136,12 +137,9 @@ public final class TiersBench {
             failure = config + ": " + e;
             e.printStackTrace();
         } finally {
+            // hhh-l-bb: ohb stops the cache after this JVM, so the DataNodes still reach it while they stop.
             if (cluster != null) {
                 cluster.shutdown(true);
-            }
-            // After the cluster: its DataNodes flush what they still hold when they stop.
-            if (burstBuffer != null) {
-                burstBuffer.close();
             }
         }
         result.put("ok", ok);
@@ -165,14 +163,13 @@ public final class TiersBench {
         return blocks * (blockBytes + (64 << 10)) * 10 / 6;
     }
 
-    private static MiniDFSCluster start(String config, long blockBytes, long ramBytesPerDataNode, boolean syncOnClose, java.nio.file.Path ramDir,
-            java.nio.file.Path diskDir, TiersPfs burstBuffer, Map<String, Object> result) throws IOException {
-        Configuration conf = new HdfsConfiguration();
+    private static MiniDFSCluster start(Configuration conf, String config, long blockBytes, long ramBytesPerDataNode, boolean syncOnClose,
+            java.nio.file.Path ramDir, java.nio.file.Path diskDir, Map<String, Object> result) throws IOException {
         java.nio.file.Path base = diskDir.resolve("namenode");
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
         conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
         conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blockBytes);
-        conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, 3);
+        conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, REPLICATION);
         conf.setBoolean("dfs.client.read.shortcircuit", false);
         conf.setLong(DFSConfigKeys.DFS_HEARTBEAT_INTERVAL_KEY, 1);
         // The same settings for every configuration: the lazy writer's idle interval at its minimum (HDFS's
@@ -195,9 +192,6 @@ public final class TiersBench {
         boolean pfs = TiersPfs.usesPfs(config);
         if (pfs) {
             TiersPfs.configure(conf);
-        }
-        if (burstBuffer != null) {
-            burstBuffer.configure(conf, blockBytes);
         }
         StorageType[] types = pfs ? TYPES_WITH_PFS : TYPES;
         // Without the native Hadoop library nothing is locked; HDFS's own lazy-persist tests do the same.
@@ -340,7 +334,7 @@ public final class TiersBench {
      */
     private static long write(DistributedFileSystem fs, Path path, long bytes, byte[] source) throws IOException {
         java.util.zip.CRC32 crc = new java.util.zip.CRC32();
-        try (org.apache.hadoop.fs.FSDataOutputStream out = fs.create(path, (short) 3)) {
+        try (org.apache.hadoop.fs.FSDataOutputStream out = fs.create(path, REPLICATION)) {
             long chunk = 0;
             for (long left = bytes; left > 0; chunk++) {
                 int n = (int) Math.min(CHUNK_BYTES, left);
@@ -371,7 +365,7 @@ public final class TiersBench {
         int blocks = 0;
         long localBytes = 0;
         for (int f = 0; f < files; f++) {
-            for (LocatedBlock block : awaitReplicas(fs, file(f), 3)) {
+            for (LocatedBlock block : awaitReplicas(fs, file(f), REPLICATION)) {
                 blocks++;
                 StorageType[] types = block.getStorageTypes();
                 for (int i = 0; i < types.length; i++) {
@@ -407,7 +401,7 @@ public final class TiersBench {
                 }
                 Thread.sleep(POLL_MS);
             }
-            return TiersPfs.checkBurstBuffer(cluster, replicasByTier.getOrDefault(StorageType.ARCHIVE, 0), result);
+            return TiersPfs.checkBurstBuffer(cluster, TiersPfs.blocksWritten(fs, DIR), result);
         }
         return null;
     }
@@ -418,8 +412,8 @@ public final class TiersBench {
         long ssd = Arrays.stream(types).filter(t -> t == StorageType.SSD).count();
         long disk = Arrays.stream(types).filter(t -> t == StorageType.DISK).count();
         long archive = Arrays.stream(types).filter(t -> t == StorageType.ARCHIVE).count();
-        if (types.length != 3) {
-            return types.length + " replicas, expected 3";
+        if (types.length != REPLICATION) {
+            return types.length + " replicas, expected " + REPLICATION;
         }
         return switch (config) {
             case "hot" -> disk == 3 ? null : "HOT puts every replica on DISK";

@@ -1,16 +1,13 @@
 package io.slipstream.ohb.hdfs;
 
 import io.slipstream.hdfs.tiers.BurstBuffer;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.SlipstreamTieredFsDataset;
@@ -18,73 +15,36 @@ import org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.SlipstreamTieredFsD
 /**
  * {@code ohb hdfs tiers}' parallel file system configurations: {@code hhh-l} (one replica of each block on
  * the DataNodes' ARCHIVE directory, which stands for a parallel file system; here a directory on the disk)
- * and {@code hhh-l-bb} (the same behind a burst buffer: a real {@code slipstream-cache} in hybrid mode,
- * started here on a free loopback port and stopped with the run). The burst buffer's counters prove the
- * path: every parallel file system replica went through the cache, none failed, none was lost.
+ * and {@code hhh-l-bb} (the same behind a burst buffer: a real {@code slipstream-cache} in hybrid mode, which
+ * {@code ohb} starts before this JVM and stops after it, so that it outlives neither a failed nor a killed
+ * run). The burst buffer's counters prove the path: every parallel file system replica went through the
+ * cache, none failed, none was lost.
  */
-final class TiersPfs implements AutoCloseable {
-    private final Process cache;
-    final String servers;
-
-    private TiersPfs(Process cache, String servers) {
-        this.cache = cache;
-        this.servers = servers;
-    }
+final class TiersPfs {
+    private TiersPfs() {}
 
     static boolean usesPfs(String config) {
         return config.equals("hhh-l") || config.equals("hhh-l-bb");
     }
 
-    /**
-     * Starts the burst buffer for {@code hhh-l-bb}: {@code memoryMb} of memory and an SSD log of as much
-     * under {@code dir}; fails when the binary is missing or the server does not come up.
-     */
-    static TiersPfs startCache(String binary, java.nio.file.Path dir, long memoryMb) throws IOException {
-        if (binary.isEmpty() || !Files.isExecutable(java.nio.file.Path.of(binary))) {
-            throw new IOException("hhh-l-bb needs slipstream-cache (--cache-binary), not found at '" + binary
-                    + "': run make native");
-        }
-        java.nio.file.Path ssd = Files.createDirectories(dir);
-        Process process = new ProcessBuilder(List.of(binary, "-l", "127.0.0.1", "-p", "0", "-m", String.valueOf(memoryMb),
-                "--no-fabric", "--ssd-path", ssd.toString(), "--ssd-size", memoryMb + "m"))
-                .redirectError(ProcessBuilder.Redirect.appendTo(ssd.resolve("stderr.log").toFile())).start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-        String line = out.readLine();
-        // "slipstream-cache listening tcp=127.0.0.1:PORT fabric=...": the port it took.
-        java.util.regex.Matcher tcp = java.util.regex.Pattern.compile("tcp=(\\S+)").matcher(line == null ? "" : line);
-        if (!tcp.find()) {
-            process.destroyForcibly();
-            throw new IOException("slipstream-cache did not start: " + line + "; its log: "
-                    + Files.readString(ssd.resolve("stderr.log")));
-        }
-        Thread drain = new Thread(() -> {
-            try {
-                while (out.readLine() != null) {
-                    // Only kept from filling the pipe.
-                }
-            } catch (IOException ignored) {
-                // The process ended.
-            }
-        }, "slipstream-cache output");
-        drain.setDaemon(true);
-        drain.start();
-        TiersPfs pfs = new TiersPfs(process, tcp.group(1));
-        // A JVM stopped by a signal still takes the cache with it (a SIGKILL does not: ohb's run directory
-        // clean-up and the kernel reap it then).
-        Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly));
-        return pfs;
-    }
-
-    /** The burst buffer's settings for the NameNode and DataNodes. */
-    void configure(Configuration conf, long blockBytes) {
-        conf.set("slipstream.hdfs.tiers.bb.servers", servers);
-        // Every replica being written reserves a block: room for the writers' pipelines and the flushes behind.
-        conf.setLong("slipstream.hdfs.tiers.bb.maxPending.bytes", Math.max(2L << 30, 16 * blockBytes));
-    }
-
     /** What hhh-l's NameNode needs: readers sent to local replicas before the parallel file system's. */
     static void configure(Configuration conf) {
         conf.setBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY, true);
+    }
+
+    /**
+     * The burst buffer's settings for the DataNodes: {@code ohb}'s cache, and a pending limit that {@code ohb}
+     * sized for the whole workload (a replica past it would be written straight through, and the run would
+     * measure the overflow, not the burst buffer). {@code bb.chunk.bytes} stays at its default (512k), which
+     * fits the cache's default item size (1m) and is what {@code ohb} sizes the cache's memory for.
+     */
+    static void configureBurstBuffer(Configuration conf, String servers, long maxPendingBytes) {
+        if (servers.isEmpty() || maxPendingBytes <= 0) {
+            throw new IllegalArgumentException("hhh-l-bb needs --bb-servers and --bb-max-pending-bytes (ohb hdfs tiers "
+                    + "starts slipstream-cache and passes them)");
+        }
+        conf.set("slipstream.hdfs.tiers.bb.servers", servers);
+        conf.setLong("slipstream.hdfs.tiers.bb.maxPending.bytes", maxPendingBytes);
     }
 
     /** Replicas held in the burst buffer not yet flushed, over the DataNodes. */
@@ -104,11 +64,22 @@ final class TiersPfs implements AutoCloseable {
         return bb;
     }
 
+    /** Blocks of every file under {@code dir} (the warm-up files too: their replicas went through the burst buffer). */
+    static long blocksWritten(DistributedFileSystem fs, Path dir) throws IOException {
+        long blocks = 0;
+        for (FileStatus file : fs.listStatus(dir)) {
+            blocks += fs.getClient().getLocatedBlocks(file.getPath().toUri().getPath(), 0).locatedBlockCount();
+        }
+        return blocks;
+    }
+
     /**
-     * The burst buffer's counters into the result; null, or why the run fails: a parallel file system replica
-     * that did not go through the burst buffer, a failed store, a lost copy.
+     * After every replica was flushed: the burst buffer's counters into the result; null, or why the run
+     * fails: fewer replicas buffered than blocks written (each block has exactly one parallel file system
+     * replica, checked by the placement check), one written straight through, a failed store, a lost copy,
+     * one not flushed.
      */
-    static String checkBurstBuffer(MiniDFSCluster cluster, long archiveReplicas, Map<String, Object> result) {
+    static String checkBurstBuffer(MiniDFSCluster cluster, long blocksWritten, Map<String, Object> result) {
         long buffered = 0;
         long through = 0;
         long flushed = 0;
@@ -116,6 +87,7 @@ final class TiersPfs implements AutoCloseable {
         long lost = 0;
         long failures = 0;
         long reads = 0;
+        long pending = 0;
         for (DataNode dn : cluster.getDataNodes()) {
             BurstBuffer bb = burstBuffer(dn);
             buffered += bb.replicasBuffered();
@@ -125,7 +97,9 @@ final class TiersPfs implements AutoCloseable {
             lost += bb.replicasLost();
             failures += bb.writeFailures();
             reads += bb.readsFromBuffer();
+            pending += bb.pendingReplicas();
         }
+        result.put("bb_blocks_written", blocksWritten);
         result.put("bb_replicas_buffered", buffered);
         result.put("bb_replicas_written_through", through);
         result.put("bb_replicas_flushed", flushed);
@@ -133,20 +107,14 @@ final class TiersPfs implements AutoCloseable {
         result.put("bb_replicas_lost", lost);
         result.put("bb_write_failures", failures);
         result.put("bb_reads_from_buffer", reads);
-        if (buffered < archiveReplicas || through > 0 || failures > 0 || lost > 0) {
-            return "the burst buffer did not carry every parallel file system replica: " + archiveReplicas
-                    + " ARCHIVE replicas, " + buffered + " buffered, " + through + " written straight through, "
+        if (buffered < blocksWritten || through > 0 || failures > 0 || lost > 0) {
+            return "the burst buffer did not carry every parallel file system replica: " + blocksWritten
+                    + " blocks written, " + buffered + " replicas buffered, " + through + " written straight through, "
                     + failures + " failed stores, " + lost + " lost";
         }
-        if (flushed != buffered) {
-            return buffered + " replicas buffered but " + flushed + " flushed";
+        if (flushed != buffered || pending > 0) {
+            return buffered + " replicas buffered but " + flushed + " flushed, " + pending + " pending";
         }
         return null;
-    }
-
-    @Override
-    public void close() throws InterruptedException {
-        cache.destroyForcibly();
-        cache.waitFor(10, TimeUnit.SECONDS);
     }
 }
