@@ -181,6 +181,7 @@ bench: build spark-homes
 	$(OHB) spark all
 	$(OHB) mapreduce all
 	$(OHB) mapreduce sort
+	$(OHB) mapreduce terasort
 	$(OHB) rpc lat
 	$(OHB) rpc thr
 	$(OHB) rpc callbench

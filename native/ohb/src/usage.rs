@@ -106,6 +106,11 @@ pub const TESTS: &[TestInfo] = &[
         variants: "as mapreduce avg",
     },
     TestInfo {
+        name: "mapreduce terasort",
+        description: "Hadoop's TeraGen + TeraSort on a mini HDFS beside the YARN cluster; output order and TeraValidate's checksum checked",
+        variants: "as mapreduce avg",
+    },
+    TestInfo {
         name: "rpc lat",
         description: "Hadoop RPC echo (TestProtobufRpcProto), one client: min / p50 / p99 / avg per payload 1 B-64 KiB",
         variants: "vanilla (ProtobufRpcEngine2), fabric (FabricRpcEngine, fallback never, counter checked), fabric-tcp",
@@ -178,7 +183,7 @@ pub fn usage() -> String {
         "Usage: ohb fabric <test> [options]\n\
          \x20      ohb mem lat|thr|nb|hybrid|all [options]\n\
          \x20      ohb spark groupby|sortby|terasort|pagerank|sql|all [options]\n\
-         \x20      ohb mapreduce avg|rand|skew|sort|all [options]\n\
+         \x20      ohb mapreduce avg|rand|skew|sort|terasort|all [options]\n\
          \x20      ohb rpc lat|thr|callbench [options]\n\
          \x20      ohb hbase [options]\n\
          \x20      ohb hdfs swl|srl|rrl|swt|srt|all|meta [options]\n\
@@ -282,13 +287,13 @@ Options for spark groupby / sortby / terasort / pagerank / sql / all (Spark on l
                        removed (default build/ohb-spark)
   --json PATH          default results/ohb-spark-<test>.json (all: one file with both tests)
 
-Options for mapreduce avg / rand / skew / sort / all (Hadoop 3.4 mini YARN cluster of 2 NodeManagers, reducers in
+Options for mapreduce avg / rand / skew / sort / terasort / all (Hadoop 3.4 mini YARN cluster of 2 NodeManagers, reducers in
 their own JVMs, reducers start after the last map):
   --quick              2 maps x 2 reducers x 20000 records x 100 B (4 MB)
   --maps N             map tasks (default 4)
   --reduces N          reduce tasks (default 4)
   --records N          records per map (default 262144: 4 x 262144 x 1000 B = 1.05 GB)
-  --value-bytes N      value size (default 1000)
+  --value-bytes N      value size (default 1000; not terasort: TeraGen's records are 10 + 90 bytes)
   --runs N             jobs per configuration, medians reported (default 1)
   --json PATH          default results/ohb-mapreduce-<test>.json
 

@@ -1,7 +1,7 @@
 //! `ohb mapreduce`'s flags, the JVM run and the output.
 
 use super::render::{parse_results, render};
-use super::{Workload, CONFIGS};
+use super::{Workload, CONFIGS, TERASORT_KEY_BYTES, TERASORT_VALUE_BYTES};
 use crate::child::{bench_jvm, find_repo_root, run_captured};
 use crate::output::write_json;
 use serde_json::{json, Value};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// One test's JVM run (two clusters, every job): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(3600);
-const USAGE: &str = "Usage: ohb mapreduce avg|rand|skew|sort|all [--quick] [--maps N] [--reduces N] [--records N] \
+const USAGE: &str = "Usage: ohb mapreduce avg|rand|skew|sort|terasort|all [--quick] [--maps N] [--reduces N] [--records N] \
                      [--value-bytes N] [--runs N] [--json FILE] [--no-progress]\n";
 
 fn take_value(argv: &[String], i: &mut usize) -> Result<String, String> {
@@ -26,9 +26,9 @@ fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
 pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Option<PathBuf>), String> {
     let test = argv.first().map(String::as_str).unwrap_or("");
     let patterns: Vec<&str> = match test {
-        "avg" | "rand" | "skew" | "sort" => vec![test],
+        "avg" | "rand" | "skew" | "sort" | "terasort" => vec![test],
         "all" => vec!["avg", "rand", "skew"],
-        _ => return Err(format!("which MapReduce test? avg, rand, skew, sort or all (got '{test}')\n{USAGE}")),
+        _ => return Err(format!("which MapReduce test? avg, rand, skew, sort, terasort or all (got '{test}')\n{USAGE}")),
     };
     let quick = argv.iter().any(|a| a == "--quick");
     let mut workloads: Vec<Workload> = patterns.iter().map(|p| Workload::new(p, quick)).collect();
@@ -39,6 +39,9 @@ pub fn parse_args(argv: &[String]) -> Result<(Vec<Workload>, Option<PathBuf>), S
         match flag.as_str() {
             "--quick" | "--no-progress" => {}
             "--json" => json = Some(PathBuf::from(take_value(argv, &mut i)?)),
+            "--value-bytes" if test == "terasort" => {
+                return Err(format!("--value-bytes: TeraGen's records are {TERASORT_KEY_BYTES} + {TERASORT_VALUE_BYTES} bytes, fixed"));
+            }
             "--maps" | "--reduces" | "--records" | "--value-bytes" | "--runs" => {
                 let value = take_value(argv, &mut i)?;
                 for w in &mut workloads {
@@ -129,7 +132,7 @@ mod tests {
         assert_eq!(w[2].pattern, "skew");
         assert_eq!((w[0].maps, w[0].reduces), (3, 2));
         assert_eq!(json, Some(PathBuf::from("x.json")));
-        for bad in ["terasort", "avg --maps 0", "avg --maps", "avg --bogus 1", "avg --runs 21", "avg --records x"] {
+        for bad in ["terasort --value-bytes 100", "avg --maps 0", "avg --maps", "avg --bogus 1", "avg --runs 21", "avg --records x"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }
     }
@@ -140,5 +143,18 @@ mod tests {
         assert_eq!(Workload::new("sort", false).shuffle_bytes(), 4 * 262_144 * 1010, "RandomWriter's 10-byte keys count");
         let (sort, _) = parse_args(&words("sort --quick")).unwrap();
         assert_eq!(sort[0].pattern, "sort");
+    }
+
+    #[test]
+    fn terasort_shuffles_a_gigabyte_of_teragens_records() {
+        let tera = Workload::new("terasort", false);
+        assert_eq!(tera.shuffle_bytes(), Workload::new("avg", false).shuffle_bytes(), "100-byte records, ten times as many");
+        assert_eq!((tera.maps, tera.reduces, tera.value_bytes), (4, 4, 90));
+        let (quick, _) = parse_args(&words("terasort --quick --records 1000 --reduces 3")).unwrap();
+        assert_eq!(quick.len(), 1, "terasort is not in all");
+        assert_eq!((quick[0].pattern.as_str(), quick[0].maps, quick[0].reduces), ("terasort", 2, 3));
+        assert_eq!(quick[0].shuffle_bytes(), 2 * 1000 * 100);
+        let (all, _) = parse_args(&words("all")).unwrap();
+        assert!(all.iter().all(|w| w.pattern != "terasort"));
     }
 }

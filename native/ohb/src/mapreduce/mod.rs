@@ -1,11 +1,13 @@
-//! `ohb mapreduce avg|rand|skew|sort|all`: OHB's MR-AVG, MR-RAND and MR-SKEW (stand-alone MapReduce,
-//! no HDFS) and Hadoop's Sort example on RandomWriter's output, on real Hadoop, three shuffle
-//! configurations side by side in one run (`all`: avg, rand and skew).
+//! `ohb mapreduce avg|rand|skew|sort|terasort|all`: OHB's MR-AVG, MR-RAND and MR-SKEW (stand-alone
+//! MapReduce, no HDFS), Hadoop's Sort example on RandomWriter's output and Hadoop's TeraSort on
+//! TeraGen's output (on a mini HDFS beside the cluster: TeraSort's partition file, in the distributed
+//! cache, is not found by the maps with the local file system as the default), on real Hadoop, three
+//! shuffle configurations side by side in one run (`all`: avg, rand and skew).
 //!
 //! The JVM side (`io.slipstream.ohb.mapreduce.MapReduceBench` in `jvm/ohb-mapreduce`, started with
 //! plain `java` and the class path Maven wrote to `target/classpath.txt`) runs a mini YARN cluster
-//! of two NodeManagers, the reducers in their own container JVMs, and one generator job per
-//! configuration and run:
+//! of two NodeManagers, the reducers in their own container JVMs, and one job per configuration and
+//! run (`sort` and `terasort`: their input written once per invocation, not timed):
 //!
 //! - `vanilla`: Hadoop's HTTP shuffle;
 //! - `plugin`: the Slipstream consumer plugin (the fabric with default transports);
@@ -15,14 +17,20 @@
 //! job prints `OHB_MAPREDUCE_RESULT {json}` (job time, the longest reducer's shuffle, merge and
 //! reduce phases from the job history, shuffle bytes, the plugin's fabric bytes, a checksum); the
 //! table shows medians and ratios against vanilla. The run fails when a job fails, when checksums
-//! differ between configurations, or when a plugin run shuffled a byte outside the fabric (the JVM
-//! side checks both and exits non-zero). The JVM's log goes to `build/ohb-mapreduce-<test>.log`.
+//! differ between configurations (`terasort`: from the input's, TeraValidate's sum of every record's
+//! CRC-32), when a sort's output is out of order, or when a plugin run shuffled a byte outside the
+//! fabric (the JVM side checks these and exits non-zero). The JVM's log goes to `build/ohb-mapreduce-<test>.log`.
 
 pub mod cli;
 pub mod render;
 
 /// RandomWriter's key size in `sort` (`SortJob.KEY_BYTES` on the JVM side).
 pub const SORT_KEY_BYTES: u32 = 10;
+
+/// TeraGen's record: a 10-byte key and a 90-byte value (`TeraSortJob.KEY_BYTES` and `VALUE_BYTES` on
+/// the JVM side), fixed: `--value-bytes` does not apply to `terasort`.
+pub const TERASORT_KEY_BYTES: u32 = 10;
+pub const TERASORT_VALUE_BYTES: u32 = 90;
 
 /// The configurations, in the order they run.
 pub const CONFIGS: [&str; 3] = ["vanilla", "plugin", "plugin-tcp"];
@@ -41,15 +49,32 @@ pub struct Workload {
 impl Workload {
     /// Default: 4 maps x 4 reducers x 2^18 records of 1000 bytes, 1.05 GB of values shuffled (the
     /// size the targets are stated for); `--quick`: 2 x 2 x 20 000 x 100 bytes (a smoke run).
+    /// `terasort`: TeraGen's 100-byte records, ten times as many for the same 1.05 GB (4 x 2 621 440),
+    /// and 2 x 20 000 of them quick.
     pub fn new(pattern: &str, quick: bool) -> Workload {
-        let (maps, reduces, records_per_map, value_bytes) = if quick { (2, 2, 20_000, 100) } else { (4, 4, 1 << 18, 1000) };
+        let (maps, reduces, records_per_map, value_bytes) = match (pattern, quick) {
+            ("terasort", true) => (2, 2, 20_000, TERASORT_VALUE_BYTES),
+            ("terasort", false) => (4, 4, 10 << 18, TERASORT_VALUE_BYTES),
+            (_, true) => (2, 2, 20_000, 100),
+            (_, false) => (4, 4, 1 << 18, 1000),
+        };
         Workload { pattern: pattern.to_string(), maps, reduces, records_per_map, value_bytes, runs: 1 }
     }
 
-    /// Bytes of map output: values (and `sort`'s 10-byte RandomWriter keys; the generator's 8-byte
-    /// keys are not counted, as OHB counts its pairs' payload).
+    /// The key bytes counted in [`Workload::shuffle_bytes`]: `sort`'s and `terasort`'s keys are part
+    /// of the records sorted; the generator's 8-byte keys are not counted, as OHB counts its pairs'
+    /// payload.
+    pub fn key_bytes(&self) -> u32 {
+        match self.pattern.as_str() {
+            "sort" => SORT_KEY_BYTES,
+            "terasort" => TERASORT_KEY_BYTES,
+            _ => 0,
+        }
+    }
+
+    /// Bytes of map output's records: values and counted keys (Hadoop's `shuffle bytes` is more:
+    /// IFile's per-record lengths, Writable framing and checksums).
     pub fn shuffle_bytes(&self) -> u64 {
-        let key_bytes = if self.pattern == "sort" { SORT_KEY_BYTES } else { 0 };
-        self.maps as u64 * self.records_per_map * (self.value_bytes + key_bytes) as u64
+        self.maps as u64 * self.records_per_map * (self.value_bytes + self.key_bytes()) as u64
     }
 }

@@ -59,13 +59,17 @@ fn speedup(vanilla: f64, this: f64) -> f64 {
 }
 
 pub fn render(workload: &Workload, results: &[Value]) -> String {
+    // sort's and terasort's records are a key and a value, both counted in the MiB.
+    let record = match workload.key_bytes() {
+        0 => format!("{} bytes", workload.value_bytes),
+        key => format!("{key} + {} bytes", workload.value_bytes),
+    };
     let mut out = format!(
-        "ohb mapreduce {}: {} maps x {} reducers, {} records of {} bytes per map ({:.1} MiB), median of {} run(s)\n",
+        "ohb mapreduce {}: {} maps x {} reducers, {} records of {record} per map ({:.1} MiB), median of {} run(s)\n",
         workload.pattern,
         workload.maps,
         workload.reduces,
         workload.records_per_map,
-        workload.value_bytes,
         workload.shuffle_bytes() as f64 / (1u64 << 20) as f64,
         workload.runs
     );
@@ -95,11 +99,13 @@ pub fn render(workload: &Workload, results: &[Value]) -> String {
             mib(m.cluster_peak_rss_mib)
         ));
     }
-    out.push_str(
+    // terasort's HDFS (NameNode and DataNode) runs in the same JVM as the YARN mini cluster.
+    let hdfs = if workload.pattern == "terasort" { ", HDFS's NameNode and DataNode" } else { "" };
+    out.push_str(&format!(
         "(x: vanilla's time / this time, above 1 is faster; shuffle: the longest reducer's copy phase, from its start;\n \
-         reducer MiB: the largest reduce task's peak RSS; cluster MiB: the JVM of both NodeManagers and the ResourceManager, \
+         reducer MiB: the largest reduce task's peak RSS; cluster MiB: the JVM of both NodeManagers and the ResourceManager{hdfs}, \
          its peak during the job)\n",
-    );
+    ));
     if let (Some(v), Some(p)) = (&vanilla, medians(results, "plugin")) {
         for (what, vanilla_mib, plugin_mib) in [
             ("reducer", v.reducer_peak_rss_mib, p.reducer_peak_rss_mib),
@@ -138,6 +144,20 @@ mod tests {
         assert!(!table.contains("plugin-tcp"), "{table}");
         assert!(parse_results("OHB_MAPREDUCE_RESULT {bad").is_err());
         assert!(!table.contains("memory target"), "no memory figures, no verdict: {table}");
+    }
+
+    #[test]
+    fn sorts_name_their_records_key_and_value() {
+        let stdout = "OHB_MAPREDUCE_RESULT {\"config\":\"vanilla\",\"job_ms\":100,\"shuffle_ms\":40,\"merge_ms\":5,\"shuffle_bytes\":10,\"fabric_bytes\":0}\n";
+        let results = parse_results(stdout).unwrap();
+        let tera = render(&Workload::new("terasort", true), &results);
+        assert!(tera.starts_with("ohb mapreduce terasort: 2 maps x 2 reducers, 20000 records of 10 + 90 bytes per map (3.8 MiB)"), "{tera}");
+        assert!(tera.contains("HDFS's NameNode and DataNode"), "{tera}");
+        let sort = render(&Workload::new("sort", true), &results);
+        assert!(sort.contains("records of 10 + 100 bytes per map"), "{sort}");
+        assert!(!sort.contains("HDFS"), "{sort}");
+        let avg = render(&Workload::new("avg", true), &results);
+        assert!(avg.contains("records of 100 bytes per map"), "{avg}");
     }
 
     #[test]

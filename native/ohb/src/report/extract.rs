@@ -55,7 +55,7 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
                 spark_charts(&mut run, test, &id);
             }
         }
-        "mapreduce avg" | "mapreduce rand" | "mapreduce skew" | "mapreduce sort" => mapreduce_charts(&mut run, v, &id),
+        "mapreduce avg" | "mapreduce rand" | "mapreduce skew" | "mapreduce sort" | "mapreduce terasort" => mapreduce_charts(&mut run, v, &id),
         "mapreduce all" => {
             for test in v.get("tests").and_then(Value::as_array).into_iter().flatten() {
                 mapreduce_charts(&mut run, test, &id);

@@ -1,5 +1,7 @@
 package io.slipstream.ohb.mapreduce;
 
+import java.io.File;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -9,21 +11,25 @@ import java.util.Map;
 import java.util.Optional;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.FileUtil;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.mapreduce.Counters;
 import org.apache.hadoop.mapreduce.Job;
 import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.mapreduce.jobhistory.JobHistoryParser;
 
 /**
- * The JVM side of {@code ohb mapreduce avg|rand|skew|sort} ({@code sort}: Hadoop's Sort example on
- * RandomWriter's output, see {@link SortJob}; the others: {@link GeneratorJob}): for each configuration (vanilla: Hadoop's
+ * The JVM side of {@code ohb mapreduce avg|rand|skew|sort|terasort} ({@code sort}: Hadoop's Sort example on
+ * RandomWriter's output, see {@link SortJob}; {@code terasort}: Hadoop's TeraSort on TeraGen's output, see
+ * {@link TeraSortJob}; the others: {@link GeneratorJob}): for each configuration (vanilla: Hadoop's
  * HTTP shuffle; plugin; plugin-tcp: the plugin with the fabric forced to TCP) a mini YARN cluster
- * of two NodeManagers (one for vanilla and plugin, a fresh one for TCP) runs {@link GeneratorJob} {@code --runs} times, with reducers
+ * of two NodeManagers (one for vanilla and plugin, a fresh one for TCP) runs the job {@code --runs} times, with reducers
  * starting after the last map ({@code slowstart=1.0}) so that the shuffle phase is the shuffle
  * alone. Prints one {@code OHB_MAPREDUCE_RESULT {json}} line per run: job time, the reducers'
  * shuffle and merge phases from the job history (longest reducer), Hadoop's and the plugin's
  * shuffle counters and the reducers' checksum. Exit status 1 when a run fails, when checksums
- * differ between configurations, or when a plugin run did not carry its shuffle over the fabric.
+ * differ between configurations ({@code terasort}: from the input's), when a sort's output is out of
+ * order or lost or doubled records, or when a plugin run did not carry its shuffle over the fabric.
  */
 public final class MapReduceBench {
     private MapReduceBench() {}
@@ -46,7 +52,7 @@ public final class MapReduceBench {
             }
             String key = args[i].replaceFirst("^--", "");
             if (!options.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: MapReduceBench avg|rand|skew|sort [--maps N] [--reduces N] [--records N] [--value-bytes N]"
+                System.err.println("usage: MapReduceBench avg|rand|skew|sort|terasort [--maps N] [--reduces N] [--records N] [--value-bytes N]"
                         + " [--runs N] [--configs vanilla,plugin,plugin-tcp] [--reduce-mb N] [--work DIR]");
                 System.exit(2);
             }
@@ -69,6 +75,9 @@ public final class MapReduceBench {
         BenchCluster cluster = null;
         String clusterTransport = null;
         try {
+            if (options.get("pattern").equals("terasort")) {
+                bench.startDfs();
+            }
             for (String config : options.get("configs").split(",")) {
                 String transport = config.equals("plugin-tcp") ? "tcp" : "auto";
                 if (cluster == null || !transport.equals(clusterTransport)) {
@@ -88,6 +97,7 @@ public final class MapReduceBench {
             if (cluster != null) {
                 cluster.stop();
             }
+            bench.stopDfs();
         }
     }
 
@@ -98,8 +108,18 @@ public final class MapReduceBench {
         final int reduces;
         final int reduceMb;
         Long checksum;
-        /** {@code sort}: RandomWriter's output, written at the first run. */
+        /** {@code sort}: RandomWriter's output; {@code terasort}: TeraGen's; written at the first run. */
         org.apache.hadoop.fs.Path sortInput;
+        /**
+         * {@code terasort}'s HDFS (null for the other tests), the jobs' {@code fs.defaultFS}, shared by
+         * both YARN clusters. TeraSort's maps read its partition file from their working directory, where
+         * the distributed cache links it, through FileSystem.getLocal; but YarnChild sets the default file
+         * system's working directory to the job's (the client's), and with the local file system as the
+         * default that is the same object: on the bench's local-FS cluster every map failed with
+         * "can't read partitions file ... FileNotFoundException: File _partition.lst does not exist".
+         * With HDFS as the default, the local file system keeps the container's directory.
+         */
+        MiniDFSCluster dfs;
         boolean ok = true;
 
         Bench(Map<String, String> options) {
@@ -114,16 +134,51 @@ public final class MapReduceBench {
             return new org.apache.hadoop.fs.Path(Path.of(options.get("work"), name).toAbsolutePath().toString());
         }
 
-        /** Where {@code sort} writes a configuration's output (read back by {@link SortJob#summarize}). */
+        /** A job's input or output: under {@code --work}, or in {@code terasort}'s HDFS (removed at the end). */
+        org.apache.hadoop.fs.Path dataPath(String name) {
+            return dfs != null ? new org.apache.hadoop.fs.Path("/ohb-mapreduce/" + name) : workPath(name);
+        }
+
+        /**
+         * Where {@code sort} or {@code terasort} writes a configuration's output (read back by
+         * {@link SortJob#summarize} or {@link TeraSortJob#summarize}).
+         */
         org.apache.hadoop.fs.Path sortOutput(String config) {
-            return workPath("sort-out-" + config);
+            return dataPath(options.get("pattern") + "-out-" + config);
+        }
+
+        /** {@code terasort}'s HDFS: one DataNode, on loopback (MiniDFSCluster's default), its blocks under {@code --work}. */
+        void startDfs() throws IOException {
+            File dir = dfsDir();
+            FileUtil.fullyDelete(dir); // a killed run's
+            Configuration conf = new Configuration();
+            conf.setInt("dfs.replication", 1);
+            dfs = new MiniDFSCluster.Builder(conf, dir).numDataNodes(1).build();
+        }
+
+        void stopDfs() {
+            if (dfs != null) {
+                dfs.shutdown(true);
+                FileUtil.fullyDelete(dfsDir());
+                dfs = null;
+            }
+        }
+
+        File dfsDir() {
+            return Path.of(options.get("work"), "terasort-dfs").toAbsolutePath().toFile();
         }
 
         BenchCluster startCluster(String transport) throws Exception {
             // Where MiniYARNCluster puts its directories (read when it is constructed).
             System.setProperty("test.build.data", Path.of(options.get("work")).toAbsolutePath().toString());
             BenchCluster cluster = new BenchCluster("ohb-mr-" + transport);
-            cluster.init(cluster.configuration(transport, Math.max(4096, (reduces + 1) * reduceMb), reduceMb));
+            Configuration conf = cluster.configuration(transport, Math.max(4096, (reduces + 1) * reduceMb), reduceMb);
+            if (dfs != null) {
+                // Set before init: MiniMRYarnCluster makes its staging and history directories on it.
+                conf.set("fs.defaultFS", dfs.getURI().toString());
+                conf.setInt("dfs.replication", 1); // one DataNode
+            }
+            cluster.init(conf);
             cluster.start();
             return cluster;
         }
@@ -136,6 +191,8 @@ public final class MapReduceBench {
             conf.set(GeneratorJob.PATTERN, options.get("pattern"));
             conf.setFloat("mapreduce.job.reduce.slowstart.completedmaps", 1.0f);
             boolean sort = options.get("pattern").equals("sort");
+            boolean terasort = options.get("pattern").equals("terasort");
+            long expectedRecords = (long) maps * Long.parseLong(options.get("records"));
             if (!config.equals("vanilla")) {
                 conf.set("mapreduce.job.reduce.shuffle.consumer.plugin.class", "io.slipstream.mapreduce.SlipstreamShuffle");
                 conf.set("slipstream.mapreduce.fallback", "never");
@@ -144,14 +201,33 @@ public final class MapReduceBench {
             Job job;
             if (sort && sortInput == null) {
                 // One input for every configuration, written once per invocation (not timed).
-                sortInput = workPath("sort-in");
+                sortInput = dataPath("sort-in");
                 SortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")), Integer.parseInt(options.get("value-bytes")));
+            }
+            if (terasort && sortInput == null) {
+                // One input for every configuration, written once per invocation (not timed); its
+                // checksum is read here, not taken from the first configuration's output, so that every
+                // configuration (vanilla too) is held to the input's records.
+                sortInput = dataPath("terasort-in");
+                long teraGenChecksum = TeraSortJob.generate(conf, sortInput, maps, Long.parseLong(options.get("records")));
+                TeraSortJob.Summary input = TeraSortJob.summarize(conf, sortInput, false);
+                if (input.records() != expectedRecords) {
+                    throw new IllegalStateException("TeraGen wrote " + input.records() + " records, not " + expectedRecords);
+                }
+                if (input.checksum() != teraGenChecksum) {
+                    // summarize's sum is TeraGen's and TeraValidate's, or it checks nothing.
+                    throw new IllegalStateException("the input's checksum read back is " + Long.toHexString(input.checksum())
+                            + ", TeraGen counted " + Long.toHexString(teraGenChecksum));
+                }
+                checksum = input.checksum();
             }
             MemorySampler memory = new MemorySampler();
             long start = System.nanoTime();
             try {
                 if (sort) {
                     job = SortJob.sort(conf, sortInput, sortOutput(config), reduces);
+                } else if (terasort) {
+                    job = TeraSortJob.sort(conf, sortInput, sortOutput(config), reduces);
                 } else {
                     job = GeneratorJob.job(conf, "ohb-mr-" + options.get("pattern") + "-" + config, reduces);
                     if (!job.waitForCompletion(false)) {
@@ -176,9 +252,18 @@ public final class MapReduceBench {
                 SortJob.Summary summary = SortJob.summarize(conf, sortOutput(config));
                 sum = summary.checksum();
                 records = summary.records();
-                long expected = (long) maps * Long.parseLong(options.get("records"));
-                if (records != expected) {
-                    System.err.println("ohb mapreduce: " + config + " sorted " + records + " records, RandomWriter wrote " + expected);
+                if (records != expectedRecords) {
+                    System.err.println("ohb mapreduce: " + config + " sorted " + records + " records, RandomWriter wrote " + expectedRecords);
+                    ok = false;
+                }
+            } else if (terasort) {
+                // Throws when a key is out of order (as SortJob.summarize does); lost or doubled
+                // records show in the count and in the checksum against the input's below.
+                TeraSortJob.Summary summary = TeraSortJob.summarize(conf, sortOutput(config), true);
+                sum = summary.checksum();
+                records = summary.records();
+                if (records != expectedRecords) {
+                    System.err.println("ohb mapreduce: " + config + " sorted " + records + " records, TeraGen wrote " + expectedRecords);
                     ok = false;
                 }
             } else {
@@ -190,13 +275,19 @@ public final class MapReduceBench {
             if (checksum == null) {
                 checksum = sum;
             } else if (checksum != sum) {
-                System.err.println("ohb mapreduce: " + config + " reducers saw other data (checksum " + sum + " vs " + checksum + ")");
+                System.err.println("ohb mapreduce: " + config + " reducers saw other data (checksum " + sum + " vs "
+                        + (terasort ? "the input's " : "") + checksum + ")");
                 ok = false;
             }
             if (!config.equals("vanilla") && fabricBytes != shuffleBytes) {
                 System.err.println("ohb mapreduce: " + config + " shuffled " + fabricBytes + " of " + shuffleBytes + " bytes over the fabric");
                 ok = false;
             }
+            if (terasort && records == expectedRecords && sum == checksum) {
+                // Checked: a default run would leave 1 GB per configuration (kept when its check failed).
+                FileSystem.get(conf).delete(sortOutput(config), true);
+            }
+            long mapTasks = counters.findCounter("org.apache.hadoop.mapreduce.JobCounter", "TOTAL_LAUNCHED_MAPS").getValue();
             long[] phases = phases(cluster, job, conf);
             Map<String, Object> result = new LinkedHashMap<>();
             result.put("config", config);
@@ -205,7 +296,10 @@ public final class MapReduceBench {
             result.put("maps", maps);
             result.put("reduces", reduces);
             result.put("records_per_map", Long.parseLong(options.get("records")));
-            result.put("value_bytes", Long.parseLong(options.get("value-bytes")));
+            // TeraGen's records are 10 + 90 bytes whatever --value-bytes says.
+            result.put("value_bytes", terasort ? TeraSortJob.VALUE_BYTES : Long.parseLong(options.get("value-bytes")));
+            // The job's maps: for sort and terasort, the input's splits, not --maps.
+            result.put("map_tasks", mapTasks);
             result.put("job_ms", jobMs);
             result.put("shuffle_ms", phases[0]);
             result.put("merge_ms", phases[1]);
@@ -224,12 +318,11 @@ public final class MapReduceBench {
 
     /** The longest reducer's shuffle, merge and reduce phases (ms), from the job's history file; -1 if it is not there. */
     private static long[] phases(BenchCluster cluster, Job job, Configuration conf) throws Exception {
-        Optional<Path> file = cluster.historyFile(job.getJobID(), 60_000);
+        Optional<org.apache.hadoop.fs.Path> file = cluster.historyFile(job.getJobID(), 60_000);
         if (file.isEmpty()) {
             return new long[] {-1, -1, -1};
         }
-        JobHistoryParser.JobInfo info = new JobHistoryParser(FileSystem.getLocal(conf),
-                new org.apache.hadoop.fs.Path(file.get().toString())).parse();
+        JobHistoryParser.JobInfo info = new JobHistoryParser(file.get().getFileSystem(conf), file.get()).parse();
         long shuffle = 0;
         long merge = 0;
         long reduce = 0;
