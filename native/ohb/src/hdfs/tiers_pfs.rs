@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 /// How long the cache may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// HHH-L-BB's `bb.chunk.bytes` (its default, which TiersBench keeps): one cache item per chunk.
-const CHUNK_BYTES: u64 = 512 << 10;
-/// The cache's memory segment (`max(1 MiB, -I)`, `-I` left at its 1 MiB default). A 512 KiB chunk
-/// with its 32-byte header, its key (~100 bytes) and the SSD descriptor is just over half a segment,
-/// so each chunk takes a segment of its own: memory is sized in segments, not in bytes.
+const CHUNK_BYTES: u64 = 511 << 10;
+/// The cache's memory segment (`max(1 MiB, -I)`, `-I` left at its 1 MiB default). A 511 KiB chunk
+/// with its 32-byte header, its key (~100 bytes) and the SSD descriptor is just under half a segment,
+/// so two chunks share a segment (the default was 512 KiB until this was seen: a segment each, half
+/// empty); memory is sized in half segments.
 const SEGMENT_BYTES: u64 = 1 << 20;
 /// The cache counters kept in the result (`bb_cache_<name>`).
 const STATS_KEPT: [&str; 5] = ["cmd_set", "curr_items", "evictions", "ssd_spills", "ssd_items_lost"];
@@ -49,7 +50,7 @@ impl BbSizing {
         // A quarter more for the index tables (paid out of -m) and the segments a deleted chunk leaves
         // behind until they are recycled, plus each shard's active segment (4 shards per CPU).
         let cpus = std::thread::available_parallelism().map_or(8, |n| n.get() as u64);
-        let memory_bytes = files * chunks_per_file * SEGMENT_BYTES * 5 / 4 + (64 << 20) + 4 * cpus * SEGMENT_BYTES;
+        let memory_bytes = files * chunks_per_file * (SEGMENT_BYTES / 2) * 5 / 4 + (64 << 20) + 4 * cpus * SEGMENT_BYTES;
         BbSizing { memory_mb: memory_bytes.div_ceil(1 << 20), max_pending_bytes: blocks * w.block_bytes }
     }
 }
@@ -158,15 +159,16 @@ mod tests {
     fn sizing_holds_every_parallel_file_system_replica_at_once() {
         let quick = TiersWorkload::new(true);
         let s = BbSizing::for_workload(&quick);
-        // (3 runs + warm-up) x 2 writers x 4 blocks of 4 MiB: 32 blocks of 8 chunks, a segment each.
+        // (3 runs + warm-up) x 2 writers x 4 blocks of 4 MiB: 32 blocks of 9 chunks of 511 KiB (the
+        // ninth 8 KiB), two per segment.
         assert_eq!(s.max_pending_bytes, 32 * (4 << 20));
-        assert!(s.memory_mb >= 256 * 5 / 4 + 64, "256 chunks, a segment each, and the margin: {s:?}");
+        assert!(s.memory_mb >= 288 / 2 * 5 / 4 + 64, "288 chunks, two per segment, and the margin: {s:?}");
         // A file of a block and a bit: the tail block's one chunk counts too.
         let w = TiersWorkload { file_bytes: (4 << 20) + 1, runs: 1, writers: 1, ..quick };
         let tail = BbSizing::for_workload(&w);
         assert_eq!(tail.max_pending_bytes, 2 * 2 * (4 << 20));
-        // 2 files x (8 + 1) chunks = 18 segments (22.5 MiB with the quarter) against 256 (320 MiB).
-        assert_eq!(s.memory_mb - tail.memory_mb, 320 - 23);
+        // 2 files x (9 + 1) chunks = 10 segments (12.5 MiB with the quarter) against 144 (180 MiB).
+        assert_eq!(s.memory_mb - tail.memory_mb, 180 - 13);
     }
 
     #[test]

@@ -295,9 +295,12 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                                 + conf.bbChunkBytes, null);
                     }
                     if (check != null) {
-                        check.verify(bytes, written, files[0].getName());
+                        check.verify(bytes, files[0].getName());
                     }
                     written += writeFully(out, ByteBuffer.wrap(bytes), written);
+                }
+                if (check != null) {
+                    check.finish(files[0].getName());
                 }
                 if (unstored != null) {
                     written += writeFully(out, ByteBuffer.wrap(unstored), written);
@@ -334,24 +337,35 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         return done;
     }
 
-    /** Checks a replica's bytes, chunk after chunk, against HDFS's checksum file. */
+    /**
+     * Checks a replica's bytes, chunk after chunk, against HDFS's checksum file. A burst buffer chunk need not
+     * be a whole number of checksum chunks: the bytes past the last whole one wait for the next chunk.
+     */
     private static final class ChecksumCheck implements AutoCloseable {
         private final DataInputStream meta;
         private final DataChecksum checksum;
+        private final int bytesPerChecksum;
         private final byte[] sums;
+        /** Bytes of the checksum chunk that the previous burst buffer chunk ended in. */
+        private final byte[] carry;
+        private int carryLength;
+        /** Replica bytes checked so far (the position in an error). */
+        private long checked;
 
         private ChecksumCheck(DataInputStream meta, DataChecksum checksum, int chunkBytes) {
             this.meta = meta;
             this.checksum = checksum;
-            this.sums = new byte[(chunkBytes / checksum.getBytesPerChecksum() + 1) * checksum.getChecksumSize()];
+            this.bytesPerChecksum = checksum.getBytesPerChecksum();
+            this.sums = new byte[(chunkBytes / bytesPerChecksum + 2) * checksum.getChecksumSize()];
+            this.carry = new byte[bytesPerChecksum];
         }
 
-        /** Null when a chunk is not a whole number of checksum chunks (then nothing is checked). */
+        /** Null for a replica written without checksums (type NULL): nothing to check against. */
         static ChecksumCheck open(File metaFile, int chunkBytes) throws IOException {
             DataInputStream meta = new DataInputStream(new java.io.BufferedInputStream(new FileInputStream(metaFile)));
             try {
                 DataChecksum checksum = BlockMetadataHeader.readHeader(meta).getChecksum();
-                if (checksum.getChecksumSize() == 0 || chunkBytes % checksum.getBytesPerChecksum() != 0) {
+                if (checksum.getChecksumSize() == 0) {
                     meta.close();
                     return null;
                 }
@@ -362,15 +376,46 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             }
         }
 
-        void verify(byte[] data, long position, String file) throws IOException {
-            int sumBytes = ((data.length + checksum.getBytesPerChecksum() - 1) / checksum.getBytesPerChecksum())
-                    * checksum.getChecksumSize();
+        /** The next bytes of the replica, in order. */
+        void verify(byte[] data, String file) throws IOException {
+            int offset = 0;
+            if (carryLength > 0) {
+                int taken = Math.min(data.length, bytesPerChecksum - carryLength);
+                System.arraycopy(data, 0, carry, carryLength, taken);
+                carryLength += taken;
+                offset = taken;
+                if (carryLength < bytesPerChecksum) {
+                    return;
+                }
+                check(carry, 0, bytesPerChecksum, file);
+                carryLength = 0;
+            }
+            int whole = (data.length - offset) / bytesPerChecksum * bytesPerChecksum;
+            if (whole > 0) {
+                check(data, offset, whole, file);
+            }
+            carryLength = data.length - offset - whole;
+            System.arraycopy(data, offset + whole, carry, 0, carryLength);
+        }
+
+        /** The replica's last, partial checksum chunk. */
+        void finish(String file) throws IOException {
+            if (carryLength > 0) {
+                check(carry, 0, carryLength, file);
+                carryLength = 0;
+            }
+        }
+
+        private void check(byte[] data, int offset, int length, String file) throws IOException {
+            int sumBytes = (length + bytesPerChecksum - 1) / bytesPerChecksum * checksum.getChecksumSize();
             meta.readFully(sums, 0, sumBytes);
             try {
-                checksum.verifyChunkedSums(ByteBuffer.wrap(data), ByteBuffer.wrap(sums, 0, sumBytes), file, position);
+                checksum.verifyChunkedSums(ByteBuffer.wrap(data, offset, length), ByteBuffer.wrap(sums, 0, sumBytes),
+                        file, checked);
             } catch (ChecksumException e) {
                 throw new LostException("its copy in the burst buffer fails HDFS's checksum at byte " + e.getPos(), e);
             }
+            checked += length;
         }
 
         @Override

@@ -71,9 +71,10 @@ public final class TiersConf {
     static final TierSetting BB_SERVERS = new TierSetting(PREFIX + "bb.servers", "",
             "`hhh-l-bb`, DataNode: the burst buffer, slipstream-cache (or memcached) servers as `host:port,...`; each "
             + "chunk of a replica goes to one of them by its key's hash. Required in `hhh-l-bb`");
-    static final TierSetting BB_CHUNK_BYTES = new TierSetting(PREFIX + "bb.chunk.bytes", "512k",
+    static final TierSetting BB_CHUNK_BYTES = new TierSetting(PREFIX + "bb.chunk.bytes", "511k",
             "`hhh-l-bb`: bytes of a replica per burst buffer item; at most the servers' item size (`-I`, 1m by "
-            + "default) less 1k; 4k to 64m");
+            + "default) less 1k. The default lets two items (value, key, header) share one of slipstream-cache's "
+            + "1 MiB segments: 512k would take a segment each, half of it empty; 4k to 64m");
     static final TierSetting BB_MAX_PENDING_BYTES = new TierSetting(PREFIX + "bb.maxPending.bytes", "2g",
             "`hhh-l-bb`, DataNode: replica bytes it may hold in the burst buffer not yet flushed (a replica being "
             + "written counts as a whole block); a new replica past it is written straight to the parallel file "

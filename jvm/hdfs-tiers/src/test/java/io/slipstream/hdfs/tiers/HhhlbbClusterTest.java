@@ -47,8 +47,9 @@ class HhhlbbClusterTest {
         conf.setBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY, true);
         conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
         conf.set(TiersConf.BB_SERVERS.key(), cache.address());
-        // Several chunks per block, the last one partial.
-        conf.set(TiersConf.BB_CHUNK_BYTES.key(), "256k");
+        // Several chunks per block, the last one partial, and chunks that end inside a checksum chunk (300000
+        // is not a multiple of 512): the flush's check carries those bytes over to the next chunk.
+        conf.set(TiersConf.BB_CHUNK_BYTES.key(), "300000");
         conf.setLong(TiersConf.BB_FLUSH_DELAY_MS.key(), FLUSH_DELAY_MS);
         conf.setLong(TiersConf.BB_TIMEOUT_MS.key(), 2000);
         // A replica reported bad is replaced within seconds, not at the next block report.
@@ -121,7 +122,7 @@ class HhhlbbClusterTest {
                     "length of " + replica + " after a directory scan");
         }
         // Not through getBlockLocalPathInfo (it flushes): the file is the one HDFS created, empty until the flush.
-        // The cache holds 4 + 4 + 4 chunks of 256 KiB (the small file's last one partial).
+        // The cache holds 4 + 4 + 4 chunks of 300000 B (each block's last one partial).
         assertEquals(12, cache.stat("curr_items") - itemsBefore, "chunks in the cache");
         TierClusters.assertReadsBack(fs, new Path("/bb/small"), small);
         TierClusters.assertReadsBack(fs, new Path("/bb/large"), large);
