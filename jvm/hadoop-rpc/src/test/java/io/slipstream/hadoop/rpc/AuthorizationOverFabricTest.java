@@ -74,18 +74,7 @@ class AuthorizationOverFabricTest {
     }
 
     private static String echoAs(String user, String message) throws Exception {
-        try {
-            return UserGroupInformation.createRemoteUser(user).doAs((PrivilegedExceptionAction<String>) () -> {
-                SecureEcho proxy = RPC.getProxy(SecureEcho.class, 1, server.getListenerAddress(), conf);
-                try {
-                    return proxy.echo(null, EchoProtocols.echo(message)).getMessage();
-                } finally {
-                    RPC.stopProxy(proxy);
-                }
-            });
-        } catch (UndeclaredThrowableException e) {
-            throw (Exception) e.getCause();
-        }
+        return EchoProtocols.echoAs(user, SecureEcho.class, server.getListenerAddress(), conf, message);
     }
 
     @Test

@@ -206,6 +206,28 @@ final class EchoProtocols {
         return RPC.getProxy(type, 1, server, conf);
     }
 
+    /**
+     * One echo as {@code user} through a proxy of {@code type} (an interface of the echo protocol); the
+     * proxy's checked exceptions (ServiceException) come out unwrapped.
+     */
+    static String echoAs(String user, Class<? extends TestProtobufRpcProto.BlockingInterface> type,
+            InetSocketAddress server, Configuration conf, String message) throws Exception {
+        try {
+            return UserGroupInformation.createRemoteUser(user).doAs(
+                    (java.security.PrivilegedExceptionAction<String>) () -> {
+                        TestProtobufRpcProto.BlockingInterface proxy = client(type, server, conf);
+                        try {
+                            return proxy.echo(null, echo(message)).getMessage();
+                        } finally {
+                            RPC.stopProxy(proxy);
+                        }
+                    });
+        } catch (java.lang.reflect.UndeclaredThrowableException e) {
+            // doAs wraps checked exceptions other than IOException: the proxy's ServiceException.
+            throw (Exception) e.getCause();
+        }
+    }
+
     static EchoRequestProto echo(String message) {
         return EchoRequestProto.newBuilder().setMessage(message).build();
     }

@@ -8,13 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
 import java.io.IOException;
-import java.lang.reflect.UndeclaredThrowableException;
-import java.security.PrivilegedExceptionAction;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.ipc.ProtobufRpcEngine2;
 import org.apache.hadoop.ipc.RPC;
-import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.thirdparty.protobuf.ServiceException;
 import org.junit.jupiter.api.Test;
 
@@ -26,19 +23,7 @@ import org.junit.jupiter.api.Test;
 class FallbackTest {
 
     private static String echoAs(String user, Configuration conf, RPC.Server server, String message) throws Exception {
-        try {
-            return UserGroupInformation.createRemoteUser(user).doAs((PrivilegedExceptionAction<String>) () -> {
-                FabricEcho proxy = EchoProtocols.client(FabricEcho.class, server.getListenerAddress(), conf);
-                try {
-                    return proxy.echo(null, EchoProtocols.echo(message)).getMessage();
-                } finally {
-                    RPC.stopProxy(proxy);
-                }
-            });
-        } catch (UndeclaredThrowableException e) {
-            // doAs wraps checked exceptions other than IOException: the proxy's ServiceException.
-            throw (Exception) e.getCause();
-        }
+        return EchoProtocols.echoAs(user, FabricEcho.class, server.getListenerAddress(), conf, message);
     }
 
     @Test
