@@ -169,7 +169,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                         ? "nothing of it was stored yet, so it goes on straight to the parallel file system"
                         : "chunks of it were stored, so its write fails (HDFS's pipeline recovery goes on without it)",
                 TimeUnit.NANOSECONDS.toSeconds(UNAVAILABLE_BACKOFF_NS));
-        if (pending.remove(new Key(replica.bpid, replica.blockId), replica)) {
+        // Not ended here: a recovery may be taking the replica from its writer (stop()) and still flush the
+        // chunk in memory; the replica ends itself (DROPPED) otherwise.
+        if (pending.remove(key(replica), replica)) {
             release(replica);
             deleteLater(replica);
         }
@@ -217,10 +219,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
 
     /** The copy in the cache is gone: HDFS is told the replica is bad and re-replicates the block. */
     private void lost(BurstBufferPending replica, IOException cause) {
-        if (!pending.remove(new Key(replica.bpid, replica.blockId), replica) || !replica.end(BurstBufferPending.State.DROPPED)) {
+        if (!leave(replica, BurstBufferPending.State.DROPPED)) {
             return;
         }
-        release(replica);
         replicasLost.incrementAndGet();
         LOG.warn("Triple-H hhh-l-bb: {} could not be flushed to the parallel file system ({}); reporting the replica as "
                 + "bad so that HDFS re-replicates the block from its other replicas", replica, cause.getMessage());
@@ -315,11 +316,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                 drop(replica, "its block file was deleted");
                 return;
             }
-            if (!replica.end(BurstBufferPending.State.FLUSHED)) {
+            if (!leave(replica, BurstBufferPending.State.FLUSHED)) {
                 return; // dropped meanwhile (the block deleted): its keys are deleted by the drop
             }
-            pending.remove(new Key(replica.bpid, replica.blockId), replica);
-            release(replica);
             replicasFlushed.incrementAndGet();
             bytesFlushed.addAndGet(written);
             LOG.info("Triple-H hhh-l-bb: flushed {} ({} bytes) to the parallel file system in {} ms; {} replicas "
@@ -433,17 +432,32 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     }
 
     private void drop(BurstBufferPending replica, String why) {
-        pending.remove(new Key(replica.bpid, replica.blockId), replica);
-        if (replica.end(BurstBufferPending.State.DROPPED)) {
+        if (leave(replica, BurstBufferPending.State.DROPPED)) {
             LOG.debug("Triple-H hhh-l-bb: {} leaves the burst buffer unflushed: {}", replica, why);
-            release(replica);
             deleteLater(replica);
         }
+    }
+
+    /**
+     * The replica leaves the burst buffer in state {@code end} (flushed, or dropped): out of the map, its
+     * reservation given back. False if it had left already (only the first of racing callers goes on).
+     */
+    private boolean leave(BurstBufferPending replica, BurstBufferPending.State end) {
+        pending.remove(key(replica), replica);
+        if (!replica.end(end)) {
+            return false;
+        }
+        release(replica);
+        return true;
     }
 
     private synchronized void release(BurstBufferPending replica) {
         pendingBytes -= replica.reservedBytes;
         replica.reservedBytes = 0;
+    }
+
+    private static Key key(BurstBufferPending replica) {
+        return new Key(replica.bpid, replica.blockId);
     }
 
     private void deleteLater(BurstBufferPending replica) {

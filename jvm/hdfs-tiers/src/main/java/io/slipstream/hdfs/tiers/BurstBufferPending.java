@@ -127,9 +127,11 @@ final class BurstBufferPending {
             stored = true;
             return null;
         } catch (IOException e) {
-            writeFailed.failed(this, e, chunk == 0);
-            if (chunk == 0) {
-                return Arrays.copyOf(partial, bytes);
+            // The bytes held, for the block file, when no chunk of the replica reached the cache.
+            byte[] held = chunk == 0 ? Arrays.copyOf(partial, bytes) : null;
+            writeFailed.failed(this, e, held != null);
+            if (held != null) {
+                return held;
             }
             throw e;
         } finally {

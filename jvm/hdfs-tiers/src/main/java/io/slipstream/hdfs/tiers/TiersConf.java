@@ -183,16 +183,7 @@ public final class TiersConf {
                     + TIERING_SSD_HIGH_WATER.key() + "=" + tieringSsdHighWater);
         }
         tieringBatchMaxFiles = (int) ranged(conf, TIERING_BATCH_MAX_FILES, 1, 100_000);
-        String maxBytes = conf.getTrimmed(TIERING_BATCH_MAX_BYTES.key(), TIERING_BATCH_MAX_BYTES.defaultValue());
-        try {
-            tieringBatchMaxBytes = org.apache.hadoop.util.StringUtils.TraditionalBinaryPrefix.string2long(maxBytes);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException(TIERING_BATCH_MAX_BYTES.key() + "=" + maxBytes
-                    + ": expected a size such as 512m or 8g", e);
-        }
-        if (tieringBatchMaxBytes < 1) {
-            throw new IllegalArgumentException(TIERING_BATCH_MAX_BYTES.key() + "=" + maxBytes + ": must be positive");
-        }
+        tieringBatchMaxBytes = size(conf, TIERING_BATCH_MAX_BYTES, 1, Long.MAX_VALUE);
         List<String> paths = new java.util.ArrayList<>();
         for (String path : conf.getTrimmedStringCollection(TIERING_PATHS.key())) {
             if (!path.startsWith("/")) {
