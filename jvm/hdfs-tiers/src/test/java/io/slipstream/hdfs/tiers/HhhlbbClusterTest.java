@@ -87,6 +87,18 @@ class HhhlbbClusterTest {
         }
     }
 
+    /** HDFS has replaced the replica reported bad: the file's block at 3 replicas and fsck healthy. */
+    private static void awaitReReplicated(Path path, PfsReplica replica) throws InterruptedException {
+        TierClusters.await("the block back at 3 good replicas", 90, () -> {
+            try {
+                return TierClusters.fsck(cluster, path.toString()).contains("is HEALTHY")
+                        && TierClusters.replicas(fs, path).get(0).size() == 3;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        }, () -> replica.burstBuffer().counters());
+    }
+
     private static List<PfsReplica> pfsReplicas(Path path) throws Exception {
         List<PfsReplica> found = new ArrayList<>();
         for (List<TierClusters.Replica> block : TierClusters.awaitReplicas(fs, path, 3)) {
@@ -245,14 +257,7 @@ class HhhlbbClusterTest {
         cache.start();
         replica.burstBuffer().flushAll(60_000);
         assertEquals(lostBefore + 1, replica.burstBuffer().replicasLost(), replica.burstBuffer().counters());
-        TierClusters.await("the block back at 3 good replicas", 90, () -> {
-            try {
-                String report = TierClusters.fsck(cluster, path.toString());
-                return report.contains("is HEALTHY") && TierClusters.replicas(fs, path).get(0).size() == 3;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        }, () -> replica.burstBuffer().counters());
+        awaitReReplicated(path, replica);
         TierClusters.assertReadsBack(fs, path, data);
     }
 
@@ -276,14 +281,7 @@ class HhhlbbClusterTest {
         cache.set(key, chunk);
         replica.burstBuffer().flushAll(60_000);
         assertEquals(lostBefore + 1, replica.burstBuffer().replicasLost(), replica.burstBuffer().counters());
-        TierClusters.await("the block back at 3 good replicas", 90, () -> {
-            try {
-                return TierClusters.fsck(cluster, path.toString()).contains("is HEALTHY")
-                        && TierClusters.replicas(fs, path).get(0).size() == 3;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        }, () -> replica.burstBuffer().counters());
+        awaitReReplicated(path, replica);
         TierClusters.assertReadsBack(fs, path, data);
     }
 
