@@ -1,8 +1,6 @@
 package io.slipstream.hdfs.tiers;
 
-import java.io.DataInputStream;
 import java.io.File;
-import java.io.FileInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
@@ -15,10 +13,9 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.ChecksumException;
 import org.apache.hadoop.fs.StorageType;
+import org.apache.hadoop.hdfs.client.HdfsClientConfigKeys;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
-import org.apache.hadoop.hdfs.server.datanode.BlockMetadataHeader;
 import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
 import org.apache.hadoop.util.DataChecksum;
 import org.slf4j.Logger;
@@ -84,6 +81,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     private final AtomicLong replicasLost = new AtomicLong();
     private final AtomicLong writeFailures = new AtomicLong();
     private final AtomicLong readsFromBuffer = new AtomicLong();
+    private final AtomicLong replicasRecovered = new AtomicLong();
+    /** The checksum this DataNode's writers use by default: most replicas are told consistent by their lengths. */
+    private final DataChecksum configuredChecksum;
 
     /** The DataNode's burst buffer in mode hhh-l-bb, else null; a clear error when it cannot be configured. */
     public static BurstBuffer start(Configuration conf, Dataset dataset, String datanodeName) {
@@ -95,11 +95,18 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             throw new IllegalArgumentException(TiersConf.MODE.key() + "=hhh-l-bb needs the burst buffer's servers in "
                     + TiersConf.BB_SERVERS.key() + " (host:port,...)");
         }
-        return new BurstBuffer(tiers, TiersConf.bbPassword(conf), dataset, datanodeName);
+        DataChecksum checksum = DataChecksum.newDataChecksum(
+                DataChecksum.Type.valueOf(conf.get(HdfsClientConfigKeys.DFS_CHECKSUM_TYPE_KEY,
+                        HdfsClientConfigKeys.DFS_CHECKSUM_TYPE_DEFAULT)),
+                conf.getInt(HdfsClientConfigKeys.DFS_BYTES_PER_CHECKSUM_KEY,
+                        HdfsClientConfigKeys.DFS_BYTES_PER_CHECKSUM_DEFAULT));
+        return new BurstBuffer(tiers, TiersConf.bbPassword(conf), dataset, datanodeName, checksum);
     }
 
-    private BurstBuffer(TiersConf conf, String password, Dataset dataset, String datanodeName) {
+    private BurstBuffer(TiersConf conf, String password, Dataset dataset, String datanodeName,
+            DataChecksum configuredChecksum) {
         this.conf = conf;
+        this.configuredChecksum = configuredChecksum;
         this.dataset = dataset;
         this.datanodeName = datanodeName;
         // A chunk's item plus its key and header fits in the servers' item limit (-I): bb.chunk.bytes says so.
@@ -148,8 +155,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             pendingBytes += reserve;
             warnedFull = false;
         }
-        String keyBase = "ssbb:" + dataset.datanodeUuid() + ":" + block.getBlockPoolId() + ":" + block.getBlockId()
-                + "_" + block.getGenerationStamp() + ":";
+        String keyBase = BurstBufferRecovery.keyBase(dataset.datanodeUuid(), block.getBlockPoolId(), block.getBlockId(),
+                block.getGenerationStamp());
         BurstBufferPending replica = new BurstBufferPending(keyBase, block.getBlockPoolId(), block.getBlockId(),
                 block.getGenerationStamp(), conf.bbChunkBytes, client, reserve, this::writeFailed);
         BurstBufferPending before = pending.put(new Key(block.getBlockPoolId(), block.getBlockId()), replica);
@@ -201,7 +208,7 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     private void flushInBackground(BurstBufferPending replica, int attempt) {
         try {
             flush(replica, null);
-        } catch (LostException e) {
+        } catch (ReplicaChecksumCheck.LostCopyException e) {
             lost(replica, e);
         } catch (IOException e) {
             if (attempt < RETRY_DELAYS_MS.length && !closed) {
@@ -254,15 +261,6 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         }
     }
 
-    /** A replica the cache lost: what it was missing, or the checksum it failed. Not retried. */
-    private static final class LostException extends IOException {
-        private static final long serialVersionUID = 1L;
-
-        LostException(String message, Throwable cause) {
-            super(message, cause);
-        }
-    }
-
     /**
      * Copies the replica's chunks (and {@code unstored}, the bytes its stopped writer had not stored) into its
      * block file, synced, then deletes them from the cache. A sealed replica's bytes are checked against HDFS's
@@ -285,14 +283,14 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             long written = 0;
             // WRITE without CREATE: a block file deleted meanwhile stays deleted.
             try (FileChannel out = FileChannel.open(files[0].toPath(), StandardOpenOption.WRITE);
-                    ChecksumCheck check = unstored == null ? ChecksumCheck.open(files[1], conf.bbChunkBytes) : null) {
+                    ReplicaChecksumCheck check = unstored == null ? ReplicaChecksumCheck.open(files[1], conf.bbChunkBytes) : null) {
                 for (int chunk = 0; chunk < chunks; chunk++) {
                     byte[] bytes = client.get(replica.key(chunk));
                     if (bytes == null) {
-                        throw new LostException("chunk " + chunk + " is missing from the burst buffer", null);
+                        throw new ReplicaChecksumCheck.LostCopyException("chunk " + chunk + " is missing from the burst buffer", null);
                     }
                     if (chunk < chunks - 1 && bytes.length != conf.bbChunkBytes) {
-                        throw new LostException("chunk " + chunk + " has " + bytes.length + " bytes, not "
+                        throw new ReplicaChecksumCheck.LostCopyException("chunk " + chunk + " has " + bytes.length + " bytes, not "
                                 + conf.bbChunkBytes, null);
                     }
                     if (check != null) {
@@ -307,7 +305,7 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                     written += writeFully(out, ByteBuffer.wrap(unstored), written);
                 }
                 if (written != replica.length()) {
-                    throw new LostException("the burst buffer holds " + written + " of its " + replica.length()
+                    throw new ReplicaChecksumCheck.LostCopyException("the burst buffer holds " + written + " of its " + replica.length()
                             + " bytes", null);
                 }
                 out.truncate(written);
@@ -337,89 +335,23 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     }
 
     /**
-     * Checks a replica's bytes, chunk after chunk, against HDFS's checksum file. A burst buffer chunk need not
-     * be a whole number of checksum chunks: the bytes past the last whole one wait for the next chunk.
+     * At the DataNode's start, before it registers: takes back from the cache the data of the finalized parallel
+     * file system replicas that its last run left there (killed before a flush), see {@link BurstBufferRecovery}.
+     * {@code lengths} gets each such replica's length as it now is on disk.
      */
-    private static final class ChecksumCheck implements AutoCloseable {
-        private final DataInputStream meta;
-        private final DataChecksum checksum;
-        private final int bytesPerChecksum;
-        private final byte[] sums;
-        /** Bytes of the checksum chunk that the previous burst buffer chunk ended in. */
-        private final byte[] carry;
-        private int carryLength;
-        /** Replica bytes checked so far (the position in an error). */
-        private long checked;
-
-        private ChecksumCheck(DataInputStream meta, DataChecksum checksum, int chunkBytes) {
-            this.meta = meta;
-            this.checksum = checksum;
-            this.bytesPerChecksum = checksum.getBytesPerChecksum();
-            this.sums = new byte[(chunkBytes / bytesPerChecksum + 2) * checksum.getChecksumSize()];
-            this.carry = new byte[bytesPerChecksum];
-        }
-
-        /** Null for a replica written without checksums (type NULL): nothing to check against. */
-        static ChecksumCheck open(File metaFile, int chunkBytes) throws IOException {
-            DataInputStream meta = new DataInputStream(new java.io.BufferedInputStream(new FileInputStream(metaFile)));
-            try {
-                DataChecksum checksum = BlockMetadataHeader.readHeader(meta).getChecksum();
-                if (checksum.getChecksumSize() == 0) {
-                    meta.close();
-                    return null;
-                }
-                return new ChecksumCheck(meta, checksum, chunkBytes);
-            } catch (IOException | RuntimeException e) {
-                meta.close();
-                throw e;
-            }
-        }
-
-        /** The next bytes of the replica, in order. */
-        void verify(byte[] data, String file) throws IOException {
-            int offset = 0;
-            if (carryLength > 0) {
-                int taken = Math.min(data.length, bytesPerChecksum - carryLength);
-                System.arraycopy(data, 0, carry, carryLength, taken);
-                carryLength += taken;
-                offset = taken;
-                if (carryLength < bytesPerChecksum) {
-                    return;
-                }
-                check(carry, 0, bytesPerChecksum, file);
-                carryLength = 0;
-            }
-            int whole = (data.length - offset) / bytesPerChecksum * bytesPerChecksum;
-            if (whole > 0) {
-                check(data, offset, whole, file);
-            }
-            carryLength = data.length - offset - whole;
-            System.arraycopy(data, offset + whole, carry, 0, carryLength);
-        }
-
-        /** The replica's last, partial checksum chunk. */
-        void finish(String file) throws IOException {
-            if (carryLength > 0) {
-                check(carry, 0, carryLength, file);
-                carryLength = 0;
-            }
-        }
-
-        private void check(byte[] data, int offset, int length, String file) throws IOException {
-            int sumBytes = (length + bytesPerChecksum - 1) / bytesPerChecksum * checksum.getChecksumSize();
-            meta.readFully(sums, 0, sumBytes);
-            try {
-                checksum.verifyChunkedSums(ByteBuffer.wrap(data, offset, length), ByteBuffer.wrap(sums, 0, sumBytes),
-                        file, checked);
-            } catch (ChecksumException e) {
-                throw new LostException("its copy in the burst buffer fails HDFS's checksum at byte " + e.getPos(), e);
-            }
-            checked += length;
-        }
-
-        @Override
-        public void close() throws IOException {
-            meta.close();
+    public void recoverAfterRestart(String bpid, List<BurstBufferRecovery.OnDisk> replicas,
+            BurstBufferRecovery.LengthSetter lengths) {
+        long startNs = System.nanoTime();
+        BurstBufferRecovery.Outcome outcome = new BurstBufferRecovery(client, conf.bbChunkBytes, configuredChecksum,
+                dataset.datanodeUuid()).recover(replicas, lengths);
+        replicasRecovered.addAndGet(outcome.recovered());
+        replicasLost.addAndGet(outcome.lost());
+        if (outcome.recovered() + outcome.lost() + outcome.left() > 0) {
+            LOG.info("Triple-H hhh-l-bb: block pool {} on {}: {} parallel file system replicas were left in the burst "
+                    + "buffer by the last run: {} recovered ({} bytes), {} lost, {} left to HDFS (cache unreachable); "
+                    + "{} replicas looked at in {} ms", bpid, datanodeName, outcome.recovered() + outcome.lost()
+                    + outcome.left(), outcome.recovered(), outcome.bytesRecovered(), outcome.lost(), outcome.left(),
+                    replicas.size(), TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
         }
     }
 
@@ -554,6 +486,11 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         return replicasLost.get();
     }
 
+    /** Replicas a killed DataNode left in the burst buffer and its restart took back (see recoverAfterRestart). */
+    public long replicasRecovered() {
+        return replicasRecovered.get();
+    }
+
     /** Stores into the cache that failed while a replica was written. */
     public long writeFailures() {
         return writeFailures.get();
@@ -583,6 +520,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                 .addCounter(info("BytesFlushed", "bytes flushed to the parallel file system"), bytesFlushed.get())
                 .addCounter(info("ReplicasLost", "replicas whose copy in the cache was lost or corrupt"),
                         replicasLost.get())
+                .addCounter(info("ReplicasRecovered", "replicas a killed DataNode left in the cache, recovered at "
+                        + "its restart"), replicasRecovered.get())
                 .addCounter(info("WriteFailures", "stores into the cache that failed"), writeFailures.get())
                 .addCounter(info("ReadsFromBuffer", "reads served from the burst buffer"), readsFromBuffer.get())
                 .addGauge(info("PendingReplicas", "replicas held not yet flushed"), pending.size())
@@ -600,7 +539,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             bytes = pendingBytes;
         }
         return "buffered=" + replicasBuffered + " writtenThrough=" + replicasWrittenThrough + " flushed="
-                + replicasFlushed + " flushedBytes=" + bytesFlushed + " lost=" + replicasLost + " writeFailures="
+                + replicasFlushed + " flushedBytes=" + bytesFlushed + " lost=" + replicasLost + " recovered="
+                + replicasRecovered + " writeFailures="
                 + writeFailures + " readsFromBuffer="
                 + readsFromBuffer + " pending=" + pending.size() + " pendingBytes=" + bytes;
     }
@@ -610,8 +550,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     public void close() {
         try {
             if (!flushAll(DRAIN_MS)) {
-                LOG.warn("Triple-H hhh-l-bb: {} stops with replicas not flushed ({}); after its restart HDFS finds "
-                        + "their block files short and re-replicates them", datanodeName, counters());
+                LOG.warn("Triple-H hhh-l-bb: {} stops with replicas not flushed ({}); its restart takes them back "
+                        + "from the cache (HDFS re-replicates any the cache lost)", datanodeName, counters());
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

@@ -1,6 +1,7 @@
 package io.slipstream.hdfs.tiers;
 
 import static io.slipstream.hdfs.tiers.TierClusters.BLOCK_BYTES;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -9,12 +10,14 @@ import java.io.File;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
+import org.apache.hadoop.hdfs.protocol.LocatedBlock;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.SlipstreamTieredFsDataset;
 import org.junit.jupiter.api.AfterAll;
@@ -146,7 +149,7 @@ class HhhlbbClusterTest {
 
     /** With the local replicas' DataNodes down, a reader gets the PFS replica's data from the burst buffer. */
     @Test
-    @Order(2)
+    @Order(3)
     void aReplicaNotYetFlushedIsReadFromTheBurstBuffer() throws Exception {
         PfsReplica replica = pfsReplicas(new Path("/bb/small")).get(0);
         assertTrue(replica.pending(), "still in the burst buffer");
@@ -168,9 +171,51 @@ class HhhlbbClusterTest {
         assertTrue(replica.burstBuffer().readsFromBuffer() > readsBefore, replica.burstBuffer().counters());
     }
 
+    /**
+     * A reader after {@code hflush}, while the block is still being written: the whole chunks come from the cache
+     * and the rest from the writer's chunk in memory, through the DataNode's dataset (HDFS's BlockSender reads
+     * that way, so that the read goes to the PFS replica whichever replica a client would pick).
+     */
+    @Test
+    @Order(2)
+    void aReaderAfterHflushGetsTheBytesStillInTheWritersChunk() throws Exception {
+        Path path = new Path("/bb/hflush");
+        // Two chunks of 300000 B stored in the cache, 100000 B in the writer's chunk.
+        byte[] data = new byte[700_000];
+        new java.util.Random(16).nextBytes(data);
+        try (FSDataOutputStream out = fs.create(path, (short) 3)) {
+            out.write(data);
+            out.hflush();
+            LocatedBlock located = fs.getClient().getLocatedBlocks(path.toString(), 0).getLocatedBlocks().get(0);
+            int archive = java.util.Arrays.asList(located.getStorageTypes()).indexOf(StorageType.ARCHIVE);
+            assertTrue(archive >= 0, "a PFS replica in the pipeline: " + located);
+            DataNode dn = TierClusters.datanode(cluster, located.getLocations()[archive]);
+            ExtendedBlock block = located.getBlock();
+            assertTrue(dataset(dn).burstBuffer().holds(block.getBlockPoolId(), block.getBlockId()),
+                    dataset(dn).burstBuffer().counters());
+            for (int from : new int[] {0, 299_000, 650_000}) {
+                byte[] read = new byte[data.length - from];
+                try (java.io.InputStream in = dn.getFSDataset().getBlockInputStream(block, from)) {
+                    org.apache.hadoop.io.IOUtils.readFully(in, read, 0, read.length);
+                    assertEquals(-1, in.read(), "nothing past the bytes written");
+                }
+                assertArrayEquals(java.util.Arrays.copyOfRange(data, from, data.length), read, "from byte " + from);
+            }
+            // A client reader: HDFS's visible length after hflush, from whichever replica it picks.
+            TierClusters.assertReadsBack(fs, path, data);
+            out.write(data);
+        }
+        byte[] twice = new byte[2 * data.length];
+        System.arraycopy(data, 0, twice, 0, data.length);
+        System.arraycopy(data, 0, twice, data.length, data.length);
+        TierClusters.assertReadsBack(fs, path, twice);
+        // Out of the way of the next tests' counts of pending replicas and cached chunks.
+        assertTrue(fs.delete(path, false));
+    }
+
     /** A DataNode stopping flushes the replicas it holds in the burst buffer before HDFS forgets them. */
     @Test
-    @Order(3)
+    @Order(4)
     void aDataNodeStoppingFlushesItsReplicasFirst() throws Exception {
         // The DataNodes restarted above flushed theirs; the one that served the read still holds the small file's.
         List<PfsReplica> candidates = new ArrayList<>(pfsReplicas(new Path("/bb/small")));
@@ -190,7 +235,7 @@ class HhhlbbClusterTest {
 
     /** After the flush delay the flusher writes each replica to its block file and deletes it from the cache. */
     @Test
-    @Order(4)
+    @Order(5)
     void theFlusherMovesReplicasToTheParallelFileSystemAndEmptiesTheCache() throws Exception {
         // Replicas the restarts above did not flush, and one written now: the flusher's, after the delay.
         byte[] later = TierClusters.write(fs, new Path("/bb/later"), BLOCK_BYTES, 15);
@@ -221,7 +266,7 @@ class HhhlbbClusterTest {
 
     /** A file deleted before its replicas are flushed: they leave the burst buffer, and the cache is emptied. */
     @Test
-    @Order(5)
+    @Order(6)
     void aDeletedFilesReplicasLeaveTheBurstBuffer() throws Exception {
         Path path = new Path("/bb/deleted");
         TierClusters.write(fs, path, BLOCK_BYTES, 17);
@@ -246,7 +291,7 @@ class HhhlbbClusterTest {
      * the DataNode reports the replica bad, and HDFS re-replicates the block from its local replicas.
      */
     @Test
-    @Order(6)
+    @Order(7)
     void aCopyLostFromTheCacheIsReReplicatedByHdfs() throws Exception {
         Path path = new Path("/bb/lost");
         byte[] data = TierClusters.write(fs, path, BLOCK_BYTES, 13);
@@ -266,7 +311,7 @@ class HhhlbbClusterTest {
      * checksum file, so the corrupt copy never reaches the parallel file system; HDFS re-replicates the block.
      */
     @Test
-    @Order(7)
+    @Order(8)
     void aCorruptChunkInTheCacheIsCaughtByTheFlush() throws Exception {
         Path path = new Path("/bb/corrupt");
         byte[] data = TierClusters.write(fs, path, BLOCK_BYTES, 16);
@@ -287,7 +332,7 @@ class HhhlbbClusterTest {
 
     /** The cache down while a block is written: the write succeeds and HDFS keeps three good replicas. */
     @Test
-    @Order(8)
+    @Order(9)
     void aCacheDownAtWriteTimeLosesNothing() throws Exception {
         cache.kill();
         try {

@@ -1,16 +1,22 @@
 package org.apache.hadoop.hdfs.server.datanode.fsdataset.impl;
 
 import io.slipstream.hdfs.tiers.BurstBuffer;
+import io.slipstream.hdfs.tiers.BurstBufferRecovery;
 import io.slipstream.hdfs.tiers.TieredFsDatasetFactory;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.protocol.Block;
 import org.apache.hadoop.hdfs.protocol.BlockLocalPathInfo;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.hdfs.server.common.HdfsServerConstants.ReplicaState;
 import org.apache.hadoop.hdfs.server.datanode.DataStorage;
 import org.apache.hadoop.hdfs.server.datanode.LocalReplica;
 import org.apache.hadoop.hdfs.server.datanode.Replica;
@@ -124,13 +130,37 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
 
     // hhh-l-bb: a replica in the burst buffer has an empty block file until flushed.
 
+    /**
+     * HDFS loads the block pool's replicas from disk; before the DataNode registers (and sends its first block
+     * report), the finalized parallel file system replicas that a killed run left in the burst buffer get their
+     * data back from it.
+     */
+    @Override
+    public void addBlockPool(String bpid, Configuration conf) throws IOException {
+        super.addBlockPool(bpid, conf);
+        if (burstBuffer == null) {
+            return;
+        }
+        List<BurstBufferRecovery.OnDisk> onDisk = new ArrayList<>();
+        Map<Long, ReplicaInfo> byId = new HashMap<>();
+        volumeMap.replicas(bpid, replicas -> replicas.forEachRemaining(replica -> {
+            if (replica.getState() == ReplicaState.FINALIZED && replica instanceof LocalReplica local
+                    && replica.getVolume().getStorageType() == StorageType.ARCHIVE) {
+                onDisk.add(new BurstBufferRecovery.OnDisk(bpid, replica.getBlockId(), replica.getGenerationStamp(),
+                        local.getBlockFile(), local.getMetaFile()));
+                byId.put(replica.getBlockId(), replica);
+            }
+        }));
+        burstBuffer.recoverAfterRestart(bpid, onDisk, (replica, bytes) -> byId.get(replica.blockId()).setNumBytes(bytes));
+    }
+
     @Override
     public void shutdownBlockPool(String bpid) {
         if (burstBuffer != null) {
             try {
                 if (!burstBuffer.flushBlockPool(bpid, BurstBuffer.DRAIN_MS)) {
-                    LOG.warn("Triple-H hhh-l-bb: block pool {} stops with replicas not flushed ({}); HDFS finds their "
-                            + "block files short after a restart and re-replicates them", bpid, burstBuffer.counters());
+                    LOG.warn("Triple-H hhh-l-bb: block pool {} stops with replicas not flushed ({}); the DataNode's "
+                            + "restart takes them back from the cache (HDFS re-replicates any the cache lost)", bpid, burstBuffer.counters());
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
