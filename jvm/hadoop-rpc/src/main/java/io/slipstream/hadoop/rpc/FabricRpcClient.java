@@ -6,6 +6,7 @@ import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.FabricUnavailableException;
+import io.slipstream.fabric.session.FrameAuth;
 import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetSocketAddress;

@@ -3,6 +3,9 @@ package io.slipstream.hadoop.rpc;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.FabricUnavailableException;
+import io.slipstream.fabric.session.FrameAuth;
+import io.slipstream.fabric.session.ReplayWindow;
+import io.slipstream.fabric.session.SessionKeys;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -257,7 +260,8 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
                     id = random.nextLong();
                 } while (sessions.containsKey(id));
                 // The id salts the key: derived here, under the lock that makes the id this session's.
-                FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, clientPublicKey, serverPublicKey));
+                FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, clientPublicKey, serverPublicKey,
+                        Frames.KEY_PURPOSE));
                 sessions.put(id, new Session(user, address, protocol, auth));
             }
             return SessionOffer.answer(n.localAddress(), id, serverPublicKey);

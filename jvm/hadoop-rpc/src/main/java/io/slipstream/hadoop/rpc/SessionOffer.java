@@ -1,5 +1,7 @@
 package io.slipstream.hadoop.rpc;
 
+import io.slipstream.fabric.session.FrameAuth;
+import io.slipstream.fabric.session.SessionKeys;
 import java.io.IOException;
 import java.lang.reflect.Method;
 import java.net.InetSocketAddress;
@@ -61,7 +63,8 @@ record SessionOffer(String host, int port, long sessionId, FrameAuth auth) {
             byte[] serverPublicKey = Base64.getDecoder().decode(parts[4]);
             byte[] secret = keys.agree(serverPublicKey);
             return new SessionOffer(parts[1], port, sessionId,
-                    new FrameAuth(SessionKeys.macKey(secret, sessionId, keys.publicKey(), serverPublicKey)));
+                    new FrameAuth(SessionKeys.macKey(secret, sessionId, keys.publicKey(), serverPublicKey,
+                            Frames.KEY_PURPOSE)));
         } catch (IllegalArgumentException | InvalidKeyException e) {
             throw new IOException("slipstream: RPC server " + server + " answered a session that cannot be used ("
                     + e.getMessage() + "): " + answer, e);

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.session.ReplayWindow;
 import java.io.File;
 import java.io.IOException;
 import java.lang.reflect.UndeclaredThrowableException;

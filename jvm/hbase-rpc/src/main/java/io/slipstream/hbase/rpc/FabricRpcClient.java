@@ -6,6 +6,8 @@ import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.FabricUnavailableException;
+import io.slipstream.fabric.session.FrameAuth;
+import io.slipstream.fabric.session.SessionKeys;
 import java.io.IOException;
 import java.net.SocketAddress;
 import io.opentelemetry.api.trace.Span;
@@ -15,6 +17,7 @@ import io.opentelemetry.api.trace.TraceState;
 import io.opentelemetry.context.Context;
 import io.opentelemetry.context.Scope;
 import java.nio.ByteBuffer;
+import java.security.InvalidKeyException;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Collections;
@@ -39,23 +42,29 @@ import org.apache.hadoop.hbase.ipc.HBaseRpcController;
 import org.apache.hadoop.hbase.ipc.HBaseRpcControllerImpl;
 import org.apache.hadoop.hbase.ipc.RemoteWithExtrasException;
 import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.security.SecurityConstants;
 import org.apache.hbase.thirdparty.com.google.protobuf.Message;
 import org.apache.hbase.thirdparty.com.google.protobuf.RpcChannel;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.ConnectionHeader;
-
 /**
  * HBase's Netty RPC client ({@code hbase.rpc.client.impl}) that carries a connection's calls over the
  * fabric when its server offers a session (asked once per server, user and service through
- * {@link Discovery} on the socket path), and otherwise on HBase's socket path
- * ({@code slipstream.hbase.rpc.fallback=auto}) or not at all ({@code never}).
+ * {@link Discovery} on the socket path, with a key agreed there), and otherwise on HBase's socket path
+ * ({@code slipstream.hbase.rpc.fallback=auto}) or not at all ({@code never}). Each frame is numbered and
+ * signed with the session's key; each answer must carry the server's MAC for that frame.
  */
 public class FabricRpcClient extends FabricIpcBridge.ClientBase {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcClient.class);
     /** Routes (and "no fabric here" answers) one client remembers at most, least recently used dropped first. */
     private static final int ROUTES_MAX = 1024;
+    /**
+     * Times a frame is sent at most when the server refuses its sequence number as too old (it fell behind the
+     * server's replay window while other threads' frames overtook it; nothing was queued, so it is sent again
+     * under a new number).
+     */
+    private static final int SEND_ATTEMPTS_MAX = 4;
     /** A server that offered no fabric is asked again only after this. */
     private static final long NONE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(30);
 
@@ -89,6 +98,11 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         super(conf, clusterId, localAddress, metrics, connectionAttributes);
         this.rpcConf = new HBaseRpcConf(conf);
         this.discoveryTimeoutMs = conf.getInt(HConstants.HBASE_RPC_TIMEOUT_KEY, HConstants.DEFAULT_HBASE_RPC_TIMEOUT);
+        if (rpcConf.securityRefusal == null && rpcConf.saslAuthenticated) {
+            // Under SASL HBase's client needs to know which server principal a service's connection
+            // authenticates: the discovery is hosted by HMasters and RegionServers alike, as ClientMetaService is.
+            Discovery.registerSecurityInfo(rpcConf.serverPrincipalKeys);
+        }
     }
 
     public FabricRpcClient(Configuration conf) {
@@ -119,6 +133,11 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
     protected CompletableFuture<FabricIpcBridge.Route> route(FabricIpcBridge.Target target) {
         if (rpcConf.securityRefusal != null) {
             return socketPath("security", "the fabric does not carry calls with " + rpcConf.securityRefusal);
+        }
+        if (rpcConf.saslAuthenticated && rpcConf.serverPrincipalKeys.isEmpty()) {
+            return socketPath("principal", "under SASL a fabric session needs the servers' principals ("
+                    + SecurityConstants.REGIONSERVER_KRB_PRINCIPAL + ", " + SecurityConstants.MASTER_KRB_PRINCIPAL
+                    + "), and this client's configuration sets neither");
         }
         RouteKey key = new RouteKey(target.server().getHostString(), target.server().getPort(),
                 target.ticket() == null ? null : target.ticket().getName(), target.serviceName());
@@ -166,13 +185,11 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         }
     }
 
-    /** Messages 1-2 of docs/hbase-rpc.md: OpenSession over HBase's socket path, as the target's user. */
+    /** Messages 1-3 of docs/hbase-rpc.md: OpenSessionV2 over HBase's socket path, as the target's user. */
     private void discover(FabricIpcBridge.Target target, RouteKey key, CompletableFuture<FabricIpcBridge.Route> result) {
         FabricNode node;
-        ConnectionHeader header;
         try {
             node = node();
-            header = ConnectionHeader.parseFrom(target.connectionHeader());
         } catch (IOException e) {
             result.completeExceptionally(e);
             return;
@@ -187,7 +204,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         // OpenSession is the transport's business, not the caller's: it runs under a parent span that is
         // not sampled, so that neither its client nor its server span joins the caller's trace.
         try (Scope untraced = Context.root().with(Span.wrap(UNSAMPLED)).makeCurrent()) {
-            openSession(channel, controller, header, target, node, result);
+            openSession(channel, controller, target, node, result);
         }
     }
 
@@ -195,19 +212,28 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
             String.format("%016x%016x", 0x5eedL, new SecureRandom().nextLong() | 1L),
             String.format("%016x", new SecureRandom().nextLong() | 1L), TraceFlags.getDefault(), TraceState.getDefault());
 
-    private void openSession(RpcChannel channel, HBaseRpcController controller, ConnectionHeader header,
-            FabricIpcBridge.Target target, FabricNode node, CompletableFuture<FabricIpcBridge.Route> result) {
-        channel.callMethod(Discovery.OPEN_SESSION, controller, header, Discovery.offerPrototype(), (Message answer) -> {
+    private void openSession(RpcChannel channel, HBaseRpcController controller, FabricIpcBridge.Target target,
+            FabricNode node, CompletableFuture<FabricIpcBridge.Route> result) {
+        // An ephemeral key pair per session: the public half rides in the request, the private half never leaves.
+        SessionKeys keys = SessionKeys.generate();
+        Message request = Discovery.encode(new Discovery.Request(Discovery.VERSION, target.connectionHeader(),
+                keys.publicKey()));
+        channel.callMethod(Discovery.OPEN_SESSION_V2, controller, request, Discovery.offerPrototype(), (Message answer) -> {
             if (controller.failed()) {
                 IOException e = controller.getFailed();
                 if (e instanceof RemoteWithExtrasException || e instanceof org.apache.hadoop.ipc.RemoteException
                         || e instanceof ConnectionClosedException) {
-                    // A server that refused the session, or one without this RPC server: HBase's server closes a
-                    // connection whose header names a service it does not host (UnknownServiceException).
+                    // A server that refused the session, one without this RPC server (HBase's server closes a
+                    // connection whose header names a service it does not host: UnknownServiceException), or
+                    // one older than discovery version 2 (no OpenSessionV2: UnsupportedOperationException).
                     LOG.debug("slipstream: no fabric session at {}", target.server(), e);
                     if (rpcConf.fallback == HBaseRpcConf.Fallback.NEVER) {
+                        String older = String.valueOf(e.getMessage()).contains(Discovery.OPEN_SESSION_V2.getName())
+                                ? "; its Slipstream predates authenticated sessions (discovery version " + Discovery.VERSION
+                                        + ")" : "";
                         result.completeExceptionally(new IOException("slipstream: RPC server " + target.server()
-                                + " opened no fabric session (" + e + "), and " + HBaseRpcConf.FALLBACK + "=never", e));
+                                + " opened no fabric session (" + e + ")" + older + ", and " + HBaseRpcConf.FALLBACK
+                                + "=never", e));
                     } else {
                         result.complete(null);
                     }
@@ -224,10 +250,13 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                     result.complete(null);
                     return;
                 }
+                // The key is never sent: someone who watched the socket connection saw two public keys only.
+                FrameAuth auth = new FrameAuth(SessionKeys.macKey(keys.agree(offer.serverPublicKey()), offer.sessionId(),
+                        keys.publicKey(), offer.serverPublicKey(), Frames.KEY_PURPOSE));
                 String host = offer.host().isEmpty() ? target.server().getHostString() : offer.host();
                 FabricEndpoint endpoint = node.endpoint(host, offer.port());
-                result.complete(new FabricRoute(endpoint, offer, target));
-            } catch (RuntimeException e) {
+                result.complete(new FabricRoute(endpoint, offer, target, auth));
+            } catch (InvalidKeyException | RuntimeException e) {
                 result.completeExceptionally(new IOException("slipstream: RPC server " + target.server()
                         + " answered OpenSession with " + e.getMessage(), e));
             }
@@ -257,16 +286,20 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         }
     }
 
-    /** One session: message 3 out, message 5 back. */
+    /** One session: message 4 out, message 6 back. */
     private final class FabricRoute implements FabricIpcBridge.Route {
         private final FabricEndpoint endpoint;
         private final Discovery.Offer offer;
         private final FabricIpcBridge.Target target;
+        private final FrameAuth auth;
+        /** The next frame's sequence number: 0, 1, 2, ... per session, one per frame sent (a resend takes a new one). */
+        private final AtomicLong sequence = new AtomicLong();
 
-        FabricRoute(FabricEndpoint endpoint, Discovery.Offer offer, FabricIpcBridge.Target target) {
+        FabricRoute(FabricEndpoint endpoint, Discovery.Offer offer, FabricIpcBridge.Target target, FrameAuth auth) {
             this.endpoint = endpoint;
             this.offer = offer;
             this.target = target;
+            this.auth = auth;
         }
 
         @Override
@@ -289,39 +322,74 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                         + " bytes is larger than the fabric messages of " + target.server() + " ("
                         + offer.frameBytesMax() + " bytes; raise " + HBaseRpcConf.BUFFER_CAP + " there)"));
             }
-            ByteBuffer prefix = ByteBuffer.wrap(frame, 0, Frames.PREFIX_BYTES);
-            prefix.put(Frames.FRAME_VERSION).putLong(offer.sessionId());
+            CompletableFuture<byte[]> answer = new CompletableFuture<>();
+            sendNumbered(frame, 1, answer);
+            return answer;
+        }
+
+        /**
+         * Numbers and signs {@code frame} when it is sent, so frames reach the server about in the order they
+         * were numbered (ReplayWindow takes 1024 out of order); sends it again under a new number when the
+         * server found the number too old, at most {@link #SEND_ATTEMPTS_MAX} sends in all.
+         */
+        private void sendNumbered(byte[] frame, int attempt, CompletableFuture<byte[]> answer) {
+            long number = sequence.getAndIncrement();
+            Frames.seal(frame, offer.sessionId(), number, auth);
             CompletableFuture<FabricBuffer> sent;
             try {
                 sent = endpoint.requestAsync(Frames.OP_CALL, frame);
             } catch (FabricException e) {
-                return CompletableFuture.failedFuture(transportError(e));
+                answer.completeExceptionally(transportError(e));
+                return;
             }
-            CompletableFuture<byte[]> answer = new CompletableFuture<>();
             sent.whenComplete((buffer, error) -> {
                 if (error != null) {
                     Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
                             ? error.getCause() : error;
+                    if (cause instanceof FabricException fe && fe.kind() == FabricException.Kind.REMOTE
+                            && String.valueOf(fe.getMessage()).contains(Frames.REPLAYED) && attempt < SEND_ATTEMPTS_MAX) {
+                        sendNumbered(frame, attempt + 1, answer);
+                        return;
+                    }
                     answer.completeExceptionally(cause instanceof FabricException fe ? transportError(fe) : cause);
                     return;
                 }
                 try (buffer) {
                     ByteBuffer view = buffer.byteBuffer();
-                    byte[] bytes = new byte[view.remaining()];
+                    if (!auth.verifyResponse(view, Frames.FRAME_VERSION, offer.sessionId(), number)) {
+                        // Not the server's answer to this frame (altered, or another frame's): nothing of it is
+                        // believed. The session is dropped as a broken connection would be; HBase's retry opens
+                        // a new one.
+                        forgetThisRoute();
+                        answer.completeExceptionally(new ConnectionClosedException("slipstream: the fabric answer from "
+                                + target.server() + " to call frame " + number + " is not authentic; session dropped"));
+                        return;
+                    }
+                    byte[] bytes = new byte[view.remaining() - Frames.RESPONSE_PREFIX_BYTES];
+                    view.position(view.position() + Frames.RESPONSE_PREFIX_BYTES);
                     view.get(bytes);
                     answer.complete(bytes);
                 } catch (RuntimeException e) {
                     answer.completeExceptionally(e);
                 }
             });
-            return answer;
+        }
+
+        /** Removes this route from the table if it is still the one for its key (a newer one is left alone). */
+        private void forgetThisRoute() {
+            RouteKey key = new RouteKey(target.server().getHostString(), target.server().getPort(),
+                    target.ticket() == null ? null : target.ticket().getName(), target.serviceName());
+            synchronized (routes) {
+                Entry entry = routes.get(key);
+                if (entry != null && !entry.route.isCompletedExceptionally() && entry.route.getNow(null) == this) {
+                    routes.remove(key);
+                }
+            }
         }
 
         /** The fabric's failures as HBase's client sees the socket's; a broken session is forgotten. */
         private IOException transportError(FabricException e) {
             String message = String.valueOf(e.getMessage());
-            RouteKey key = new RouteKey(target.server().getHostString(), target.server().getPort(),
-                    target.ticket() == null ? null : target.ticket().getName(), target.serviceName());
             switch (e.kind()) {
                 case TIMEOUT:
                     return new CallTimeoutException("slipstream: fabric call to " + target.server() + ": " + message);
@@ -331,14 +399,9 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                 case TOO_LARGE:
                     return new RequestTooBigException("slipstream: fabric call to " + target.server() + ": " + message);
                 default:
-                    // Peer gone, session unknown or closed as malformed: what a socket client sees when
-                    // its connection closes; HBase's retry opens a new session.
-                    synchronized (routes) {
-                        Entry entry = routes.get(key);
-                        if (entry != null && !entry.route.isCompletedExceptionally() && entry.route.getNow(null) == this) {
-                            routes.remove(key);
-                        }
-                    }
+                    // Peer gone, session unknown, frames not authentic with its key, or closed as malformed: what
+                    // a socket client sees when its connection closes; HBase's retry opens a new session.
+                    forgetThisRoute();
                     return new ConnectionClosedException("slipstream: fabric session to " + target.server()
                             + " closed (" + e.kind() + "): " + message);
             }

@@ -3,16 +3,21 @@ package io.slipstream.hbase.rpc;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.FabricUnavailableException;
+import io.slipstream.fabric.session.FrameAuth;
+import io.slipstream.fabric.session.ReplayWindow;
+import io.slipstream.fabric.session.SessionKeys;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
+import java.security.InvalidKeyException;
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
@@ -21,8 +26,8 @@ import org.apache.hadoop.hbase.ipc.FabricIpcBridge;
 import org.apache.hadoop.hbase.ipc.NettyRpcServer;
 import org.apache.hadoop.hbase.ipc.RpcCall;
 import org.apache.hadoop.hbase.ipc.RpcScheduler;
-import org.apache.hadoop.hbase.security.AccessDeniedException;
-import org.apache.hadoop.hbase.security.User;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.security.authorize.AuthorizationException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,8 +36,10 @@ import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.ConnectionHea
 /**
  * HBase's Netty RPC server ({@code hbase.rpc.server.impl}), dual-stack: its socket path serves socket
  * clients unchanged, and one fabric node on the listener's address takes the calls of fabric sessions
- * (opened through {@link Discovery} on the socket path) into the same {@code RpcScheduler}, decoded,
- * checked and answered by HBase's own connection and call code (the bridge's {@code ServerSession}).
+ * (opened through {@link Discovery} on the socket path, each bound to the user that connection
+ * authenticated and to a key agreed over it) into the same {@code RpcScheduler}, decoded, checked and
+ * answered by HBase's own connection and call code (the bridge's {@code ServerSession}). A frame is believed
+ * only once its MAC verifies with its session's key and its sequence number is new; answers carry a MAC too.
  */
 public class FabricRpcServer extends NettyRpcServer {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcServer.class);
@@ -43,14 +50,54 @@ public class FabricRpcServer extends NettyRpcServer {
     private final Object sessionLock = new Object();
     private final AtomicLong callsReceived = new AtomicLong();
     private final AtomicLong framesRefused = new AtomicLong();
+    /** Refusal reasons already logged at WARN: each is logged once per server, then at DEBUG (a flood costs no log). */
+    private final Set<String> refusalsLogged = ConcurrentHashMap.newKeySet();
     private volatile FabricNode node;
 
+    /**
+     * A session: HBase's connection state (service, codecs, the socket connection's user), the key its frames
+     * and answers carry a MAC of, and the sequence numbers seen.
+     */
     private static final class Session {
+        final long id;
         final FabricIpcBridge.ServerSession connection;
+        final FrameAuth auth;
+        final ReplayWindow window = new ReplayWindow();
         volatile long lastUsedNanos = System.nanoTime();
 
-        Session(FabricIpcBridge.ServerSession connection) {
+        Session(long id, FabricIpcBridge.ServerSession connection, FrameAuth auth) {
+            this.id = id;
             this.connection = connection;
+            this.auth = auth;
+        }
+    }
+
+    /** Answers one frame on the fabric request it came in, with the MAC that binds the answer to that frame. */
+    private static final class SignedResponder implements FabricIpcBridge.Responder {
+        private final FabricRequest request;
+        private final Session session;
+        private final long sequence;
+
+        SignedResponder(FabricRequest request, Session session, long sequence) {
+            this.request = request;
+            this.session = session;
+            this.sequence = sequence;
+        }
+
+        @Override
+        public int prefixBytes() {
+            return Frames.RESPONSE_PREFIX_BYTES;
+        }
+
+        @Override
+        public void respond(byte[] response) {
+            session.auth.signResponse(response, Frames.FRAME_VERSION, session.id, sequence);
+            try {
+                request.respond(response);
+            } catch (RuntimeException e) {
+                // The fabric is closing or the client went away: nobody waits for this answer any more.
+                LOG.debug("slipstream: a fabric answer was not sent: {}", e.toString());
+            }
         }
     }
 
@@ -59,8 +106,8 @@ public class FabricRpcServer extends NettyRpcServer {
         volatile FabricRpcServer server;
 
         @Override
-        public Discovery.Offer open(ConnectionHeader header) throws IOException {
-            return server.openSession(header);
+        public Discovery.Offer open(Discovery.Request request) throws IOException {
+            return server.openSession(request);
         }
     }
 
@@ -133,6 +180,20 @@ public class FabricRpcServer extends NettyRpcServer {
         super.stop();
     }
 
+    /**
+     * HBase's service-level authorization ({@code hadoop.security.authorization}) of a socket connection, except
+     * for the discovery's own: it carries no call of any service, and the session it opens is authorised for its
+     * own service (the header in OpenSessionV2) when it opens, by this same method. Without this, a policy (such
+     * as HBasePolicyProvider) that does not list the discovery would refuse every session.
+     */
+    @Override
+    public synchronized void authorize(UserGroupInformation user, ConnectionHeader connection, InetAddress address)
+            throws AuthorizationException {
+        if (!Discovery.SERVICE_NAME.equals(connection.getServiceName())) {
+            super.authorize(user, connection, address);
+        }
+    }
+
     /** The fabric address clients reach, or null when the fabric is not offered. */
     public InetSocketAddress fabricAddress() {
         FabricNode n = node;
@@ -144,7 +205,7 @@ public class FabricRpcServer extends NettyRpcServer {
         return callsReceived.get();
     }
 
-    /** Frames refused since start: unknown session, malformed, over the size limit. */
+    /** Frames refused since start: unknown session, not authentic, replayed, malformed, over the size limit. */
     public long fabricFramesRefused() {
         return framesRefused.get();
     }
@@ -156,20 +217,32 @@ public class FabricRpcServer extends NettyRpcServer {
 
     private void receive(FabricRequest request) {
         ByteBuffer payload = request.payloadBuffer();
+        int start = payload.position();
         int length = payload.remaining();
-        if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES
-                || payload.get(payload.position()) != Frames.FRAME_VERSION) {
-            // Not this protocol at all (no session to name): that fabric connection goes, as a socket
-            // server drops a connection whose preamble is wrong.
+        if (request.op() != Frames.OP_CALL || length < Frames.PREFIX_BYTES || payload.get(start) != Frames.FRAME_VERSION) {
+            // Not this protocol (or not this version of it) at all, no session to name: that fabric connection
+            // goes, as a socket server drops a connection whose preamble is wrong.
             framesRefused.incrementAndGet();
-            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes");
+            request.failAndClose(Frames.MALFORMED + ": op " + request.op() + ", " + length + " bytes, version "
+                    + (length > 0 ? payload.get(start) : -1) + " (this server takes version " + Frames.FRAME_VERSION + ")");
             return;
         }
-        long sessionId = payload.getLong(payload.position() + 1);
+        long sessionId = payload.getLong(start + FrameAuth.SESSION_OFFSET);
         Session session = sessions.get(sessionId);
         if (session == null) {
-            framesRefused.incrementAndGet();
-            request.fail(Frames.UNKNOWN_SESSION);
+            refuse(request, Frames.UNKNOWN_SESSION, null);
+            return;
+        }
+        // Authenticity before anything else of the frame is believed. The MAC costs one pass over at most the
+        // node's maxMessageBytes (hbase.ipc.max.request.size plus a little), which the fabric checked. A
+        // refused frame leaves its session open: whoever can send frames must not be able to close another's.
+        if (!session.auth.verify(payload)) {
+            refuse(request, Frames.NOT_AUTHENTIC, session);
+            return;
+        }
+        long sequence = payload.getLong(start + FrameAuth.SEQUENCE_OFFSET);
+        if (!session.window.accept(sequence)) {
+            refuse(request, Frames.REPLAYED, session);
             return;
         }
         session.lastUsedNanos = System.nanoTime();
@@ -177,9 +250,9 @@ public class FabricRpcServer extends NettyRpcServer {
         // done, and the fabric's receive buffer is reused when this returns.
         int bodyLength = length - Frames.PREFIX_BYTES;
         byte[] body = new byte[bodyLength];
-        payload.position(payload.position() + Frames.PREFIX_BYTES);
+        payload.position(start + Frames.PREFIX_BYTES);
         payload.get(body);
-        FabricIpcBridge.Responder responder = response -> respond(request, response);
+        FabricIpcBridge.Responder responder = new SignedResponder(request, session, sequence);
         try {
             if (bodyLength > maxRequestSize) {
                 // HBase's own check and words (NettyRpcFrameDecoder); the answer is HBase's RequestTooBigException.
@@ -215,6 +288,23 @@ public class FabricRpcServer extends NettyRpcServer {
         }
     }
 
+    /**
+     * A frame refused before anything of it was handed to HBase: counted, failed with {@code why}, logged at
+     * WARN the first time per reason (then at DEBUG). The session, if any, stays.
+     */
+    private void refuse(FabricRequest request, String why, Session session) {
+        framesRefused.incrementAndGet();
+        String whose = session == null ? "" : " (session of " + session.connection.userName() + " at "
+                + session.connection.getHostAddress() + ", " + session.connection.serviceName() + ")";
+        if (refusalsLogged.add(why)) {
+            LOG.warn("slipstream: RPC server {} refused a fabric frame: {}{}; further refusals of this kind are logged at"
+                    + " DEBUG and counted", getListenerAddress(), why, whose);
+        } else {
+            LOG.debug("slipstream: refused a fabric frame: {}{}", why, whose);
+        }
+        request.fail(why);
+    }
+
     private void closeMalformed(long sessionId, Session session, FabricRequest request, Exception e) {
         sessions.remove(sessionId, session);
         session.connection.close();
@@ -226,52 +316,64 @@ public class FabricRpcServer extends NettyRpcServer {
         }
     }
 
-    private static void respond(FabricRequest request, byte[] response) {
-        try {
-            request.respond(response);
-        } catch (RuntimeException e) {
-            // The fabric is closing or the client went away: nobody waits for this answer any more.
-            LOG.debug("slipstream: a fabric answer was not sent: {}", e.toString());
-        }
-    }
-
     /** Messages 1-2 of docs/hbase-rpc.md; runs on an RPC handler inside the socket call. */
-    private Discovery.Offer openSession(ConnectionHeader header) throws IOException {
+    private Discovery.Offer openSession(Discovery.Request request) throws IOException {
         FabricNode n = node;
         if (n == null) {
-            return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, 0, rpcConf.securityRefusal != null
+            return Discovery.Offer.refused(rpcConf.securityRefusal != null
                     ? "the fabric does not carry calls with " + rpcConf.securityRefusal : "the fabric is not running here");
         }
+        if (request.version() != Discovery.VERSION) {
+            return Discovery.Offer.refused("discovery version " + request.version() + " (this server speaks "
+                    + Discovery.VERSION + ")");
+        }
         RpcCall call = getCurrentCall().orElseThrow(() -> new IOException("slipstream: OpenSession outside an RPC call"));
-        InetAddress address = call.getRemoteAddress();
-        String socketUser = call.getRequestUser().map(User::getShortName).orElse(null);
+        ConnectionHeader header = ConnectionHeader.parseFrom(request.connectionHeader());
         if (Discovery.SERVICE_NAME.equals(header.getServiceName())) {
             throw new IOException("slipstream: the discovery service is not served over the fabric");
         }
-        FabricIpcBridge.ServerSession connection = new FabricIpcBridge.ServerSession(this, address);
-        // HBase's own reading of the header: service, codecs, user, and hadoop.security.authorization.
-        connection.open(header.toByteArray());
-        if (!Objects.equals(connection.userName(), socketUser)) {
-            connection.close();
-            throw new AccessDeniedException("slipstream: the connection header names user " + connection.userName()
-                    + ", the socket connection is " + socketUser);
-        }
-        long id;
-        synchronized (sessionLock) {
-            if (sessions.size() >= rpcConf.sessionsMax && !evictIdle()) {
-                connection.close();
-                return new Discovery.Offer(Frames.FRAME_VERSION, null, 0, 0, 0, 0, "this server holds its maximum of "
-                        + rpcConf.sessionsMax + " fabric sessions (" + HBaseRpcConf.SESSIONS_MAX + "), none idle");
+        FabricIpcBridge.ServerSession connection = new FabricIpcBridge.ServerSession(this, call.getRemoteAddress());
+        byte[] secret = null;
+        try {
+            // HBase's own reading of the header, as the socket connection's authenticated user: service,
+            // codecs, proxy users, hadoop.security.authorization; the user must be the socket connection's.
+            connection.open(request.connectionHeader(), call);
+            SessionKeys keys = SessionKeys.generate();
+            try {
+                secret = keys.agree(request.clientPublicKey());
+            } catch (InvalidKeyException e) {
+                throw new IOException("slipstream: no fabric session for that key: " + e.getMessage(), e);
             }
-            do {
-                id = random.nextLong();
-            } while (sessions.putIfAbsent(id, new Session(connection)) != null);
+            byte[] serverPublicKey = keys.publicKey();
+            long id;
+            synchronized (sessionLock) {
+                if (sessions.size() >= rpcConf.sessionsMax && !evictIdle()) {
+                    connection.close();
+                    return Discovery.Offer.refused("this server holds its maximum of " + rpcConf.sessionsMax
+                            + " fabric sessions (" + HBaseRpcConf.SESSIONS_MAX + "), none idle");
+                }
+                do {
+                    id = random.nextLong();
+                } while (sessions.containsKey(id));
+                // The id salts the key: derived here, under the lock that makes the id this session's.
+                FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, request.clientPublicKey(), serverPublicKey,
+                        Frames.KEY_PURPOSE));
+                sessions.put(id, new Session(id, connection, auth));
+            }
+            InetSocketAddress at = n.localAddress();
+            // A wildcard listener: the client reaches the fabric at the host it reached the socket at.
+            String host = at.getAddress().isAnyLocalAddress() ? "" : at.getAddress().getHostAddress();
+            return new Discovery.Offer(Discovery.VERSION, host, at.getPort(), id, rpcConf.serverFrameBytesMax(),
+                    maxRequestSize, serverPublicKey, null);
+        } catch (IOException | RuntimeException e) {
+            connection.close();
+            throw e;
+        } finally {
+            if (secret != null) {
+                // macKey wiped it when it ran; a refusal before it did leaves it to here.
+                Arrays.fill(secret, (byte) 0);
+            }
         }
-        InetSocketAddress at = n.localAddress();
-        // A wildcard listener: the client reaches the fabric at the host it reached the socket at.
-        String host = at.getAddress().isAnyLocalAddress() ? "" : at.getAddress().getHostAddress();
-        return new Discovery.Offer(Frames.FRAME_VERSION, host, at.getPort(), id, rpcConf.serverFrameBytesMax(), maxRequestSize,
-                null);
     }
 
     /** Removes the session idle longest if it is idle past the timeout. */

@@ -3,9 +3,13 @@ package io.slipstream.hbase.rpc;
 import io.slipstream.fabric.FabricConfig;
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.NetDevices;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.ipc.RpcServer;
+import org.apache.hadoop.hbase.security.SaslUtil;
+import org.apache.hadoop.hbase.security.SecurityConstants;
 import org.apache.hadoop.hbase.security.User;
 
 /**
@@ -34,6 +38,8 @@ final class HBaseRpcConf {
     static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
     /** Bytes a server's fabric takes above hbase.ipc.max.request.size, so that it answers those with HBase's error. */
     static final int TOO_BIG_SLACK_BYTES = 64 << 10;
+    /** HBase's SASL quality of protection (its RpcServer and clients read this key; a list, default authentication). */
+    static final String RPC_PROTECTION = "hbase.rpc.protection";
 
     enum Fallback {
         AUTO,
@@ -53,6 +59,13 @@ final class HBaseRpcConf {
     final int maxRequestBytes;
     /** Why the fabric must not carry calls under this configuration (security), or null. */
     final String securityRefusal;
+    /** {@code hbase.security.authentication=kerberos}: socket connections, OpenSession's too, authenticate by SASL. */
+    final boolean saslAuthenticated;
+    /**
+     * Under SASL, the server principal keys this configuration sets (the HMaster's, the RegionServers'): the
+     * principals a client's discovery connection may authenticate the server as.
+     */
+    final List<String> serverPrincipalKeys;
 
     HBaseRpcConf(Configuration conf) {
         fallback = parseEnum(Fallback.class, conf.getTrimmed(FALLBACK, "auto"), FALLBACK);
@@ -83,17 +96,39 @@ final class HBaseRpcConf {
         if (maxRequestBytes < 1) {
             throw new IllegalArgumentException("slipstream: " + RpcServer.MAX_REQUEST_SIZE + "=" + maxRequestBytes);
         }
+        saslAuthenticated = User.isHBaseSecurityEnabled(conf);
+        serverPrincipalKeys = new ArrayList<>(2);
+        for (String key : new String[] {SecurityConstants.REGIONSERVER_KRB_PRINCIPAL, SecurityConstants.MASTER_KRB_PRINCIPAL}) {
+            if (conf.get(key) != null) {
+                serverPrincipalKeys.add(key);
+            }
+        }
         securityRefusal = securityRefusal(conf);
     }
 
     /**
-     * The fabric carries calls in clear and takes the user a client's connection header names, as HBase's
-     * SIMPLE authentication does: Kerberos/SASL or TLS keep the calls on HBase's socket path.
+     * Why the fabric must not carry calls here, or null. A session is opened over an authenticated socket
+     * connection and bound to its user, and its frames are authenticated (docs/hbase-rpc.md, "Security"), but
+     * calls and answers travel unencrypted: SASL with QOP {@code authentication} (which protects nothing after
+     * the handshake either) is carried; integrity or privacy, and TLS, keep calls on HBase's socket path.
      */
     private static String securityRefusal(Configuration conf) {
         if (User.isHBaseSecurityEnabled(conf)) {
-            return "hbase.security.authentication=" + conf.get("hbase.security.authentication")
-                    + " (the fabric authenticates nothing beyond simple yet)";
+            String protection = conf.get(RPC_PROTECTION, SaslUtil.QualityOfProtection.AUTHENTICATION.name()
+                    .toLowerCase(Locale.ROOT));
+            for (String qop : protection.split(",")) {
+                boolean authenticationOnly;
+                try {
+                    authenticationOnly = SaslUtil.getQop(qop.trim()) == SaslUtil.QualityOfProtection.AUTHENTICATION;
+                } catch (IllegalArgumentException e) {
+                    authenticationOnly = false;
+                }
+                if (!authenticationOnly) {
+                    return "hbase.security.authentication=" + conf.get(User.HBASE_SECURITY_CONF_KEY) + " and "
+                            + RPC_PROTECTION + "=" + protection + " (the fabric gives calls neither SASL's integrity nor"
+                            + " its privacy)";
+                }
+            }
         }
         for (String tls : new String[] {"hbase.server.netty.tls.enabled", "hbase.client.netty.tls.enabled"}) {
             if (conf.getBoolean(tls, false)) {

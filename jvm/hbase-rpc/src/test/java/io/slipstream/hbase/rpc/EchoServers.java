@@ -9,6 +9,7 @@ import org.apache.hadoop.hbase.ipc.FifoRpcScheduler;
 import org.apache.hadoop.hbase.ipc.RpcServer;
 import org.apache.hadoop.hbase.ipc.RpcServerFactory;
 import org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl;
+import org.apache.hbase.thirdparty.com.google.protobuf.BlockingService;
 
 /** HBase's own test service (echo, error, pause: TestProtobufRpcServiceImpl) on a server of the configured impl. */
 final class EchoServers {
@@ -26,8 +27,16 @@ final class EchoServers {
 
     /** Started, on 127.0.0.1 and a free port. */
     static RpcServer start(Configuration conf) throws IOException {
+        return start(conf, TestProtobufRpcServiceImpl.SERVICE, null);
+    }
+
+    /**
+     * {@code service} (one of HBase's test service's) started, on 127.0.0.1 and a free port; its interface
+     * (or null) is what service-level authorization names it by.
+     */
+    static RpcServer start(Configuration conf, BlockingService service, Class<?> serviceInterface) throws IOException {
         RpcServer server = RpcServerFactory.createRpcServer(null, "echo",
-                List.of(new RpcServer.BlockingServiceAndInterface(TestProtobufRpcServiceImpl.SERVICE, null)),
+                List.of(new RpcServer.BlockingServiceAndInterface(service, serviceInterface)),
                 new InetSocketAddress("127.0.0.1", 0), conf, new FifoRpcScheduler(conf, 2));
         try {
             server.start();

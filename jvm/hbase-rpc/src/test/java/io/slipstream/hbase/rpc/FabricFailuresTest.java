@@ -16,7 +16,6 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -26,9 +25,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.ServerName;
-import org.apache.hadoop.hbase.codec.KeyValueCodec;
 import org.apache.hadoop.hbase.exceptions.ConnectionClosedException;
-import org.apache.hadoop.hbase.ipc.HBaseRpcControllerImpl;
 import org.apache.hadoop.hbase.ipc.RpcServer;
 import org.apache.hadoop.hbase.ipc.TestProtobufRpcServiceImpl;
 import org.apache.hadoop.hbase.security.User;
@@ -39,8 +36,6 @@ import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestProtos.EchoRequ
 import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestProtos.PauseRequestProto;
 import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestRpcServiceProtos.TestProtobufRpcProto;
 import org.apache.hadoop.hbase.shaded.ipc.protobuf.generated.TestRpcServiceProtos.TestProtobufRpcProto.BlockingInterface;
-import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.ConnectionHeader;
-import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.UserInformation;
 
 /** Bad frames and a dying server, on HBase's test service. */
 class FabricFailuresTest {
@@ -58,33 +53,33 @@ class FabricFailuresTest {
             assertEquals("before", stub.echo(null, echo("before")).getMessage());
             assertEquals(1, fabricServer.fabricSessions());
 
-            Discovery.Offer offer = openSession(client, at);
-            assertNull(offer.refusal());
+            TestSessions.Opened session = TestSessions.open(client, at);
+            TestSessions.assertOffered(session);
+            Discovery.Offer offer = session.offer();
             assertEquals(2, fabricServer.fabricSessions());
             FabricEndpoint endpoint = raw.endpoint(offer.host(), offer.port());
             long refused = fabricServer.fabricFramesRefused();
 
-            // A frame whose HBase request header is garbage: that session is closed, the failure says so.
-            byte[] garbage = frame(Frames.FRAME_VERSION, offer.sessionId(), new byte[] {(byte) 0xff, (byte) 0xff,
-                    (byte) 0xff, (byte) 0xff, (byte) 0xff, 0x0f, 1, 2, 3});
-            FabricException e = assertThrows(FabricException.class, () -> endpoint.request(Frames.OP_CALL, garbage).close());
-            assertEquals(FabricException.Kind.REMOTE, e.kind());
-            assertTrue(e.getMessage().contains(Frames.MALFORMED), e.getMessage());
+            // An authentic frame whose HBase request header is garbage: that session is closed, the failure says so.
+            byte[] garbage = TestSessions.frame(session, 0, new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xff,
+                    (byte) 0xff, 0x0f, 1, 2, 3});
+            TestSessions.assertRefused(endpoint, garbage, Frames.MALFORMED);
             assertEquals(1, fabricServer.fabricSessions());
-            // The session is gone; another version or op is malformed whatever the session.
-            FabricException again = assertThrows(FabricException.class,
-                    () -> endpoint.request(Frames.OP_CALL, frame(Frames.FRAME_VERSION, offer.sessionId(), new byte[4])).close());
-            assertTrue(again.getMessage().contains(Frames.UNKNOWN_SESSION), again.getMessage());
-            FabricException version = assertThrows(FabricException.class,
-                    () -> endpoint.request(Frames.OP_CALL, frame((byte) 9, offer.sessionId(), new byte[4])).close());
-            assertTrue(version.getMessage().contains(Frames.MALFORMED), version.getMessage());
-            // A frame of no session closes its fabric connection; the next goes on a new one.
-            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            // The session is gone; another version (version 1's unsigned frames among them) is malformed whatever
+            // the session, and closes that fabric connection (the next request goes on a new one).
+            TestSessions.assertRefused(endpoint, TestSessions.frame(session, 1, new byte[4]), Frames.UNKNOWN_SESSION);
+            for (byte version : new byte[] {1, 9}) {
+                byte[] other = TestSessions.frame(session, 2, new byte[4]);
+                other[0] = version;
+                TestSessions.assertRefused(endpoint, other, Frames.MALFORMED);
+                FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            }
+            // A frame shorter than the session prefix names no session either.
             FabricException shortFrame = assertThrows(FabricException.class,
                     () -> endpoint.request(Frames.OP_CALL, new byte[3]).close());
             assertTrue(shortFrame.getMessage().contains(Frames.MALFORMED), shortFrame.getMessage());
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
-            assertEquals(refused + 4, fabricServer.fabricFramesRefused());
+            assertEquals(refused + 5, fabricServer.fabricFramesRefused());
 
             // The server serves on, the first client's session too.
             long received = fabricServer.fabricCallsReceived();
@@ -131,9 +126,9 @@ class FabricFailuresTest {
             FabricRpcServer fabricServer = (FabricRpcServer) server;
             try (FabricRpcClient client = new FabricRpcClient(conf)) {
                 InetSocketAddress at = server.getListenerAddress();
-                assertNull(openSession(client, at).refusal());
-                assertNull(openSession(client, at).refusal());
-                Discovery.Offer third = openSession(client, at);
+                TestSessions.assertOffered(TestSessions.open(client, at));
+                TestSessions.assertOffered(TestSessions.open(client, at));
+                Discovery.Offer third = TestSessions.open(client, at).offer();
                 if (idleMs > 0) {
                     assertTrue(String.valueOf(third.refusal()).contains("maximum of 2 fabric sessions"), third.refusal());
                 } else {
@@ -180,22 +175,6 @@ class FabricFailuresTest {
 
     private static EchoRequestProto echo(String message) {
         return EchoRequestProto.newBuilder().setMessage(message).build();
-    }
-
-    private static byte[] frame(byte version, long session, byte[] body) {
-        return ByteBuffer.allocate(Frames.PREFIX_BYTES + body.length).put(version).putLong(session).put(body).array();
-    }
-
-    /** Messages 1-2 by hand, as the client does them: OpenSession for the test service on the socket path. */
-    private static Discovery.Offer openSession(FabricRpcClient client, InetSocketAddress at) throws Exception {
-        User user = User.getCurrent();
-        ConnectionHeader header = ConnectionHeader.newBuilder()
-                .setServiceName(TestProtobufRpcServiceImpl.SERVICE.getDescriptorForType().getName())
-                .setUserInfo(UserInformation.newBuilder().setEffectiveUser(user.getName()))
-                .setCellBlockCodecClass(KeyValueCodec.class.getCanonicalName()).build();
-        return Discovery.decode(client.createBlockingRpcChannel(ServerName.valueOf("127.0.0.1", at.getPort(), 0L), user,
-                RPC_TIMEOUT_MS).callBlockingMethod(Discovery.OPEN_SESSION, new HBaseRpcControllerImpl(), header,
-                Discovery.offerPrototype()));
     }
 
     private static int port(Process server) throws IOException {

@@ -73,11 +73,13 @@ class FallbackTest {
         }
     }
 
+    /** SASL's integrity or privacy is more than the fabric gives calls (KerberosOverFabricTest: QOP authentication). */
     @Test
-    void kerberosKeepsTheSocketPathWithAutoAndRefusesWithNever() throws Exception {
+    void kerberosWithIntegrityOrPrivacyKeepsTheSocketPathWithAutoAndRefusesWithNever() throws Exception {
         for (String fallback : new String[] {"auto", "never"}) {
             Configuration conf = EchoServers.conf(fallback);
             conf.set("hbase.security.authentication", "kerberos");
+            conf.set(HBaseRpcConf.RPC_PROTECTION, "privacy");
             try (FabricRpcClient client = new FabricRpcClient(conf)) {
                 CompletableFuture<FabricIpcBridge.Route> route = client.route(new FabricIpcBridge.Target(
                         InetSocketAddress.createUnresolved("127.0.0.1", 16020), User.getCurrent(), "ClientService", new byte[0]));
@@ -85,27 +87,50 @@ class FallbackTest {
                     assertNull(route.get(), "the socket path");
                 } else {
                     ExecutionException e = assertThrows(ExecutionException.class, route::get);
-                    assertTrue(e.getCause().getMessage().contains("hbase.security.authentication=kerberos"), e.getCause().getMessage());
+                    assertTrue(e.getCause().getMessage().contains("hbase.security.authentication=kerberos and "
+                            + HBaseRpcConf.RPC_PROTECTION + "=privacy"), e.getCause().getMessage());
                 }
             }
         }
     }
 
     @Test
-    void aKerberosServerServesItsSocketsOnlyWithAutoAndDoesNotStartWithNever() throws Exception {
+    void aKerberosServerWithIntegrityServesItsSocketsOnlyWithAutoAndDoesNotStartWithNever() throws Exception {
         Configuration auto = EchoServers.conf("auto");
         auto.set("hbase.security.authentication", "kerberos");
+        auto.set(HBaseRpcConf.RPC_PROTECTION, "integrity");
         RpcServer server = EchoServers.start(auto);
         try {
-            assertNull(((FabricRpcServer) server).fabricAddress(), "no fabric under Kerberos");
+            assertNull(((FabricRpcServer) server).fabricAddress(), "no fabric under Kerberos with integrity");
             assertTrue(server.isStarted(), "the socket path serves");
         } finally {
             server.stop();
         }
         Configuration never = EchoServers.conf("never");
         never.set("hbase.security.authentication", "kerberos");
+        never.set(HBaseRpcConf.RPC_PROTECTION, "integrity");
         IllegalStateException e = assertThrows(IllegalStateException.class, () -> EchoServers.start(never));
-        assertTrue(e.getMessage().contains("hbase.security.authentication=kerberos"), e.getMessage());
+        assertTrue(e.getMessage().contains("hbase.security.authentication=kerberos and " + HBaseRpcConf.RPC_PROTECTION
+                + "=integrity"), e.getMessage());
+        // A list that lets the handshake pick integrity or privacy is refused too; authentication alone (the
+        // default, also spelled "auth") is carried, and without Kerberos the QOP is not read at all.
+        for (String protection : new String[] {"privacy,authentication", "authentication,integrity", "bogus"}) {
+            Configuration listed = EchoServers.conf("never");
+            listed.set("hbase.security.authentication", "kerberos");
+            listed.set(HBaseRpcConf.RPC_PROTECTION, protection);
+            assertTrue(String.valueOf(new HBaseRpcConf(listed).securityRefusal).contains(protection), protection);
+        }
+        for (String protection : new String[] {null, "authentication", "auth"}) {
+            Configuration carried = EchoServers.conf("never");
+            carried.set("hbase.security.authentication", "kerberos");
+            if (protection != null) {
+                carried.set(HBaseRpcConf.RPC_PROTECTION, protection);
+            }
+            assertNull(new HBaseRpcConf(carried).securityRefusal, String.valueOf(protection));
+        }
+        Configuration simple = EchoServers.conf("never");
+        simple.set(HBaseRpcConf.RPC_PROTECTION, "privacy");
+        assertNull(new HBaseRpcConf(simple).securityRefusal);
         Configuration tls = EchoServers.conf("never");
         tls.setBoolean("hbase.server.netty.tls.enabled", true);
         assertTrue(new HBaseRpcConf(tls).securityRefusal.contains("hbase.server.netty.tls.enabled=true"));

@@ -14,16 +14,16 @@ import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.CellScanner;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
-import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.client.MetricsConnection;
 import org.apache.hadoop.hbase.client.VersionInfoUtil;
 import org.apache.hadoop.hbase.exceptions.RequestTooBigException;
 import org.apache.hadoop.hbase.io.ByteBuffAllocator;
 import org.apache.hadoop.hbase.net.Address;
 import org.apache.hadoop.hbase.nio.SingleByteBuff;
-import org.apache.hadoop.hbase.security.AuthMethod;
+import org.apache.hadoop.hbase.security.AccessDeniedException;
 import org.apache.hadoop.hbase.security.User;
 import org.apache.hadoop.hbase.util.EnvironmentEdgeManager;
+import org.apache.hadoop.security.UserGroupInformation;
 
 import org.apache.hbase.thirdparty.com.google.protobuf.BlockingService;
 import org.apache.hbase.thirdparty.com.google.protobuf.CodedInputStream;
@@ -238,7 +238,23 @@ public final class FabricIpcBridge {
 
     /** Where a session's answers go: the fabric request the call came in. */
     public interface Responder {
+        /** Bytes the responder writes before HBase's response (its authenticator) in what it is handed. */
+        int prefixBytes();
+
+        /** {@code response}: {@link #prefixBytes()} free bytes, then HBase's response with its 4-byte length. */
         void respond(byte[] response);
+    }
+
+    /** HBase's response bytes after {@code prefixBytes} free ones: one copy out of the chain, as getBytes() makes. */
+    private static byte[] withPrefix(BufferChain chain, int prefixBytes) {
+        byte[] bytes = new byte[prefixBytes + chain.size()];
+        int offset = prefixBytes;
+        for (ByteBuffer buffer : chain.getBuffers()) {
+            int length = buffer.remaining();
+            buffer.duplicate().get(bytes, offset, length);
+            offset += length;
+        }
+        return bytes;
     }
 
     /**
@@ -258,14 +274,35 @@ public final class FabricIpcBridge {
         }
 
         /**
-         * Reads the client's {@code ConnectionHeader} as HBase's socket path reads it after a SIMPLE
-         * preamble; throws what HBase throws for a bad one (unknown service, codec, unauthorized).
+         * Reads the client's {@code ConnectionHeader} as HBase's socket path reads it, authenticated as the
+         * socket connection {@code openedOver} (the OpenSession call) came on: under SIMPLE the header names
+         * the user; under SASL (Kerberos, a delegation token) the user is the one SASL authenticated there,
+         * and a header naming another is HBase's proxy-user case, checked by HBase's code. Then HBase's
+         * connection authorisation ({@code hadoop.security.authorization}). Throws what HBase throws for a
+         * bad header (unknown service or codec, unauthorised, impersonation refused), and
+         * {@link AccessDeniedException} unless the session's user is exactly the socket connection's.
          */
-        public synchronized void open(byte[] connectionHeader) throws IOException {
-            ByteBuffer preamble = ByteBuffer.allocate(6);
-            preamble.put(HConstants.RPC_HEADER).put(HConstants.RPC_CURRENT_VERSION).put(AuthMethod.SIMPLE.code).flip();
-            if (processPreamble(preamble) != PreambleResponse.SUCCEED) {
-                throw new FatalConnectionException("slipstream: the server refused a SIMPLE preamble");
+        public synchronized void open(byte[] connectionHeader, RpcCall openedOver) throws IOException {
+            if (!(openedOver instanceof ServerCall<?> call)) {
+                throw new FatalConnectionException("slipstream: a fabric session opened outside a socket call");
+            }
+            ServerRpcConnection socket = call.connection;
+            // What HBase's preamble and SASL exchange left on the socket connection, taken over instead of
+            // run again: the session is an extension of that authenticated connection.
+            this.provider = socket.provider;
+            this.useSasl = socket.useSasl;
+            this.authenticatedWithFallback = socket.authenticatedWithFallback;
+            if (useSasl) {
+                UserGroupInformation authenticated = socket.ugi;
+                if (authenticated != null && authenticated.getRealUser() != null
+                        && authenticated.getAuthenticationMethod() == UserGroupInformation.AuthenticationMethod.PROXY) {
+                    // The socket header's proxy user: start from its real (authenticated) user, as HBase did.
+                    authenticated = authenticated.getRealUser();
+                }
+                if (authenticated == null) {
+                    throw new AccessDeniedException("slipstream: the socket connection has no authenticated user");
+                }
+                this.ugi = authenticated;
             }
             try {
                 processOneRpc(new SingleByteBuff(ByteBuffer.wrap(connectionHeader)));
@@ -273,11 +310,31 @@ public final class FabricIpcBridge {
                 Thread.currentThread().interrupt();
                 throw new java.io.InterruptedIOException("interrupted opening a fabric session");
             }
+            if (!sameUser(ugi, socket.ugi)) {
+                throw new AccessDeniedException("slipstream: the connection header names user " + ugi
+                        + ", the socket connection is " + socket.ugi);
+            }
         }
 
-        /** The user the connection header named (SIMPLE authentication), or null. */
+        /** The same user name and the same real user (a proxy user acts for the same authenticated one). */
+        private static boolean sameUser(UserGroupInformation a, UserGroupInformation b) {
+            if (a == null || b == null) {
+                return a == b;
+            }
+            UserGroupInformation realA = a.getRealUser();
+            UserGroupInformation realB = b.getRealUser();
+            return a.getUserName().equals(b.getUserName())
+                    && (realA == null ? realB == null : realB != null && realA.getUserName().equals(realB.getUserName()));
+        }
+
+        /** The session's user, as HBase's calls of it see it (short name), or null. */
         public String userName() {
             return ugi == null ? null : ugi.getShortUserName();
+        }
+
+        /** How HBase authenticated the session's user (SIMPLE, KERBEROS, TOKEN, PROXY), or null. */
+        public UserGroupInformation.AuthenticationMethod authenticationMethod() {
+            return ugi == null ? null : ugi.getAuthenticationMethod();
         }
 
         public String serviceName() {
@@ -353,9 +410,9 @@ public final class FabricIpcBridge {
             // Connection-level answers (a refused connection header): the caller of open() gets the exception.
             Responder r = current;
             if (r != null) {
-                byte[] bytes = resp.getResponse().getBytes();
+                byte[] bytes = withPrefix(resp.getResponse(), r.prefixBytes());
                 r.respond(bytes);
-                rpcServer.metrics.sentBytes(bytes.length);
+                rpcServer.metrics.sentBytes(bytes.length - r.prefixBytes());
             }
             resp.done();
         }
@@ -378,9 +435,9 @@ public final class FabricIpcBridge {
         public synchronized void sendResponseIfReady() throws IOException {
             this.param = null;
             try {
-                byte[] bytes = getResponse().getBytes();
+                byte[] bytes = withPrefix(getResponse(), responder.prefixBytes());
                 responder.respond(bytes);
-                connection.rpcServer.metrics.sentBytes(bytes.length);
+                connection.rpcServer.metrics.sentBytes(bytes.length - responder.prefixBytes());
             } finally {
                 done();
             }

@@ -1,4 +1,4 @@
-package io.slipstream.hadoop.rpc;
+package io.slipstream.fabric.session;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

@@ -1,4 +1,4 @@
-package io.slipstream.hadoop.rpc;
+package io.slipstream.fabric.session;
 
 import java.util.Arrays;
 
@@ -7,18 +7,18 @@ import java.util.Arrays;
  * wire) is refused when sent again. A client numbers its calls 0, 1, 2, ... but its threads may send them
  * out of order, so this is a sliding window as IPsec's (RFC 4303, 3.4.3): the highest number accepted, and
  * a bitmap of the {@link #SIZE} numbers up to it. A number above the highest is new and slides the window;
- * one within it is accepted once; one below it is refused as too old (the client sends that call again
- * under a new number: a refused frame was never queued). Memory per session: {@code SIZE / 8} bytes.
+ * one within it is accepted once; one below it is refused as too old (the engine's client sends that call
+ * again under a new number: a refused frame was never queued). Memory per session: {@code SIZE / 8} bytes.
  */
-final class ReplayWindow {
-    static final int SIZE = 1024;
+public final class ReplayWindow {
+    public static final int SIZE = 1024;
 
     /** Bit {@code n % SIZE} set: number n accepted, for n in (highest - SIZE, highest]. */
     private final long[] seen = new long[SIZE / 64];
     private long highest = -1;
 
     /** Whether {@code sequence} is accepted now (it is then remembered); negative numbers never are. */
-    synchronized boolean accept(long sequence) {
+    public synchronized boolean accept(long sequence) {
         if (sequence < 0) {
             return false;
         }

@@ -1,0 +1,158 @@
+package io.slipstream.fabric.session;
+
+import java.nio.ByteBuffer;
+import java.security.InvalidKeyException;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * The authenticator of one fabric session's frames, with the session's key ({@link SessionKeys#macKey}):
+ * HMAC-SHA256 truncated to {@link #MAC_BYTES} (a forgery still takes 2^128 tries, each one a refused
+ * request). Verification compares in constant time.
+ *
+ * <p>A request frame starts with a {@link #PREFIX_BYTES}-byte prefix, integers big-endian:
+ * {@code [u8 version][i64 session id][i64 sequence][16-byte MAC]}, then the engine's body. Its MAC covers
+ * the version, session id and sequence (bytes 0 to {@link #MAC_OFFSET}) and the body; the MAC field itself
+ * is left out. The version is the engine's frame version, 1 to {@link #VERSION_MAX}.
+ *
+ * <p>A response (used by engines that authenticate responses) is {@code [16-byte MAC][body]}; its MAC covers
+ * {@code [u8 0x80 | version][i64 session id][i64 sequence of the request it answers]} and the body. The
+ * top bit sets a response's input apart from every request's (whose first byte is the version, below 0x80):
+ * a request's MAC can never pass as a response's or the other way round; the request's sequence number binds
+ * the response to that one request, so neither another call's response nor an old one verifies.
+ */
+public final class FrameAuth {
+    public static final int MAC_BYTES = 16;
+    public static final int SESSION_OFFSET = 1;
+    public static final int SEQUENCE_OFFSET = SESSION_OFFSET + 8;
+    public static final int MAC_OFFSET = SEQUENCE_OFFSET + 8;
+    /** Bytes before a request's body: version, session id, sequence number, MAC. */
+    public static final int PREFIX_BYTES = MAC_OFFSET + MAC_BYTES;
+    /** Bytes before a response's body: its MAC. */
+    public static final int RESPONSE_PREFIX_BYTES = MAC_BYTES;
+    /** Highest frame version: the top bit of the first MAC input byte marks responses. */
+    public static final int VERSION_MAX = 0x7f;
+    private static final int RESPONSE_TAG = 0x80;
+    private static final String HMAC = "HmacSHA256";
+    /** One Mac per thread, keyed per use: Mac.getInstance costs more than the MAC of a small call. */
+    private static final ThreadLocal<Mac> MACS = ThreadLocal.withInitial(() -> {
+        try {
+            return Mac.getInstance(HMAC);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("this JDK has no " + HMAC, e);
+        }
+    });
+
+    private final SecretKeySpec key;
+
+    public FrameAuth(byte[] macKey) {
+        if (macKey.length != SessionKeys.MAC_KEY_BYTES) {
+            throw new IllegalArgumentException("a frame key has " + SessionKeys.MAC_KEY_BYTES + " bytes, not " + macKey.length);
+        }
+        this.key = new SecretKeySpec(macKey, HMAC);
+    }
+
+    /** Writes the prefix of {@code frame} (its body already at {@link #PREFIX_BYTES}), then its MAC. */
+    public void seal(byte[] frame, byte version, long sessionId, long sequence) {
+        checkVersion(version);
+        if (frame.length < PREFIX_BYTES) {
+            throw new IllegalArgumentException("a frame of " + frame.length + " bytes");
+        }
+        ByteBuffer.wrap(frame).put(version).putLong(sessionId).putLong(sequence);
+        sign(frame);
+    }
+
+    /** Writes the authenticator of {@code frame} (version, session, sequence and body already written) into its MAC field. */
+    public void sign(byte[] frame) {
+        if (frame.length < PREFIX_BYTES) {
+            throw new IllegalArgumentException("a frame of " + frame.length + " bytes");
+        }
+        Mac mac = mac();
+        mac.update(frame, 0, MAC_OFFSET);
+        mac.update(frame, PREFIX_BYTES, frame.length - PREFIX_BYTES);
+        System.arraycopy(mac.doFinal(), 0, frame, MAC_OFFSET, MAC_BYTES);
+    }
+
+    /**
+     * Whether the frame from {@code frame}'s position to its limit carries the authenticator of this key;
+     * the buffer's position and limit are left as they were. A frame shorter than the prefix never does.
+     */
+    public boolean verify(ByteBuffer frame) {
+        int start = frame.position();
+        int end = frame.limit();
+        if (end - start < PREFIX_BYTES) {
+            return false;
+        }
+        Mac mac = mac();
+        ByteBuffer view = frame.duplicate();
+        view.limit(start + MAC_OFFSET);
+        mac.update(view);
+        view.limit(end).position(start + PREFIX_BYTES);
+        mac.update(view);
+        return macEquals(mac.doFinal(), frame, start + MAC_OFFSET);
+    }
+
+    /**
+     * Writes the authenticator of {@code response} ({@link #RESPONSE_PREFIX_BYTES} free bytes, then its body)
+     * into its first bytes: the answer to the request {@code sequence} of session {@code sessionId}.
+     */
+    public void signResponse(byte[] response, byte version, long sessionId, long sequence) {
+        if (response.length < RESPONSE_PREFIX_BYTES) {
+            throw new IllegalArgumentException("a response of " + response.length + " bytes");
+        }
+        Mac mac = mac();
+        mac.update(responseHeader(version, sessionId, sequence));
+        mac.update(response, RESPONSE_PREFIX_BYTES, response.length - RESPONSE_PREFIX_BYTES);
+        System.arraycopy(mac.doFinal(), 0, response, 0, MAC_BYTES);
+    }
+
+    /**
+     * Whether the response from {@code response}'s position to its limit is the authentic answer to request
+     * {@code sequence} of session {@code sessionId}; the buffer's position and limit are left as they were.
+     */
+    public boolean verifyResponse(ByteBuffer response, byte version, long sessionId, long sequence) {
+        int start = response.position();
+        if (response.limit() - start < RESPONSE_PREFIX_BYTES) {
+            return false;
+        }
+        Mac mac = mac();
+        mac.update(responseHeader(version, sessionId, sequence));
+        ByteBuffer body = response.duplicate();
+        body.position(start + RESPONSE_PREFIX_BYTES);
+        mac.update(body);
+        return macEquals(mac.doFinal(), response, start);
+    }
+
+    private static byte[] responseHeader(byte version, long sessionId, long sequence) {
+        checkVersion(version);
+        return ByteBuffer.allocate(MAC_OFFSET).put((byte) (RESPONSE_TAG | version)).putLong(sessionId).putLong(sequence)
+                .array();
+    }
+
+    private static void checkVersion(byte version) {
+        if (version < 1 || version > VERSION_MAX) {
+            throw new IllegalArgumentException("frame version " + version + " is not 1 to " + VERSION_MAX);
+        }
+    }
+
+    /** The truncated {@code expected} against the {@link #MAC_BYTES} at {@code at} in {@code carrier}, in constant time. */
+    private static boolean macEquals(byte[] expected, ByteBuffer carrier, int at) {
+        byte[] carried = new byte[MAC_BYTES];
+        carrier.get(at, carried);
+        byte[] truncated = new byte[MAC_BYTES];
+        System.arraycopy(expected, 0, truncated, 0, MAC_BYTES);
+        return MessageDigest.isEqual(truncated, carried);
+    }
+
+    private Mac mac() {
+        Mac mac = MACS.get();
+        try {
+            mac.init(key);
+        } catch (InvalidKeyException e) {
+            throw new IllegalStateException("HmacSHA256 refused a 32-byte key", e);
+        }
+        return mac;
+    }
+}
