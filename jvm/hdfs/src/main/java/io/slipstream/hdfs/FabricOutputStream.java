@@ -47,6 +47,11 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     private final DataChecksum checksum;
     private final Fallback fallback;
     private final Runnable onClose;
+    private final PipelineReplacement replacement;
+    /** DataNodes this stream lost (HDFS's DataStreamer: {@code failed}): never chosen again as replacements. */
+    private final List<DatanodeInfo> failedNodes = new ArrayList<>();
+    /** hflush or hsync was called (HDFS's {@code isHflushed}): the DEFAULT policy then replaces a lost DataNode. */
+    private boolean hflushed;
     private FabricBlockWriter block;
     private LocatedBlock located;
     private ExtendedBlock previous;
@@ -62,7 +67,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     private boolean closed;
 
     FabricOutputStream(ClientProtocol nameNode, String clientName, String src, long fileId, long blockBytes, ClientFabric fabric, HdfsConf conf,
-            DataChecksum checksum, Fallback fallback, Runnable onClose) {
+            DataChecksum checksum, Fallback fallback, PipelineReplacement replacement, Runnable onClose) {
         this.nameNode = nameNode;
         this.clientName = clientName;
         this.src = src;
@@ -73,6 +78,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         this.checksum = checksum;
         this.fallback = fallback;
         this.onClose = onClose;
+        this.replacement = replacement;
     }
 
     /**
@@ -146,6 +152,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
 
     private synchronized void sync(boolean toDisk) throws IOException {
         check();
+        hflushed = true;
         if (delegate instanceof Syncable s) {
             if (toDisk) {
                 s.hsync();
@@ -294,53 +301,72 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
 
     /**
      * Pipeline recovery as HDFS's {@code DataStreamer} does it for a DataNode failed mid-block
-     * (docs/hdfs.md, "Pipeline recovery"): the DataNode the failure names is dropped; the NameNode
-     * gives a new generation stamp ({@code updateBlockForPipeline}); the survivors take their
-     * replicas over ({@code recoverRbw}, OPEN in the recovery stage); the NameNode learns the new
-     * pipeline ({@code updatePipeline}); what was not acknowledged is sent again. No DataNode is
-     * added in place of the failed one (HDFS's replace-datanode-on-failure is not done).
+     * (docs/hdfs.md, "Pipeline recovery"): the DataNode the failure names is dropped; when the client's
+     * replace-datanode-on-failure policy asks, a new DataNode gets a copy of the replica from a survivor
+     * ({@link PipelineReplacement}); the NameNode gives a new generation stamp
+     * ({@code updateBlockForPipeline}); the DataNodes take their replicas over ({@code recoverRbw}, OPEN in
+     * the recovery stage); the NameNode learns the new pipeline ({@code updatePipeline}); what was not
+     * acknowledged is sent again.
      */
     private void recover(IOException failure) throws IOException {
-        String failed = FabricBlockWriter.failedNode(failure);
-        DatanodeInfo[] nodes = located.getLocations();
-        int bad = -1;
-        for (int i = 0; i < nodes.length; i++) {
-            if (nodes[i].getXferAddr().equals(failed)) {
-                bad = i;
-            }
-        }
-        if (bad < 0 || nodes.length == 1 || ++recoveries > RECOVERIES_MAX) {
-            throw failure;
-        }
-        DatanodeInfo[] survivors = new DatanodeInfo[nodes.length - 1];
-        String[] ids = new String[survivors.length];
-        org.apache.hadoop.fs.StorageType[] types = new org.apache.hadoop.fs.StorageType[survivors.length];
-        for (int i = 0, j = 0; i < nodes.length; i++) {
-            if (i != bad) {
-                survivors[j] = nodes[i];
-                ids[j] = pick(located.getStorageIDs(), i);
-                types[j] = located.getStorageTypes() != null && i < located.getStorageTypes().length ? located.getStorageTypes()[i]
-                        : org.apache.hadoop.fs.StorageType.DEFAULT;
-                j++;
-            }
-        }
         long acked = block.bytesAcked();
         long sent = block.bytesSent();
         long resendOffset = block.unacknowledgedOffset();
         byte[] again = block.unacknowledged();
-        block.close();
-        ExtendedBlock old = located.getBlock();
-        LocatedBlock updated = nameNode.updateBlockForPipeline(old, clientName);
-        long newGenerationStamp = updated.getBlock().getGenerationStamp();
-        LocatedBlock pipeline = new LocatedBlock(new ExtendedBlock(old), survivors, ids, types);
-        pipeline.setBlockToken(updated.getBlockToken());
-        block = new FabricBlockWriter(fabric.node, conf, pipeline, checksum,
-                new FabricBlockWriter.Recovery(newGenerationStamp, acked, sent, resendOffset));
-        ExtendedBlock recovered = new ExtendedBlock(old.getBlockPoolId(), old.getBlockId(), acked, newGenerationStamp);
-        nameNode.updatePipeline(clientName, old, recovered, survivors, ids);
-        located = new LocatedBlock(recovered, survivors, ids, types);
-        located.setBlockToken(updated.getBlockToken());
-        SlipstreamHdfsCounters.PIPELINE_RECOVERIES.incrementAndGet();
+        IOException current = failure;
+        while (true) {
+            String failed = FabricBlockWriter.failedNode(current);
+            DatanodeInfo[] nodes = located.getLocations();
+            int bad = -1;
+            for (int i = 0; i < nodes.length; i++) {
+                if (nodes[i].getXferAddr().equals(failed)) {
+                    bad = i;
+                }
+            }
+            if (bad < 0 || nodes.length == 1 || ++recoveries > RECOVERIES_MAX) {
+                throw current;
+            }
+            block.close();
+            failedNodes.add(nodes[bad]);
+            DatanodeInfo[] survivors = new DatanodeInfo[nodes.length - 1];
+            String[] ids = new String[survivors.length];
+            org.apache.hadoop.fs.StorageType[] types = new org.apache.hadoop.fs.StorageType[survivors.length];
+            for (int i = 0, j = 0; i < nodes.length; i++) {
+                if (i != bad) {
+                    survivors[j] = nodes[i];
+                    ids[j] = pick(located.getStorageIDs(), i);
+                    types[j] = located.getStorageTypes() != null && i < located.getStorageTypes().length
+                            ? located.getStorageTypes()[i] : org.apache.hadoop.fs.StorageType.DEFAULT;
+                    j++;
+                }
+            }
+            ExtendedBlock old = located.getBlock();
+            // Before the new generation stamp, as HDFS: the survivors' replicas still have the old one.
+            PipelineReplacement.Pipeline next = replacement.complete(
+                    new ExtendedBlock(old.getBlockPoolId(), old.getBlockId(), acked, old.getGenerationStamp()),
+                    new PipelineReplacement.Pipeline(survivors, ids, types), failedNodes, hflushed);
+            LocatedBlock updated = nameNode.updateBlockForPipeline(old, clientName);
+            long newGenerationStamp = updated.getBlock().getGenerationStamp();
+            LocatedBlock pipeline = new LocatedBlock(new ExtendedBlock(old), next.nodes(), next.storageIds(), next.storageTypes());
+            pipeline.setBlockToken(updated.getBlockToken());
+            try {
+                block = new FabricBlockWriter(fabric.node, conf, pipeline, checksum,
+                        new FabricBlockWriter.Recovery(newGenerationStamp, acked, sent, resendOffset));
+            } catch (IOException e) {
+                // A DataNode of the new pipeline failed as it opened (a replacement that never got its copy: a
+                // DataNode's transfer to a dead one still answers success; or another survivor lost). As in
+                // HDFS's recovery loop, that one is dropped in turn, on the NameNode's old generation stamp.
+                located = pipeline;
+                current = e;
+                continue;
+            }
+            ExtendedBlock recovered = new ExtendedBlock(old.getBlockPoolId(), old.getBlockId(), acked, newGenerationStamp);
+            nameNode.updatePipeline(clientName, old, recovered, next.nodes(), next.storageIds());
+            located = new LocatedBlock(recovered, next.nodes(), next.storageIds(), next.storageTypes());
+            located.setBlockToken(updated.getBlockToken());
+            SlipstreamHdfsCounters.PIPELINE_RECOVERIES.incrementAndGet();
+            break;
+        }
         blockWrite(again, 0, again.length);
     }
 

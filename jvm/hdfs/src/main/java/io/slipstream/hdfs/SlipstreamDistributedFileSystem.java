@@ -112,7 +112,8 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         }
         FabricOutputStream[] stream = new FabricOutputStream[1];
         stream[0] = new FabricOutputStream(client.getNamenode(), client.getClientName(), src, status.getFileId(), status.getBlockSize(), fabric,
-                hdfsConf, checksum, hdfsStream, () -> closed(stream[0]));
+                hdfsConf, checksum, hdfsStream, new PipelineReplacement(client, getConf(), src, status.getFileId(), status.getReplication()),
+                () -> closed(stream[0]));
         opened(stream[0]);
         return new FSDataOutputStream(stream[0], statistics);
     }

@@ -17,6 +17,8 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
     static final AtomicLong WRITES_DECLINED = new AtomicLong();
     static final AtomicLong PIPELINE_RECOVERIES = new AtomicLong();
+    static final AtomicLong PIPELINE_REPLACEMENTS = new AtomicLong();
+    static final AtomicLong PIPELINE_REPLACEMENTS_MISSED = new AtomicLong();
     static final AtomicLong COMPLETE_RETRIES = new AtomicLong();
     static final AtomicLong ADD_BLOCK_RETRIES = new AtomicLong();
 
@@ -71,6 +73,16 @@ public final class SlipstreamHdfsCounters {
     /** Pipelines recovered after a DataNode failed mid-block (the block went on with the others). */
     public static long pipelineRecoveries() {
         return PIPELINE_RECOVERIES.get();
+    }
+
+    /** DataNodes added to a recovered pipeline in place of a failed one (replace-datanode-on-failure). */
+    public static long pipelineReplacements() {
+        return PIPELINE_REPLACEMENTS.get();
+    }
+
+    /** Recoveries whose policy asked for a replacement that could not be had (best-effort or min-replication went on). */
+    public static long pipelineReplacementsMissed() {
+        return PIPELINE_REPLACEMENTS_MISSED.get();
     }
 
     /** {@code complete} calls the NameNode answered "not yet" (it waits for the last block's replicas to be reported). */

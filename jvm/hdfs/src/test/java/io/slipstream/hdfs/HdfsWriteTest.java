@@ -33,6 +33,7 @@ import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.DFSTestUtil;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.client.HdfsClientConfigKeys;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.tools.DFSck;
 import org.apache.hadoop.util.DataChecksum;
@@ -284,7 +285,12 @@ class HdfsWriteTest {
         byte[] data = new byte[5000];
         new Random(13).nextBytes(data);
         long recoveriesBefore = SlipstreamHdfsCounters.pipelineRecoveries();
-        try (FSDataOutputStream out = fabricFs.create(path)) {
+        long replacementsMissedBefore = SlipstreamHdfsCounters.pipelineReplacementsMissed();
+        // Three DataNodes and an hflushed stream: HDFS's DEFAULT replace-datanode-on-failure policy asks for a
+        // new DataNode and there is none, so (as HDFS's own stream) only best-effort lets the write go on.
+        Configuration bestEffort = fabricConf(conf);
+        bestEffort.setBoolean(HdfsClientConfigKeys.BlockWrite.ReplaceDatanodeOnFailure.BEST_EFFORT_KEY, true);
+        try (FileSystem writer = FileSystem.newInstance(fs.getUri(), bestEffort); FSDataOutputStream out = writer.create(path)) {
             out.write(data, 0, 1000);
             out.hflush();
             Thread.sleep(2 * IDLE_TIMEOUT_MS);
@@ -352,7 +358,12 @@ class HdfsWriteTest {
         byte[] data = new byte[2 * TestClusters.BLOCK_BYTES + 5000];
         new Random(11).nextBytes(data);
         long recoveriesBefore = SlipstreamHdfsCounters.pipelineRecoveries();
-        try (FSDataOutputStream out = fabricFs.create(path)) {
+        long replacementsMissedBefore = SlipstreamHdfsCounters.pipelineReplacementsMissed();
+        // Three DataNodes and an hflushed stream: HDFS's DEFAULT replace-datanode-on-failure policy asks for a
+        // new DataNode and there is none, so (as HDFS's own stream) only best-effort lets the write go on.
+        Configuration bestEffort = fabricConf(conf);
+        bestEffort.setBoolean(HdfsClientConfigKeys.BlockWrite.ReplaceDatanodeOnFailure.BEST_EFFORT_KEY, true);
+        try (FileSystem writer = FileSystem.newInstance(fs.getUri(), bestEffort); FSDataOutputStream out = writer.create(path)) {
             out.write(data, 0, 100_000);
             out.hflush();
             var victim = ((FabricOutputStream) out.getWrappedStream()).pipeline()[1];
@@ -369,6 +380,7 @@ class HdfsWriteTest {
             out.write(data, 100_000, data.length - 100_000);
         }
         assertEquals(1, SlipstreamHdfsCounters.pipelineRecoveries() - recoveriesBefore);
+        assertEquals(1, SlipstreamHdfsCounters.pipelineReplacementsMissed() - replacementsMissedBefore);
         assertEquals(data.length, vanilla.getFileStatus(path).getLen());
         assertArrayEquals(data, readAll(vanilla, path), "the recovered file read by HDFS's readers");
         // Every block on the two DataNodes left, once their asynchronous reports reached the NameNode.

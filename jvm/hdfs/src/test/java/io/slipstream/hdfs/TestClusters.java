@@ -14,7 +14,7 @@ import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 
-/** Real HDFS mini clusters for the tests: a NameNode and three DataNodes on loopback with the plugin loaded. */
+/** Real HDFS mini clusters for the tests: a NameNode and three (or more) DataNodes on loopback with the plugin loaded. */
 final class TestClusters {
     static final int BLOCK_BYTES = 256 << 10;
     static final int REQUEST_BYTES = 64 << 10;
@@ -44,9 +44,13 @@ final class TestClusters {
     }
 
     static MiniDFSCluster start(Configuration conf, String name) throws IOException {
+        return start(conf, name, 3);
+    }
+
+    static MiniDFSCluster start(Configuration conf, String name, int dataNodes) throws IOException {
         Path base = Files.createTempDirectory("slipstream-hdfs-" + name);
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
-        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).build();
+        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(dataNodes).build();
         cluster.waitActive();
         return cluster;
     }
