@@ -170,6 +170,7 @@ demo: build spark-homes
 	$(OHB) hdfs dfsio --quick
 	$(OHB) hdfs tiers --quick
 	$(OHB) hdfs tiers skew --quick
+	$(OHB) hdfs tiers dfsio --quick
 	$(OHB) report
 
 # Full benchmark runs for docs/benchmarks.md (results/ holds the JSON).
@@ -191,6 +192,7 @@ bench: build spark-homes
 	$(OHB) hdfs dfsio
 	$(OHB) hdfs tiers
 	$(OHB) hdfs tiers skew
+	$(OHB) hdfs tiers dfsio
 	$(OHB) report
 
 clean:

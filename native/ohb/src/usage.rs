@@ -175,6 +175,11 @@ pub const TESTS: &[TestInfo] = &[
         description: "Triple-H's tiering service under Zipf reads: share of reads served from SSD per window, after warm-up",
         variants: "hhh with the access tracking, the tiering service and HDFS's external StoragePolicySatisfier; contents checked",
     },
+    TestInfo {
+        name: "hdfs tiers dfsio",
+        description: "Hadoop's own TestDFSIO -write then -read per storage configuration (as hdfs tiers lays it out); its Throughput mb/sec",
+        variants: "as hdfs tiers; TestDFSIO's base directory carries the configuration's policy; placement and persistence checked",
+    },
 ];
 
 /// The usage text: synopsis, the table of tests, options.
@@ -368,6 +373,10 @@ directory on tmpfs, an SSD and a DISK directory on the disk; replication 3):
   --shm-dir DIR        the tmpfs for the RAM_DISK directories (default /dev/shm; refused if not tmpfs)
   --sync-on-close      dfs.datanode.synconclose on for every configuration (HDFS's default: off)
   --json PATH          default results/ohb-hdfs-tiers.json
+  dfsio                Hadoop's TestDFSIO instead of SWT/SRT (ohb hdfs tiers dfsio --help): --quick (2 x 16 MiB
+                       files, 4 MiB blocks, 1 round; default 2 x 256 MiB, 64 MiB blocks, 3 rounds), --files N,
+                       --file-bytes N, --block-bytes N, --rounds N, --configs, --shm-dir, --json (default
+                       results/ohb-hdfs-tiers-dfsio.json)
 
 Options for report (results as charts, an HTML page and a Markdown summary):
   --input DIR          the JSON files to draw (default results/ under the repository root)
@@ -395,6 +404,7 @@ Examples:
   ohb hdfs meta --quick
   ohb hbase --quick
   ohb hdfs tiers --quick
+  ohb hdfs tiers dfsio --quick --configs hot,hhh
   ohb report --input results --out report
 "#;
     text

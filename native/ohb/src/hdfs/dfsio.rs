@@ -209,6 +209,21 @@ pub struct DfsioRun {
     pub counters: Value,
 }
 
+impl DfsioRun {
+    /// As the JSON keeps it: TestDFSIO's blocks under `testdfsio`, the JVM's line under `counters`.
+    pub fn to_json(&self) -> Value {
+        let tests: Vec<Value> = self
+            .results
+            .iter()
+            .map(|x| {
+                json!({"test": x.test, "files": x.files, "mb_processed": x.mb_processed, "throughput_mb_s": x.throughput_mb_s,
+                "io_rate_mb_s_avg": x.io_rate_mb_s_avg, "io_rate_mb_s_std_dev": x.io_rate_mb_s_std_dev, "exec_s": x.exec_s})
+            })
+            .collect();
+        json!({"config": self.config, "round": self.round, "testdfsio": tests, "counters": self.counters})
+    }
+}
+
 /// The configurations in round `round`'s order: rotated, so no configuration always runs first
 /// (on a fresh page cache) or last.
 pub fn round_order(configs: &[String], round: u32) -> Vec<String> {
@@ -222,7 +237,7 @@ pub fn round_order(configs: &[String], round: u32) -> Vec<String> {
 
 /// A configuration's medians over its rounds of one test: (TestDFSIO's throughput, its average
 /// IO rate, exec s, the lowest and highest throughput), or None when no round of it passed.
-fn medians(runs: &[DfsioRun], config: &str, test: &str) -> Option<(f64, f64, f64, f64, f64)> {
+pub(crate) fn medians(runs: &[DfsioRun], config: &str, test: &str) -> Option<(f64, f64, f64, f64, f64)> {
     let of = |f: fn(&DfsioResult) -> f64| -> Vec<f64> {
         runs.iter().filter(|r| r.config == config).filter_map(|r| r.results.iter().find(|x| x.test == test)).map(f).collect()
     };
@@ -295,20 +310,7 @@ pub fn dfsio_main(argv: &[String]) -> Result<(), String> {
         }
     }
     print!("{}", render_dfsio(&workload, &runs));
-    let runs_json: Vec<Value> = runs
-        .iter()
-        .map(|r| {
-            let tests: Vec<Value> = r
-                .results
-                .iter()
-                .map(|x| {
-                    json!({"test": x.test, "files": x.files, "mb_processed": x.mb_processed, "throughput_mb_s": x.throughput_mb_s,
-                    "io_rate_mb_s_avg": x.io_rate_mb_s_avg, "io_rate_mb_s_std_dev": x.io_rate_mb_s_std_dev, "exec_s": x.exec_s})
-                })
-                .collect();
-            json!({"config": r.config, "round": r.round, "testdfsio": tests, "counters": r.counters})
-        })
-        .collect();
+    let runs_json: Vec<Value> = runs.iter().map(DfsioRun::to_json).collect();
     let value = json!({"bench": "hdfs dfsio", "workload": {"files": workload.files, "file_bytes": workload.file_bytes,
         "block_bytes": workload.block_bytes, "maps": workload.maps, "rounds": workload.rounds}, "runs": runs_json});
     let path = json_path.unwrap_or_else(|| root.join("results").join("ohb-hdfs-dfsio.json"));

@@ -18,13 +18,17 @@
 //! exits non-zero too. Logs go to `build/ohb-hdfs-<test>-<config>.log`.
 //!
 //! `ohb hdfs meta` (`meta.rs`): Hadoop's own NNThroughputBenchmark against a NameNode served by each RPC engine.
+//! `ohb hdfs dfsio` (`dfsio.rs`): Hadoop's own TestDFSIO for these configurations. `ohb hdfs tiers` (`tiers.rs`,
+//! `tiers_pfs.rs`, `tiers_run.rs`, `tiers_skew.rs`, `tiers_dfsio.rs`): Triple-H's storage modes against vanilla HDFS's policies.
 
 pub mod cli;
 pub mod dfsio;
 pub mod meta;
 pub mod render;
 pub mod tiers;
+pub mod tiers_dfsio;
 pub mod tiers_pfs;
+pub mod tiers_run;
 pub mod tiers_skew;
 
 /// The configurations, in the order they run.

@@ -23,29 +23,23 @@
 //! every parallel file system replica went through it and was flushed ("until persisted" then also
 //! waits for the flushes).
 
-use super::tiers_pfs::{cache_binary, BbSizing, BurstBufferCache};
+use super::tiers_pfs::BbSizing;
+use super::tiers_run::{check_shm_room, finish, run_tiers_jvm};
 use crate::args::Args;
-use crate::child::{bench_jvm, find_repo_root, run_captured};
-use crate::output::{fail_if_points_failed, write_json};
+use crate::child::{bench_jvm, find_repo_root};
 use crate::table::{format_mb_s, format_ratio, Check};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The configurations, in the order they run; `hot` is the reference of every ratio.
 pub const CONFIGS: [&str; 7] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb"];
 
-/// One configuration's JVM run (cluster, files, checks): bounded, then killed.
-const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const RESULT_PREFIX: &str = "OHB_TIERS_RESULT ";
 const CHUNK_BYTES: usize = 1 << 20;
-/// The share of the RAM tier's free space one run may plan to use (all configurations' RAM replicas
-/// at once in the worst case: each JVM's directory is removed after it).
-const SHM_SHARE_MAX: f64 = 0.5;
-
-const USAGE: &str = "Usage: ohb hdfs tiers skew --help | ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
+const USAGE: &str = "Usage: ohb hdfs tiers skew --help | ohb hdfs tiers dfsio --help | ohb hdfs tiers [--quick] [--writers N] [--file-bytes N] [--block-bytes N] [--runs N] \
                      [--rounds N] [--raw-bytes N] [--sync-on-close] [--configs LIST] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The workload every configuration gets.
@@ -76,8 +70,14 @@ impl TiersWorkload {
     /// and the warm-up files, with a 64 KiB meta file each, within 60 % of it.
     pub fn ram_bytes_per_datanode(&self) -> u64 {
         let blocks = u64::from(self.runs + 1) * u64::from(self.writers) * self.file_bytes.div_ceil(self.block_bytes);
-        blocks * (self.block_bytes + (64 << 10)) * 10 / 6
+        ram_bytes_for_blocks(blocks, self.block_bytes)
     }
+}
+
+/// Each DataNode's RAM tier for `blocks` blocks (`TiersCluster.ramBytesPerDataNode`): every one of them with a
+/// 64 KiB meta file, within 60 % of it.
+pub fn ram_bytes_for_blocks(blocks: u64, block_bytes: u64) -> u64 {
+    blocks * (block_bytes + (64 << 10)) * 10 / 6
 }
 
 /// The parsed command line.
@@ -120,6 +120,17 @@ pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
                     for a RAM write), runs 1 to 20, rounds 1 to 10, raw bytes 1 MiB to 4 GiB"
             .into());
     }
+    Ok(TiersArgs {
+        workload: w,
+        configs: parse_configs(&args)?,
+        shm_dir: PathBuf::from(args.value("shm-dir").unwrap_or("/dev/shm")),
+        json: args.value("json").map(PathBuf::from),
+        sync_on_close: args.switch("sync-on-close"),
+    })
+}
+
+/// `--configs` (default: all of [`CONFIGS`]), which must include `hot`: the ratios are against it.
+pub(crate) fn parse_configs(args: &Args) -> Result<Vec<String>, String> {
     let configs: Vec<String> = match args.value("configs") {
         None => CONFIGS.iter().map(|c| c.to_string()).collect(),
         Some(list) => crate::args::parse_list(list, "--configs", |c| CONFIGS.contains(&c).then(|| c.to_string()))?,
@@ -127,13 +138,7 @@ pub fn parse_args(argv: &[String]) -> Result<TiersArgs, String> {
     if !configs.iter().any(|c| c == "hot") {
         return Err("--configs must include hot (the ratios are against it)".into());
     }
-    Ok(TiersArgs {
-        workload: w,
-        configs,
-        shm_dir: PathBuf::from(args.value("shm-dir").unwrap_or("/dev/shm")),
-        json: args.value("json").map(PathBuf::from),
-        sync_on_close: args.switch("sync-on-close"),
-    })
+    Ok(configs)
 }
 
 /// A filesystem's name from `statfs`'s `f_type` (the ones this machine and clusters use).
@@ -149,7 +154,7 @@ pub fn fs_type_name(magic: i64) -> String {
 }
 
 /// `statfs` of a path: (filesystem type, bytes available to us).
-fn statfs(path: &Path) -> Result<(i64, u64), String> {
+pub(crate) fn statfs(path: &Path) -> Result<(i64, u64), String> {
     let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: NUL in path", path.display()))?;
     let mut st: libc::statfs = unsafe {
         // SAFETY: statfs is plain old data; all-zero is a valid value, overwritten by the call below.
@@ -165,13 +170,13 @@ fn statfs(path: &Path) -> Result<(i64, u64), String> {
 }
 
 /// The run's directories: the RAM tier's under tmpfs, SSD's and DISK's on the disk; removed on drop.
-struct RunDirs {
-    ram: PathBuf,
-    disk: PathBuf,
+pub(crate) struct RunDirs {
+    pub(crate) ram: PathBuf,
+    pub(crate) disk: PathBuf,
 }
 
 impl RunDirs {
-    fn create(shm_dir: &Path, root: &Path) -> Result<RunDirs, String> {
+    pub(crate) fn create(shm_dir: &Path, root: &Path) -> Result<RunDirs, String> {
         let (magic, _) = statfs(shm_dir)?;
         if fs_type_name(magic) != "tmpfs" {
             return Err(format!("{} is {}, not tmpfs: the RAM_DISK tier needs a tmpfs directory (--shm-dir)", shm_dir.display(), fs_type_name(magic)));
@@ -276,52 +281,13 @@ pub fn parse_result(stdout: &str) -> Result<Value, String> {
 }
 
 fn run_jvm(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<Value, String> {
-    let result = run_config(root, a, config, dirs);
-    // This configuration's directories go at once (its burst buffer is stopped by now): the RAM tier's
-    // bytes are memory.
-    let _ = std::fs::remove_dir_all(dirs.ram.join(config));
-    let _ = std::fs::remove_dir_all(dirs.disk.join(config));
-    result
-}
-
-fn run_config(root: &Path, a: &TiersArgs, config: &str, dirs: &RunDirs) -> Result<Value, String> {
     let w = &a.workload;
     let mut cmd = bench_jvm(root, "ohb-hdfs", "2g")?;
     cmd.arg("io.slipstream.ohb.hdfs.TiersBench")
         .args(["--config", config, "--writers", &w.writers.to_string(), "--runs", &w.runs.to_string()])
         .args(["--file-bytes", &w.file_bytes.to_string(), "--block-bytes", &w.block_bytes.to_string()])
-        .arg("--ram-dir")
-        .arg(dirs.ram.join(config))
-        .arg("--disk-dir")
-        .arg(dirs.disk.join(config))
         .args(["--sync-on-close", &a.sync_on_close.to_string()]);
-    // Killed when dropped: at the end of this function, whatever the JVM did.
-    let mut cache = None;
-    if config == "hhh-l-bb" {
-        let log = root.join("build").join("ohb-hdfs-tiers-hhh-l-bb-cache.log");
-        let sizing = BbSizing::for_workload(w);
-        let started = BurstBufferCache::start(&cache_binary()?, &dirs.disk.join(config).join("bb-ssd"), &log, sizing)?;
-        cmd.args(["--bb-servers", &started.addr.to_string(), "--bb-max-pending-bytes", &sizing.max_pending_bytes.to_string()]);
-        cache = Some(started);
-    }
-    eprintln!("ohb hdfs tiers: running {config} ...");
-    let captured = run_captured("ohb-hdfs-tiers", cmd, RUN_TIMEOUT)?;
-    let log = root.join("build").join(format!("ohb-hdfs-tiers-{config}.log"));
-    // Hadoop's log4j writes to stdout, the bench's own failures go to stderr: the log keeps both.
-    std::fs::write(&log, format!("{}{}", captured.stdout, captured.stderr)).map_err(|e| format!("{}: {e}", log.display()))?;
-    let result = parse_result(&captured.stdout);
-    if !captured.status.success() {
-        let reasons: Vec<&str> = captured.stderr.lines().filter(|l| l.starts_with("ohb hdfs tiers")).collect();
-        return Err(format!("{config} failed ({}); log: {}\n{}", captured.status, log.display(), reasons.join("\n")));
-    }
-    let mut result = result.map_err(|e| format!("{e}; log: {}", log.display()))?;
-    if let Some(cache) = cache.as_mut() {
-        let fields = cache.report()?;
-        for (key, value) in fields.as_object().into_iter().flatten() {
-            result[key] = value.clone();
-        }
-    }
-    Ok(result)
+    run_tiers_jvm(root, "ohb-hdfs-tiers", config, dirs, cmd, BbSizing::for_workload(w))?.result(parse_result)
 }
 
 /// One tier directory's raw speed, for the table.
@@ -461,24 +427,7 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
         );
     }
     if let Some(bb) = results.iter().find(|r| r["config"] == "hhh-l-bb" && r["bb_replicas_buffered"].is_u64()) {
-        let n = |key: &str| bb[key].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "?".into());
-        out += &format!(
-            "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + {} MB SSD log), first round: {} replicas buffered, \
-             {} flushed ({} B), {} reads served from it, {} written straight through, {} lost; the cache: {} sets, \
-             {} evictions, {} spilled to its SSD log\n",
-            bb["bb_servers"].as_str().unwrap_or("?"),
-            n("bb_memory_mb"),
-            n("bb_ssd_mb"),
-            n("bb_replicas_buffered"),
-            n("bb_replicas_flushed"),
-            n("bb_bytes_flushed"),
-            n("bb_reads_from_buffer"),
-            n("bb_replicas_written_through"),
-            n("bb_replicas_lost"),
-            n("bb_cache_cmd_set"),
-            n("bb_cache_evictions"),
-            n("bb_cache_ssd_spills"),
-        );
+        out += &burst_buffer_line(bb, "first round");
     }
     for config in ["hot", "hhh-l", "hhh-l-bb"] {
         if let Some(b) = results.iter().find(|r| r["config"] == config).and_then(|r| r["local_bytes_per_block"].as_f64()) {
@@ -498,6 +447,28 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
     out
 }
 
+/// HHH-L-BB's burst buffer in one line: the cache, the DataNodes' counters of `when` (a round, say), the cache's own.
+pub fn burst_buffer_line(bb: &Value, when: &str) -> String {
+    let n = |key: &str| bb[key].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+    format!(
+        "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + {} MB SSD log), {when}: {} replicas buffered, \
+         {} flushed ({} B), {} reads served from it, {} written straight through, {} lost; the cache: {} sets, \
+         {} evictions, {} spilled to its SSD log\n",
+        bb["bb_servers"].as_str().unwrap_or("?"),
+        n("bb_memory_mb"),
+        n("bb_ssd_mb"),
+        n("bb_replicas_buffered"),
+        n("bb_replicas_flushed"),
+        n("bb_bytes_flushed"),
+        n("bb_reads_from_buffer"),
+        n("bb_replicas_written_through"),
+        n("bb_replicas_lost"),
+        n("bb_cache_cmd_set"),
+        n("bb_cache_evictions"),
+        n("bb_cache_ssd_spills"),
+    )
+}
+
 pub fn tiers_main(argv: &[String]) -> Result<(), String> {
     if matches!(argv.first().map(String::as_str), Some("--help" | "-h")) {
         print!("{USAGE}");
@@ -506,19 +477,14 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
     if argv.first().map(String::as_str) == Some("skew") {
         return super::tiers_skew::skew_main(&argv[1..]);
     }
+    if argv.first().map(String::as_str) == Some("dfsio") {
+        return super::tiers_dfsio::tiers_dfsio_main(&argv[1..]);
+    }
     let a = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
     let started = Instant::now();
     let dirs = RunDirs::create(&a.shm_dir, &root)?;
-    let (_, shm_free) = statfs(&a.shm_dir)?;
-    let ram_planned = 3 * a.workload.ram_bytes_per_datanode();
-    if ram_planned as f64 > shm_free as f64 * SHM_SHARE_MAX {
-        return Err(format!(
-            "the RAM tier would take up to {ram_planned} B of {}, which has {shm_free} B free (at most {:.0} % of it): fewer or smaller files",
-            a.shm_dir.display(),
-            SHM_SHARE_MAX * 100.0
-        ));
-    }
+    check_shm_room(&a.shm_dir, a.workload.ram_bytes_per_datanode())?;
     let mut raw = Vec::new();
     let mut tiers = vec![
         ("RAM_DISK", dirs.ram.join("raw"), dirs.ram.join("<config>/dnN")),
@@ -567,10 +533,7 @@ pub fn tiers_main(argv: &[String]) -> Result<(), String> {
         "raw": raw.iter().map(|t| json!({"tier": t.tier, "dir": t.dir, "fs": t.fs, "write_mb_s": t.write_mb_s, "read_mb_s": t.read_mb_s})).collect::<Vec<_>>(),
         "rounds": rounds, "runs": results, "targets": checks.iter().map(Check::to_json).collect::<Vec<_>>()});
     let path = a.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-tiers.json"));
-    write_json(&path, &value)?;
-    println!("results: {}", path.display());
-    println!("ohb hdfs tiers: {:.0} s in all", started.elapsed().as_secs_f64());
-    fail_if_points_failed("ohb hdfs tiers", &failures)
+    finish("ohb hdfs tiers", &path, &value, started, &failures)
 }
 
 #[cfg(test)]

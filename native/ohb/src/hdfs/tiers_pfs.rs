@@ -42,16 +42,22 @@ pub struct BbSizing {
 impl BbSizing {
     pub fn for_workload(w: &TiersWorkload) -> BbSizing {
         // TiersBench's files: one warm-up file per writer, then `runs` files per writer.
-        let files = u64::from(w.runs + 1) * u64::from(w.writers);
-        let full_blocks = w.file_bytes / w.block_bytes;
-        let tail = w.file_bytes % w.block_bytes;
-        let chunks_per_file = full_blocks * w.block_bytes.div_ceil(CHUNK_BYTES) + tail.div_ceil(CHUNK_BYTES);
-        let blocks = files * w.file_bytes.div_ceil(w.block_bytes);
+        BbSizing::for_files(u64::from(w.runs + 1) * u64::from(w.writers), w.file_bytes, w.block_bytes, 0)
+    }
+
+    /// For `files` files of `file_bytes` in `block_bytes` blocks, and `small_files` files of at most one chunk
+    /// (a job's own files beside the measured ones: each reserves a whole block while it is written).
+    pub fn for_files(files: u64, file_bytes: u64, block_bytes: u64, small_files: u64) -> BbSizing {
+        let full_blocks = file_bytes / block_bytes;
+        let tail = file_bytes % block_bytes;
+        let chunks_per_file = full_blocks * block_bytes.div_ceil(CHUNK_BYTES) + tail.div_ceil(CHUNK_BYTES);
+        let blocks = files * file_bytes.div_ceil(block_bytes) + small_files;
+        let chunks = files * chunks_per_file + small_files;
         // A quarter more for the index tables (paid out of -m) and the segments a deleted chunk leaves
         // behind until they are recycled, plus each shard's active segment (4 shards per CPU).
         let cpus = std::thread::available_parallelism().map_or(8, |n| n.get() as u64);
-        let memory_bytes = files * chunks_per_file * (SEGMENT_BYTES / 2) * 5 / 4 + (64 << 20) + 4 * cpus * SEGMENT_BYTES;
-        BbSizing { memory_mb: memory_bytes.div_ceil(1 << 20), max_pending_bytes: blocks * w.block_bytes }
+        let memory_bytes = chunks * (SEGMENT_BYTES / 2) * 5 / 4 + (64 << 20) + 4 * cpus * SEGMENT_BYTES;
+        BbSizing { memory_mb: memory_bytes.div_ceil(1 << 20), max_pending_bytes: blocks * block_bytes }
     }
 }
 
@@ -169,6 +175,10 @@ mod tests {
         assert_eq!(tail.max_pending_bytes, 2 * 2 * (4 << 20));
         // 2 files x (9 + 1) chunks = 10 segments (12.5 MiB with the quarter) against 144 (180 MiB).
         assert_eq!(s.memory_mb - tail.memory_mb, 180 - 13);
+        // Four small files more: four blocks pending at worst, four chunks (two segments, 2.5 MiB).
+        let small = BbSizing::for_files(8, 16 << 20, 4 << 20, 4);
+        assert_eq!(small.max_pending_bytes, s.max_pending_bytes + 4 * (4 << 20));
+        assert_eq!(small.memory_mb - s.memory_mb, 3, "2.5 MiB, rounded up: {small:?} {s:?}");
     }
 
     #[test]

@@ -72,7 +72,8 @@ pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
             }
         }
         "hbase pe" => hbase_charts(&mut run, v, &id),
-        "hdfs dfsio" => dfsio_charts(&mut run, v, &id),
+        "hdfs dfsio" => dfsio_charts(&mut run, v, &id, "hdfs dfsio", &crate::hdfs::dfsio::DFSIO_CONFIGS),
+        "hdfs tiers dfsio" => dfsio_charts(&mut run, v, &id, "hdfs tiers dfsio", &crate::hdfs::tiers::CONFIGS),
         "hdfs tiers" => hdfs_tiers_charts(&mut run, v, &id),
         "hdfs tiers skew" => hdfs_tiers_skew_chart(&mut run, v, &id),
         other => return Err(format!("{file}: not a result ohb report knows (bench '{other}')")),
@@ -364,12 +365,12 @@ fn hdfs_meta_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
     }
 }
 
-/// Hadoop's TestDFSIO: its "Throughput mb/sec" per configuration (the median of its rounds), one
-/// bar chart for write, one for read.
-fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
+/// Hadoop's TestDFSIO (`ohb hdfs dfsio`, `ohb hdfs tiers dfsio`: `bench`, with its `configs`): its
+/// "Throughput mb/sec" per configuration (the median of its rounds), one bar chart for write, one for read.
+fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String, bench: &str, configs: &[&str]) {
     let runs = v.get("runs").and_then(Value::as_array).cloned().unwrap_or_default();
     for test in crate::hdfs::dfsio::DFSIO_TESTS {
-        let values: Vec<(String, f64)> = crate::hdfs::dfsio::DFSIO_CONFIGS
+        let values: Vec<(String, f64)> = configs
             .iter()
             .filter_map(|config| {
                 let rounds: Vec<f64> = runs
@@ -381,8 +382,8 @@ fn dfsio_charts(run: &mut Run, v: &Value, id: &dyn Fn(&str) -> String) {
             })
             .collect();
         if !values.is_empty() {
-            let title = format!("hdfs dfsio: TestDFSIO {test} throughput");
-            run.charts.push(bars(id(&format!("hdfs dfsio {test}")), title, "configuration", "MB/s", values));
+            let title = format!("{bench}: TestDFSIO {test} throughput");
+            run.charts.push(bars(id(&format!("{bench} {test}")), title, "configuration", "MB/s", values));
         }
     }
 }
@@ -488,6 +489,21 @@ mod tests {
         let ChartKind::Bars { bars } = &run.charts[0].kind else { panic!("bars") };
         assert_eq!(bars, &vec![("vanilla".to_string(), 21.0), ("plugin".to_string(), 31.0)], "one bar per configuration, its median");
         assert!(run.charts[1].id.contains("read"), "{}", run.charts[1].id);
+    }
+
+    /// The shape `hdfs/tiers_dfsio.rs` writes: `dfsio.rs`'s runs, with the tiers configurations.
+    #[test]
+    fn hdfs_tiers_dfsio_gives_write_and_read_bars_per_storage_configuration() {
+        let run_json = |config: &str, mb_s: f64| {
+            json!({"config": config, "round": 0, "testdfsio": [{"test": "write", "throughput_mb_s": mb_s}, {"test": "read", "throughput_mb_s": mb_s * 2.0}],
+                   "counters": {"replicas_ram_disk": 8}})
+        };
+        let v = json!({"bench": "hdfs tiers dfsio", "runs": [run_json("hhh", 30.0), run_json("hot", 20.0), run_json("hhh-l-bb", 10.0)]});
+        let run = run_of("ohb-hdfs-tiers-dfsio.json", &v).unwrap();
+        assert_eq!(run.charts.len(), 2);
+        let ChartKind::Bars { bars } = &run.charts[1].kind else { panic!("bars") };
+        assert_eq!(bars, &vec![("hot".to_string(), 40.0), ("hhh".to_string(), 60.0), ("hhh-l-bb".to_string(), 20.0)], "in the tiers' order");
+        assert!(run.charts[0].title.starts_with("hdfs tiers dfsio: TestDFSIO write"), "{}", run.charts[0].title);
     }
 
     /// The shape `hdfs/tiers.rs` writes: one result per configuration under "runs", the targets.

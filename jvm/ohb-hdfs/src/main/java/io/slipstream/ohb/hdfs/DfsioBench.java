@@ -52,15 +52,8 @@ public final class DfsioBench {
         o.put("block-bytes", String.valueOf(128 << 20));
         o.put("maps", "2");
         o.put("work", "build/ohb-hdfs");
-        for (int i = 0; i < args.length; i++) {
-            String key = args[i].replaceFirst("^--", "");
-            if (!o.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: DfsioBench --config vanilla|plugin|plugin-tcp [--files N] [--file-bytes N] [--block-bytes N]"
-                        + " [--maps N] [--work DIR]");
-                System.exit(2);
-            }
-            o.put(key, args[++i]);
-        }
+        HdfsBench.parseOptions(args, o, "usage: DfsioBench --config vanilla|plugin|plugin-tcp [--files N] [--file-bytes N] [--block-bytes N]"
+                + " [--maps N] [--work DIR]");
         String config = o.get("config");
         int files = Integer.parseInt(o.get("files"));
         long fileBytes = Long.parseLong(o.get("file-bytes"));
@@ -88,10 +81,7 @@ public final class DfsioBench {
                 long clientReadBefore = SlipstreamHdfsCounters.bytesRead();
                 long dataNodeReceivedBefore = SlipstreamHdfsCounters.dataNodeBytesReceived();
                 long dataNodeServedBefore = SlipstreamHdfsCounters.dataNodeBytesServed();
-                List<String> argv = new ArrayList<>(generic);
-                argv.addAll(List.of("-" + phase, "-nrFiles", String.valueOf(files), "-size", fileBytes + "B", "-resFile", resFile.toString()));
-                System.err.println("ohb hdfs dfsio: TestDFSIO " + String.join(" ", argv));
-                int rc = ToolRunner.run(new TestDFSIO(), argv.toArray(new String[0]));
+                int rc = runTestDfsio(generic, phase, files, fileBytes, resFile, "ohb hdfs dfsio");
                 long client = phase.equals("write") ? SlipstreamHdfsCounters.bytesWritten() - clientWrittenBefore
                         : SlipstreamHdfsCounters.bytesRead() - clientReadBefore;
                 long dataNode = phase.equals("write") ? SlipstreamHdfsCounters.dataNodeBytesReceived() - dataNodeReceivedBefore
@@ -111,9 +101,7 @@ public final class DfsioBench {
         } finally {
             cluster.shutdown();
         }
-        if (Files.exists(resFile)) {
-            System.out.print(Files.readString(resFile, StandardCharsets.UTF_8));
-        }
+        printResults(resFile);
         // The replicas written (three per byte) go now, before the next configuration's JVM
         // starts: deleted files' dirty pages are dropped, not written back during its run.
         HdfsBench.deleteTree(work.resolve("cluster"));
@@ -130,6 +118,26 @@ public final class DfsioBench {
             System.err.println("ohb hdfs dfsio: " + failure);
         }
         System.exit(failure.isEmpty() ? 0 : 1);
+    }
+
+    /**
+     * TestDFSIO's {@code -<phase>} ({@code write} or {@code read}) of {@code files} files of {@code fileBytes} with the
+     * generic options given, through {@code ToolRunner.run(new TestDFSIO(), args)} (its main would end this JVM); its
+     * result block is appended to {@code resFile}. The command line goes to stderr after {@code label}. Returns
+     * TestDFSIO's exit code.
+     */
+    static int runTestDfsio(List<String> generic, String phase, int files, long fileBytes, Path resFile, String label) throws Exception {
+        List<String> argv = new ArrayList<>(generic);
+        argv.addAll(List.of("-" + phase, "-nrFiles", String.valueOf(files), "-size", fileBytes + "B", "-resFile", resFile.toString()));
+        System.err.println(label + ": TestDFSIO " + String.join(" ", argv));
+        return ToolRunner.run(new TestDFSIO(), argv.toArray(new String[0]));
+    }
+
+    /** TestDFSIO's result file on stdout (its {@code ----- TestDFSIO ----- :} blocks, which {@code ohb} parses), if written. */
+    static void printResults(Path resFile) throws java.io.IOException {
+        if (Files.exists(resFile)) {
+            System.out.print(Files.readString(resFile, StandardCharsets.UTF_8));
+        }
     }
 
     /**

@@ -65,15 +65,8 @@ public final class HdfsBench {
         o.put("iterations", "20");
         o.put("buffer-bytes", String.valueOf(128 << 10));
         o.put("work", "build/ohb-hdfs");
-        for (int i = 0; i < args.length; i++) {
-            String key = args[i].replaceFirst("^--", "");
-            if (!o.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: HdfsBench --test swl|srl|rrl|swt|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
-                        + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]");
-                System.exit(2);
-            }
-            o.put(key, args[++i]);
-        }
+        parseOptions(args, o, "usage: HdfsBench --test swl|srl|rrl|swt|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
+                + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]");
         String test = o.get("test");
         String config = o.get("config");
         long fileBytes = Long.parseLong(o.get("file-bytes"));
@@ -354,6 +347,21 @@ public final class HdfsBench {
             }
         }
         return (long) offsets.size() * readBytes;
+    }
+
+    /**
+     * {@code --key value} pairs into {@code options}, whose entries are the keys known and their defaults; an unknown
+     * key or one without a value prints {@code usage} and exits 2.
+     */
+    static void parseOptions(String[] args, Map<String, String> options, String usage) {
+        for (int i = 0; i < args.length; i++) {
+            String key = args[i].replaceFirst("^--", "");
+            if (!options.containsKey(key) || i + 1 >= args.length) {
+                System.err.println(usage);
+                System.exit(2);
+            }
+            options.put(key, args[++i]);
+        }
     }
 
     static void deleteTree(Path dir) throws IOException {

@@ -62,14 +62,7 @@ public final class TiersSkewBench {
         o.put("windows", "10");
         o.put("read-interval-ms", "20");
         o.put("disk-dir", "build/ohb-hdfs-tiers-skew");
-        for (int i = 0; i < args.length; i++) {
-            String key = args[i].replaceFirst("^--", "");
-            if (!o.containsKey(key) || i + 1 >= args.length) {
-                System.err.println("usage: TiersSkewBench [--files N] [--reads N] [--zipf S] [--ssd-share X] [--windows N] [--read-interval-ms N] [--disk-dir DIR]");
-                System.exit(2);
-            }
-            o.put(key, args[++i]);
-        }
+        HdfsBench.parseOptions(args, o, "usage: TiersSkewBench [--files N] [--reads N] [--zipf S] [--ssd-share X] [--windows N] [--read-interval-ms N] [--disk-dir DIR]");
         int files = Integer.parseInt(o.get("files"));
         int reads = Integer.parseInt(o.get("reads"));
         double zipf = Double.parseDouble(o.get("zipf"));
