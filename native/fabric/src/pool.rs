@@ -14,8 +14,9 @@
 //! Everything is unmapped when the pool itself goes away, after every `Buffer` is back; the JVM
 //! bridge keeps the pool alive until every view is garbage.
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
@@ -62,15 +63,71 @@ impl Drop for ViewPin {
     }
 }
 
+/// One size class's free buffers, behind a spin lock. It is held for a push or a pop (the scan
+/// of a reclaim at the cap at most), so a waiter spins, and yields its CPU after a while (a holder
+/// preempted on a busy machine). Unlocking is a plain release store, where a `Mutex`'s unlock is
+/// an atomic exchange (it must look for sleepers to wake): a buffer's allocation and its return
+/// paid one each, on the path of every message (docs/fabric.md, "The cost of a spin round").
+#[derive(Default)]
+struct FreeList {
+    locked: AtomicBool,
+    raws: UnsafeCell<Vec<Raw>>,
+}
+
+// SAFETY: `raws` is reached only through a `FreeListGuard`, of which at most one exists at a time
+// (`lock`: the acquiring compare-exchange, released by the guard's drop), and `Raw` is Send.
+unsafe impl Sync for FreeList {}
+
+struct FreeListGuard<'a> {
+    list: &'a FreeList,
+}
+
+impl FreeList {
+    fn lock(&self) -> FreeListGuard<'_> {
+        let mut spins = 0u32;
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            // Wait for it to look free with plain loads (no atomic writes while it is held).
+            while self.locked.load(Ordering::Relaxed) {
+                spins = spins.saturating_add(1);
+                if spins < 100 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        FreeListGuard { list: self }
+    }
+}
+
+impl Drop for FreeListGuard<'_> {
+    fn drop(&mut self) {
+        self.list.locked.store(false, Ordering::Release);
+    }
+}
+
+impl std::ops::Deref for FreeListGuard<'_> {
+    type Target = Vec<Raw>;
+    fn deref(&self) -> &Vec<Raw> {
+        // SAFETY: this guard holds the list's lock (see the Sync impl): no other reference exists.
+        unsafe { &*self.list.raws.get() }
+    }
+}
+
+impl std::ops::DerefMut for FreeListGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<Raw> {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference through the guard.
+        unsafe { &mut *self.list.raws.get() }
+    }
+}
+
 pub(crate) struct PoolInner {
     context: Arc<Context>,
-    classes: Vec<Mutex<Vec<Raw>>>,
+    classes: Vec<FreeList>,
     cap_bytes: usize,
     mapped_bytes: AtomicUsize,
     /// The most `mapped_bytes` has been: what the pool added to the process's memory at its worst.
     mapped_bytes_peak: AtomicUsize,
-    in_use_bytes: AtomicUsize,
-    allocations: AtomicU64,
     maps: AtomicU64,
     /// Signalled when a buffer comes back while allocations wait at the cap (`waiters` > 0; the
     /// count keeps the common case free of the futex system call a notify costs).
@@ -147,12 +204,10 @@ impl Pool {
         Pool {
             inner: Arc::new(PoolInner {
                 context,
-                classes: (0..classes).map(|_| Mutex::new(Vec::new())).collect(),
+                classes: (0..classes).map(|_| FreeList::default()).collect(),
                 cap_bytes,
                 mapped_bytes: AtomicUsize::new(0),
                 mapped_bytes_peak: AtomicUsize::new(0),
-                in_use_bytes: AtomicUsize::new(0),
-                allocations: AtomicU64::new(0),
                 maps: AtomicU64::new(0),
                 returned: (Mutex::new(()), Condvar::new()),
                 waiters: AtomicUsize::new(0),
@@ -170,7 +225,7 @@ impl Pool {
             return Err(Error::TooLarge { len, max: class_capacity(inner.classes.len() - 1) });
         }
         loop {
-            if let Some(raw) = inner.classes[class].lock().unwrap().pop() {
+            if let Some(raw) = inner.classes[class].lock().pop() {
                 return Ok(self.hand_out(raw, len));
             }
             let capacity = class_capacity(class);
@@ -204,8 +259,6 @@ impl Pool {
 
     fn hand_out(&self, raw: Raw, len: usize) -> Buffer {
         debug_assert!(len <= raw.capacity);
-        self.inner.in_use_bytes.fetch_add(raw.capacity, Ordering::Relaxed);
-        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
         Buffer { pool: self.inner.clone(), raw: Some(raw), len }
     }
 
@@ -262,7 +315,7 @@ impl Pool {
                     return true;
                 }
                 let raw = {
-                    let mut free = inner.classes[class].lock().unwrap();
+                    let mut free = inner.classes[class].lock();
                     // Acquire: pairs with the Release of `ViewPin::drop`, so the view's last
                     // accesses happen before the unmap. A free buffer cannot gain a pin (pins are
                     // taken through a `Buffer`), so 0 here stays 0. A pinned one can be given up
@@ -292,8 +345,15 @@ impl Pool {
         self.inner.mapped_bytes_peak.load(Ordering::Relaxed)
     }
 
+    /// The bytes of buffers handed out: mapped, less what waits on the free lists. Counted here,
+    /// when asked, rather than on every allocation and return (an atomic instruction each, on the
+    /// path of every message). A snapshot: while other threads allocate, return, map or unmap,
+    /// it may be off by their buffers.
     pub(crate) fn in_use_bytes(&self) -> usize {
-        self.inner.in_use_bytes.load(Ordering::Relaxed)
+        let inner = &self.inner;
+        let mapped = inner.mapped_bytes.load(Ordering::SeqCst);
+        let free: usize = inner.classes.iter().enumerate().map(|(class, free)| free.lock().len() * class_capacity(class)).sum();
+        mapped.saturating_sub(free)
     }
 
     pub(crate) fn cap_bytes(&self) -> usize {
@@ -341,7 +401,7 @@ impl PoolInner {
 impl Drop for PoolInner {
     fn drop(&mut self) {
         for class in &self.classes {
-            for raw in class.lock().unwrap().drain(..) {
+            for raw in class.lock().drain(..) {
                 self.context.unmap(raw.memh);
                 deallocate(raw.address, raw.capacity);
             }
@@ -430,9 +490,8 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
             let pool = &self.pool;
-            pool.in_use_bytes.fetch_sub(raw.capacity, Ordering::Relaxed);
             let class = class_of(raw.capacity);
-            pool.classes[class].lock().unwrap().push(raw);
+            pool.classes[class].lock().push(raw);
             if pool.waiters.load(Ordering::SeqCst) > 0 {
                 let _guard = pool.returned.0.lock().unwrap();
                 pool.returned.1.notify_all();
@@ -569,6 +628,28 @@ mod tests {
         let small: Vec<Buffer> = (0..(SMALL_RESERVE_BYTES / SMALL_BUFFER_MAX_BYTES)).map(|_| pool.alloc(100, None).unwrap()).collect();
         assert!(pool.mapped_bytes() <= (2 << 20) + SMALL_RESERVE_BYTES);
         drop(small);
+    }
+
+    #[test]
+    fn threads_allocating_and_returning_at_once_share_the_free_lists() {
+        let pool = pool(4 << 20);
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000usize {
+                        let mut buffer = pool.alloc(100 + (i % 3) * 300, None).unwrap();
+                        buffer.as_mut_slice()[0] = t as u8;
+                        assert_eq!(buffer.as_slice()[0], t as u8, "no two holders of one buffer");
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(pool.in_use_bytes(), 0, "every buffer came back");
+        assert!(pool.mapped_bytes() <= 4 * (256 + 512 + 1024), "buffers were reused: {} bytes mapped", pool.mapped_bytes());
     }
 
     #[test]

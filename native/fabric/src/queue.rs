@@ -1,11 +1,21 @@
 //! A bounded MPMC queue: the edges between SEDA stages. Blocking pushes are how a slow stage
 //! pushes back on the one before it; `try_push` is for the progress thread, which must never block.
+//!
+//! The length is also kept in an atomic, written only under the mutex: the progress rounds ask
+//! `len`, `is_full` and `try_pop` of an empty queue on every spin, and those answer from the
+//! atomic without taking the lock (a lock and an unlock per question were a tenth of a spinning
+//! thread's samples: docs/fabric.md, "The cost of a spin round").
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(crate) struct BoundedQueue<T> {
     items: Mutex<VecDeque<T>>,
+    /// `items.len()`, stored under `items`' lock after every change (SeqCst: a pusher that then
+    /// looks whether the progress thread sleeps, and a progress thread that declared its sleep
+    /// and then looks here, cannot both miss each other).
+    count: AtomicUsize,
     not_empty: Condvar,
     not_full: Condvar,
     capacity: usize,
@@ -18,6 +28,7 @@ impl<T> BoundedQueue<T> {
         assert!(capacity > 0);
         BoundedQueue {
             items: Mutex::new(VecDeque::with_capacity(capacity)),
+            count: AtomicUsize::new(0),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
             capacity,
@@ -29,8 +40,18 @@ impl<T> BoundedQueue<T> {
         self.capacity
     }
 
+    /// The number of items, read without the lock (a snapshot, as any length of a shared queue).
     pub(crate) fn len(&self) -> usize {
-        self.items.lock().unwrap().len()
+        self.count.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Publishes the length of `items` (the caller holds their lock).
+    fn publish(&self, items: &MutexGuard<'_, VecDeque<T>>) {
+        self.count.store(items.len(), Ordering::SeqCst);
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -44,6 +65,7 @@ impl<T> BoundedQueue<T> {
             return Err(item);
         }
         items.push_back(item);
+        self.publish(&items);
         drop(items);
         self.not_empty.notify_one();
         Ok(())
@@ -60,13 +82,21 @@ impl<T> BoundedQueue<T> {
             items = self.not_full.wait_timeout(items, deadline - now).unwrap().0;
         }
         items.push_back(item);
+        self.publish(&items);
         drop(items);
         self.not_empty.notify_one();
         Ok(())
     }
 
+    /// The next item, if any; an empty queue answers without taking the lock.
     pub(crate) fn try_pop(&self) -> Option<T> {
-        let item = self.items.lock().unwrap().pop_front();
+        if self.is_empty() {
+            return None;
+        }
+        let mut items = self.items.lock().unwrap();
+        let item = items.pop_front();
+        self.publish(&items);
+        drop(items);
         if item.is_some() {
             self.not_full.notify_one();
         }
@@ -82,6 +112,7 @@ impl<T> BoundedQueue<T> {
                 return None;
             }
             if let Some(item) = items.pop_front() {
+                self.publish(&items);
                 drop(items);
                 self.not_full.notify_one();
                 return Some(item);
@@ -96,6 +127,9 @@ impl<T> BoundedQueue<T> {
 
     /// Waits until the queue has room or `timeout` passes.
     pub(crate) fn wait_not_full(&self, timeout: Duration) {
+        if !self.is_full() {
+            return;
+        }
         let items = self.items.lock().unwrap();
         if items.len() >= self.capacity {
             let _ = self.not_full.wait_timeout(items, timeout).unwrap();
@@ -111,7 +145,10 @@ impl<T> BoundedQueue<T> {
     }
 
     pub(crate) fn drain(&self) -> Vec<T> {
-        self.items.lock().unwrap().drain(..).collect()
+        let mut items = self.items.lock().unwrap();
+        let drained = items.drain(..).collect();
+        self.publish(&items);
+        drained
     }
 }
 
@@ -130,6 +167,24 @@ mod tests {
         assert_eq!(queue.try_pop(), Some(1));
         assert!(queue.try_push(3).is_ok());
         assert_eq!(queue.drain(), vec![2, 3]);
+    }
+
+    #[test]
+    fn the_length_read_without_the_lock_follows_every_change() {
+        let queue = BoundedQueue::new(3);
+        assert!(queue.is_empty() && queue.try_pop().is_none());
+        queue.try_push(1).unwrap();
+        queue.push_until(2, Instant::now()).unwrap();
+        assert_eq!(queue.len(), 2);
+        assert!(!queue.is_full());
+        queue.try_push(3).unwrap();
+        assert!(queue.is_full());
+        assert_eq!(queue.try_pop(), Some(1));
+        assert_eq!(queue.pop_timeout(Duration::from_millis(1)), Some(2));
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue.drain(), vec![3]);
+        assert!(queue.is_empty() && queue.try_pop().is_none());
+        queue.wait_not_full(Duration::from_secs(10)); // room: returns at once
     }
 
     #[test]

@@ -128,7 +128,9 @@ pub struct Stats {
 
 #[derive(Default)]
 struct Counters {
+    /// Written under the runtime's lock only (`count_under_lock`).
     requests_sent: AtomicU64,
+    /// Written under the runtime's lock only (`count_under_lock`).
     responses_received: AtomicU64,
     requests_served: AtomicU64,
     requests_shed: AtomicU64,
@@ -143,11 +145,20 @@ struct Counters {
     handshakes_retried: AtomicU64,
 }
 
+/// Adds one to a counter that only the holder of the runtime's lock writes: a load and a store
+/// instead of an atomic read-modify-write, on the path of every message. Readers (`stats`) see
+/// whole values.
+fn count_under_lock(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
 /// Everything of the node that only the holder of its runtime's lock may touch.
 struct NodeState {
     listener: u::ucp_listener_h,
     conns: IdMap<u64, Conn>,
-    by_peer: HashMap<SocketAddr, u64>,
+    /// Keyed by addresses this node's own callers connect to (not network input): the cheap hash
+    /// of `IdMap`, looked up by every request.
+    by_peer: IdMap<SocketAddr, u64>,
     next_conn_id: u64,
     next_request_id: u64,
     pending: PendingTable,
@@ -205,7 +216,10 @@ pub(crate) struct NodeInner {
     /// Responses posted by code running under the lock (Inline handlers, requests refused at
     /// intake), sent by the next progress round. Outside `NodeState` so that posting one never
     /// borrows the state: the poster may run while a caller up the stack holds that borrow.
-    responses_under_lock: Mutex<VecDeque<Outgoing>>,
+    /// Touched only by the thread holding the runtime's lock, in borrows that end within one
+    /// method below (`queue_response_under_lock` and the next ones), so it needs no lock of its
+    /// own: the mutex it had cost every progress round a lock and an unlock to find it empty.
+    responses_under_lock: UnsafeCell<VecDeque<Outgoing>>,
     handler: Option<Arc<dyn Handler>>,
     /// One handler thread at a time spins in `next_request`.
     puller_spinning: AtomicBool,
@@ -278,7 +292,7 @@ impl Node {
             state: UnsafeCell::new(NodeState {
                 listener: ptr::null_mut(),
                 conns: IdMap::default(),
-                by_peer: HashMap::new(),
+                by_peer: IdMap::default(),
                 next_conn_id: 1,
                 next_request_id: 1,
                 pending: PendingTable::new(config.max_requests_in_flight),
@@ -307,7 +321,7 @@ impl Node {
             respond: BoundedQueue::new(depth),
             callbacks_ready: Mutex::new(VecDeque::new()),
             callbacks_queued: AtomicUsize::new(0),
-            responses_under_lock: Mutex::new(VecDeque::new()),
+            responses_under_lock: UnsafeCell::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -379,7 +393,7 @@ impl Node {
     /// A registered buffer of `len` bytes; at the pool's cap, waits up to `request_timeout`.
     pub fn alloc(&self, len: usize) -> Result<Buffer> {
         self.inner.check_len(len)?;
-        self.inner.pool.alloc(len, Some(Instant::now() + self.inner.config.request_timeout))
+        self.inner.alloc_buffer(len, true)
     }
 
     /// Like `alloc`, but fails at once at the cap.
@@ -587,13 +601,19 @@ impl NodeInner {
         Ok(())
     }
 
-    /// Inside the progress context nothing may block; elsewhere waits are bounded by the request timeout.
-    fn alloc_deadline(&self) -> Option<Instant> {
-        if self.in_progress_here() {
-            None
-        } else {
-            Some(Instant::now() + self.config.request_timeout)
+    /// A buffer of `len` bytes from the pool. At the cap it waits, bounded by the request timeout,
+    /// when `may_wait` (never inside the progress context: `alloc_may_wait`). The clock is read
+    /// for that deadline only once the pool is found at its cap, not on every allocation.
+    fn alloc_buffer(&self, len: usize, may_wait: bool) -> Result<Buffer> {
+        match self.pool.alloc(len, None) {
+            Err(Error::PoolExhausted { .. }) if may_wait => self.pool.alloc(len, Some(Instant::now() + self.config.request_timeout)),
+            other => other,
         }
+    }
+
+    /// Inside the progress context nothing may block; elsewhere waits are bounded by the request timeout.
+    fn alloc_may_wait(&self) -> bool {
+        !self.in_progress_here()
     }
 
     fn wake(&self) {
@@ -613,7 +633,32 @@ impl NodeInner {
             request.discard();
         }
         state.outbox.clear();
-        self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        // SAFETY: the caller holds the runtime's lock (it has `state`); the borrow ends here.
+        unsafe { &mut *self.responses_under_lock.get() }.clear();
+    }
+
+    /// Queues a response posted under the runtime's lock (`post_response`) for the next round.
+    /// Caller holds the runtime's lock.
+    fn queue_response_under_lock(&self, outgoing: Outgoing) {
+        debug_assert!(self.in_progress_here());
+        // SAFETY: only the holder of the runtime's lock (this thread) touches the queue, and no
+        // borrow of it is live up the stack (each method here ends its own); this one ends here.
+        unsafe { &mut *self.responses_under_lock.get() }.push_back(outgoing);
+    }
+
+    /// Moves the responses queued under the runtime's lock to `outbox`. Caller holds that lock.
+    fn take_responses_under_lock(&self, outbox: &mut VecDeque<Outgoing>) {
+        // SAFETY: as in `queue_response_under_lock`.
+        let queued = unsafe { &mut *self.responses_under_lock.get() };
+        if !queued.is_empty() {
+            outbox.append(queued);
+        }
+    }
+
+    /// Whether responses queued under the runtime's lock wait for a round. Caller holds that lock.
+    fn has_responses_under_lock(&self) -> bool {
+        // SAFETY: as in `queue_response_under_lock`.
+        !unsafe { &*self.responses_under_lock.get() }.is_empty()
     }
 
     fn close(&self) {

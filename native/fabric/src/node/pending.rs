@@ -1,10 +1,11 @@
 //! Requests in flight: the bounded pending table, the completion slots callers wait on, the
 //! `Endpoint` that submits requests and the `Pending` handle that waits for their responses.
+use std::cell::{Cell, UnsafeCell};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::clock::coarse_ms;
 use crate::error::{Error, Result};
@@ -15,6 +16,12 @@ use super::id_map::IdMap;
 use super::progress::{SPINNING_WAITERS_MAX, WAITER_SPIN};
 use super::send::Payload;
 use super::{Node, NodeInner, NodeState};
+
+thread_local! {
+    /// One reset slot per thread, for its next request: a thread that waits for one request at a
+    /// time takes and returns its slot without the node's lock (`take_slot`, `return_slot`).
+    static SPARE_SLOT: Cell<Option<Arc<Slot>>> = const { Cell::new(None) };
+}
 
 pub(super) enum Waiter {
     Slot(Arc<Slot>),
@@ -96,21 +103,37 @@ impl PendingTable {
 }
 
 /// The completion of one request: written by the progress context, read by the waiting caller.
-/// Slots are pooled, so a request costs no allocation once the node is warm.
+/// Slots are pooled (`take_slot`), so a request costs no allocation once the node is warm.
+///
+/// The result needs no lock: `complete` writes it once, before it sets `done`, and it is read
+/// (`take_result`) only after `done` was seen set, or with the slot held alone (`reset`). A lock
+/// and an unlock on each side were two of the atomic instructions that made most of the fabric's
+/// cost of a small round trip (docs/fabric.md, "The cost of a spin round").
 pub(super) struct Slot {
     pub(super) done: AtomicBool,
     parked: AtomicBool,
-    result: Mutex<Option<Result<Response>>>,
+    result: UnsafeCell<Option<Result<Response>>>,
     waiter: Mutex<Option<Thread>>,
 }
 
+// SAFETY: `result` is the one field that is not Sync: it is written by `complete` only, once per
+// use of the slot (a request's entry leaves the pending table once, under the runtime's lock,
+// and is completed then), before `done` is set (SeqCst, a release); it is read by `take_result`
+// only after `done` was seen set (SeqCst, an acquire), and by `reset` through `&mut`. So no two
+// threads ever access it at once. The result itself is Send.
+unsafe impl Sync for Slot {}
+
 impl Slot {
     pub(super) fn new() -> Slot {
-        Slot { done: AtomicBool::new(false), parked: AtomicBool::new(false), result: Mutex::new(None), waiter: Mutex::new(None) }
+        Slot { done: AtomicBool::new(false), parked: AtomicBool::new(false), result: UnsafeCell::new(None), waiter: Mutex::new(None) }
     }
 
+    /// Completes the slot. Once per use: by whoever removed the request's entry from the table.
     pub(super) fn complete(&self, result: Result<Response>) {
-        *self.result.lock().unwrap() = Some(result);
+        debug_assert!(!self.done.load(Ordering::Relaxed), "a slot is completed once");
+        // SAFETY: nobody reads `result` before `done` is set below, and this is its only writer
+        // (see the Sync impl).
+        unsafe { *self.result.get() = Some(result) };
         self.done.store(true, Ordering::SeqCst);
         if self.parked.load(Ordering::SeqCst) {
             if let Some(thread) = self.waiter.lock().unwrap().take() {
@@ -125,15 +148,23 @@ impl Slot {
         self.parked.store(true, Ordering::SeqCst);
     }
 
+    /// The result, once `complete` has run (`None` before). Called by the slot's one waiter.
     fn take_result(&self) -> Option<Result<Response>> {
-        self.result.lock().unwrap().take()
+        if !self.done.load(Ordering::SeqCst) {
+            return None;
+        }
+        // SAFETY: `done` is set, so `complete` wrote the result and will not touch it again; only
+        // the waiter (this caller, the slot's one `Pending`) reads it.
+        unsafe { (*self.result.get()).take() }
     }
 
-    fn reset(&self) {
-        self.done.store(false, Ordering::SeqCst);
-        self.parked.store(false, Ordering::SeqCst);
-        *self.result.lock().unwrap() = None;
-        *self.waiter.lock().unwrap() = None;
+    /// Makes the slot new again; `&mut`: nobody else holds it (`return_slot`), so this is plain
+    /// stores, no lock and no atomic instruction.
+    fn reset(&mut self) {
+        *self.done.get_mut() = false;
+        *self.parked.get_mut() = false;
+        *self.result.get_mut() = None;
+        *self.waiter.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
@@ -243,10 +274,7 @@ impl Endpoint {
     fn copy_in(&self, payload: &[u8]) -> Result<Buffer> {
         let inner = &self.node.inner;
         inner.check_len(payload.len())?;
-        let mut buffer = match inner.pool.alloc(payload.len(), None) {
-            Err(Error::PoolExhausted { .. }) => inner.pool.alloc(payload.len(), Some(Instant::now() + inner.config.request_timeout))?,
-            other => other?,
-        };
+        let mut buffer = inner.alloc_buffer(payload.len(), true)?;
         buffer.as_mut_slice().copy_from_slice(payload);
         Ok(buffer)
     }
@@ -274,9 +302,8 @@ impl Pending {
 
     fn wait_until(mut self, deadline_ms: u64) -> Result<Response> {
         let slot = self.slot.take().expect("pending without slot");
-        let inner = self.node.clone();
-        let result = inner.wait_slot(&slot, self.request_id, deadline_ms);
-        inner.return_slot(slot);
+        let result = self.node.wait_slot(&slot, self.request_id, deadline_ms);
+        self.node.return_slot(slot);
         result
     }
 }
@@ -298,24 +325,47 @@ impl Drop for Pending {
 }
 
 impl NodeInner {
+    /// A slot for a request: this thread's spare if it has one (no lock), else the node's free
+    /// list, else a new one.
     pub(super) fn take_slot(&self) -> Arc<Slot> {
+        if let Some(slot) = SPARE_SLOT.try_with(Cell::take).ok().flatten() {
+            return slot;
+        }
         self.free_slots.lock().unwrap().pop().unwrap_or_else(|| Arc::new(Slot::new()))
     }
 
-    pub(super) fn return_slot(&self, slot: Arc<Slot>) {
-        if Arc::strong_count(&slot) == 1 {
-            slot.reset();
-            let mut free = self.free_slots.lock().unwrap();
-            if free.len() < self.config.max_requests_in_flight {
-                free.push(slot);
+    /// Takes a slot back for reuse once nobody else holds it: as this thread's spare, or on the
+    /// node's free list (bounded by `max_requests_in_flight`).
+    pub(super) fn return_slot(&self, mut slot: Arc<Slot>) {
+        let Some(unique) = Arc::get_mut(&mut slot) else { return };
+        unique.reset();
+        // A slot knows no node: the spare serves whichever node this thread asks next.
+        let slot = match SPARE_SLOT.try_with(|spare| match spare.take() {
+            None => {
+                spare.set(Some(slot));
+                None
             }
+            Some(other) => {
+                spare.set(Some(other));
+                Some(slot)
+            }
+        }) {
+            Ok(None) => return,
+            Ok(Some(slot)) => slot,
+            Err(_) => return, // the thread is ending: let the slot go
+        };
+        let mut free = self.free_slots.lock().unwrap();
+        if free.len() < self.config.max_requests_in_flight {
+            free.push(slot);
         }
     }
 
     /// Registers a request and posts its sends. Waits (bounded) while too many are in flight.
     pub(super) fn submit(&self, peer: SocketAddr, op: u16, payload: Payload, waiter: Waiter) -> Result<(u64, u64)> {
         self.check_len(payload.bytes().0.len())?;
-        let deadline_ms = coarse_ms() + self.config.request_timeout.as_millis() as u64;
+        // One clock read per attempt, for the deadline and the connection's last use.
+        let mut now_ms = coarse_ms();
+        let deadline_ms = now_ms + self.config.request_timeout.as_millis() as u64;
         let mut payload = Some(payload);
         let mut waiter = Some(waiter);
         loop {
@@ -327,7 +377,7 @@ impl NodeInner {
                 let request_id = state.next_request_id;
                 state.next_request_id += 1;
                 let conn = state.conns.get_mut(&conn_id).expect("connection just looked up");
-                conn.last_used_ms = coarse_ms();
+                conn.last_used_ms = now_ms;
                 conn.requests_in_flight += 1;
                 if state.pending.insert(request_id, PendingEntry { conn_id, deadline_ms, waiter: waiter.take().unwrap() }).is_err() {
                     unreachable!("the pending table was checked for room under the same lock");
@@ -342,7 +392,7 @@ impl NodeInner {
                     total_len: 0,
                     offset: 0,
                 };
-                inner.counters.requests_sent.fetch_add(1, Ordering::Relaxed);
+                super::count_under_lock(&inner.counters.requests_sent);
                 inner.send_message(state, conn_id, header, payload.take().unwrap(), Some(request_id));
                 Ok(Some(request_id))
             })?;
@@ -351,7 +401,8 @@ impl NodeInner {
                 return Ok((request_id, deadline_ms));
             }
             // Too many in flight: let responses come in, bounded by the deadline.
-            if coarse_ms() >= deadline_ms {
+            now_ms = coarse_ms();
+            if now_ms >= deadline_ms {
                 return Err(Error::Timeout { after_ms: self.config.request_timeout.as_millis() as u64 });
             }
             self.runtime.help_progress_or_sleep();
@@ -366,7 +417,7 @@ impl NodeInner {
             conn.last_used_ms = coarse_ms();
         }
         if result.is_ok() {
-            self.counters.responses_received.fetch_add(1, Ordering::Relaxed);
+            super::count_under_lock(&self.counters.responses_received);
         }
         match entry.waiter {
             Waiter::Slot(slot) => slot.complete(result),
@@ -445,6 +496,7 @@ impl NodeInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn entry(conn_id: u64, deadline_ms: u64) -> PendingEntry {
         PendingEntry { conn_id, deadline_ms, waiter: Waiter::Callback(Box::new(|_| {})) }
@@ -506,7 +558,8 @@ mod tests {
         slot.complete(Err(Error::Overloaded));
         let result = waiter.join().unwrap();
         assert!(matches!(result, Some(Err(Error::Overloaded))));
-        slot.reset();
+        let mut slot = slot;
+        Arc::get_mut(&mut slot).expect("the waiter's clone is gone").reset();
         assert!(!slot.done.load(Ordering::SeqCst));
         assert!(slot.take_result().is_none());
     }

@@ -113,17 +113,17 @@ impl Runtime {
     pub(super) fn spin_as_helper(&self, spin: Duration, closed: &AtomicBool, mut done: impl FnMut(usize) -> bool) -> bool {
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
-        let reached = self.spin_rounds(spin, closed, &mut done);
+        let reached = self.spin_rounds(spin, closed, &mut done, &mut None);
         self.leave_helpers(!reached);
         reached
     }
 
     /// The helper's spin (see `spin_as_helper`), inside a helper session. Nothing when `spin` is 0.
-    fn spin_rounds(&self, spin: Duration, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool) -> bool {
+    /// `began` gets the spin's first clock reading (at its 64th round), if it got that far.
+    fn spin_rounds(&self, spin: Duration, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool, began: &mut Option<Instant>) -> bool {
         if spin.is_zero() {
             return done(0);
         }
-        let mut spin_until: Option<Instant> = None;
         let mut rounds = 0u32;
         let mut events = 0;
         loop {
@@ -136,7 +136,7 @@ impl Runtime {
             rounds = rounds.wrapping_add(1);
             if rounds.is_multiple_of(64) {
                 let now = Instant::now();
-                if now >= *spin_until.get_or_insert(now + spin) {
+                if now >= *began.get_or_insert(now) + spin {
                     return false;
                 }
             }
@@ -194,7 +194,13 @@ impl Runtime {
         // SAFETY: under the lock; no reference from the loop above is alive.
         let shared = unsafe { self.shared() };
         shared.progress_calls = shared.progress_calls.wrapping_add(1);
-        if events > 0 || shared.progress_calls.is_multiple_of(64) {
+        // Timers: on every 64th round, and on a round with events once the coarse clock has
+        // moved on (one tick, 1-4 ms, far below the timers' periods) since they last ran. Every
+        // round with events used to read the precise clock, which a busy or ping-ponging thread
+        // then paid per message (docs/fabric.md, "The cost of a spin round").
+        let timers_due = shared.progress_calls.is_multiple_of(64) || (events > 0 && coarse_ms() != shared.timers_ran_ms);
+        if timers_due {
+            shared.timers_ran_ms = coarse_ms();
             let now = Instant::now();
             for i in 0..node_count {
                 let node = node_at(i);
@@ -290,13 +296,16 @@ impl Runtime {
         closed: &AtomicBool,
         mut done: impl FnMut(usize) -> bool,
     ) -> Option<bool> {
-        let start = Instant::now();
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
-        if self.spin_rounds(spin.min(max), closed, &mut done) {
+        // `max` counts from the spin's first clock reading (64 rounds, a few microseconds, after
+        // the start): a wait answered within those rounds, the common case, reads no clock.
+        let mut began = None;
+        if self.spin_rounds(spin.min(max), closed, &mut done, &mut began) {
             self.leave_helpers(false);
             return Some(true);
         }
+        let start = began.unwrap_or_else(Instant::now);
         let me = thread_token();
         if self.fd_sleeper.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             self.leave_helpers(true);
@@ -389,7 +398,10 @@ impl Runtime {
     }
 
     pub(super) fn progress_loop(self: Arc<Self>) {
-        let mut last_event = Instant::now();
+        // When the idle spin began: read at its 32nd round (the first time it is asked about),
+        // not at its first: a thread that ping-pongs ends most spins within 32 rounds, and read at
+        // the first, the clock cost it a read per message.
+        let mut idle_since: Option<Instant> = None;
         let mut idle_rounds = 0u32;
         let mut helper_sessions_seen = 0u64;
         let mut give_ups_seen = 0u64;
@@ -419,6 +431,7 @@ impl Runtime {
             }
             if round.events > 0 {
                 idle_rounds = 0;
+                idle_since = None;
                 continue;
             }
             if self.lock_waiters.load(Ordering::SeqCst) > 0 {
@@ -429,18 +442,22 @@ impl Runtime {
                 node.dispatch.wait_not_full(Duration::from_millis(1));
                 continue;
             }
-            // The spin's clock starts at the first idle round after activity.
+            // The spin's clock starts at the 32nd idle round after activity (`idle_since`).
             idle_rounds = idle_rounds.wrapping_add(1);
-            if idle_rounds == 1 {
-                last_event = Instant::now();
+            if !idle_rounds.is_multiple_of(32) {
+                std::hint::spin_loop();
+                continue;
             }
             let spin = Duration::from_micros(self.spin_us.load(Ordering::Relaxed));
-            if !idle_rounds.is_multiple_of(32) || last_event.elapsed() < spin {
+            let now = Instant::now();
+            if now.duration_since(*idle_since.get_or_insert(now)) < spin {
                 std::hint::spin_loop();
                 continue;
             }
             self.sleep_on_event_fd();
-            last_event = Instant::now() - spin; // after a sleep, go back to sleep quickly if idle
+            // After a sleep, go back to sleep quickly if idle.
+            let now = Instant::now();
+            idle_since = Some(now.checked_sub(spin).unwrap_or(now));
         }
     }
 
@@ -469,8 +486,10 @@ impl NodeInner {
     /// requests waiting for room in the dispatch queue, connections to close. Returns how much
     /// happened and whether UCX operations of the node are in flight.
     fn round(&self, state: &mut NodeState) -> (usize, bool) {
+        // Every step looks first whether it has anything to do, without a lock or an allocation:
+        // most rounds of a spinning thread have nothing (docs/fabric.md, "The cost of a spin round").
         let mut events = 0;
-        state.outbox.append(&mut self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()));
+        self.take_responses_under_lock(&mut state.outbox);
         while let Some(outgoing) = state.outbox.pop_front() {
             self.send_outgoing(state, outgoing);
             events += 1;
@@ -479,7 +498,9 @@ impl NodeInner {
             self.send_outgoing(state, outgoing);
             events += 1;
         }
-        events += self.flush_same_host(state);
+        if state.same_host.has_outgoing() {
+            events += self.flush_same_host(state);
+        }
         while let Some(request) = state.overflow.pop_front() {
             if let Err(request) = self.dispatch.try_push(request) {
                 state.overflow.push_front(request);
@@ -487,15 +508,21 @@ impl NodeInner {
             }
             events += 1;
         }
-        for (conn_id, force) in std::mem::take(&mut state.to_close) {
-            self.close_conn(state, conn_id, force);
-            events += 1;
+        if !state.to_close.is_empty() {
+            for (conn_id, force) in std::mem::take(&mut state.to_close) {
+                self.close_conn(state, conn_id, force);
+                events += 1;
+            }
         }
-        for reconnect in std::mem::take(&mut state.to_reconnect) {
-            self.reconnect(state, reconnect);
-            events += 1;
+        if !state.to_reconnect.is_empty() {
+            for reconnect in std::mem::take(&mut state.to_reconnect) {
+                self.reconnect(state, reconnect);
+                events += 1;
+            }
         }
-        reap_closed_endpoints(state);
+        if !state.closing.is_empty() {
+            reap_closed_endpoints(state);
+        }
         // Operations in flight need progress even when nothing happened this round.
         (events, state.ucx_ops_in_flight > 0 || !state.overflow.is_empty())
     }
@@ -526,8 +553,8 @@ impl NodeInner {
             || !state.overflow.is_empty()
             || !state.to_close.is_empty()
             || !state.to_reconnect.is_empty()
-            || self.respond.len() > 0
-            || !self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || !self.respond.is_empty()
+            || self.has_responses_under_lock()
     }
 
     /// `Runtime::spin_then_sleep_as_helper` until `until()` holds or `max` passed.

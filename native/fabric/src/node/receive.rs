@@ -209,8 +209,10 @@ pub(super) unsafe extern "C" fn am_recv_callback(
     // The handler's argument is the runtime (registered once per worker); the endpoint the
     // message came on names the node and connection.
     let runtime = &*(arg as *const Runtime);
-    // Evidence that the receive path is alive (`wedge.rs`).
-    runtime.messages_received.fetch_add(1, Ordering::Relaxed);
+    // Evidence that the receive path is alive (`wedge.rs`). Written only here, under the lock, so
+    // a load and a store (no atomic read-modify-write per message).
+    let received = runtime.messages_received.load(Ordering::Relaxed);
+    runtime.messages_received.store(received.wrapping_add(1), Ordering::Relaxed);
     let param = &*param;
     let reply_ep = if param.recv_attr & u::UCP_AM_RECV_ATTR_FIELD_REPLY_EP as u64 != 0 { param.reply_ep } else { ptr::null_mut() };
     let Some(&(node, conn_id)) = runtime.shared().by_ep.get(&(reply_ep as usize)) else {
@@ -219,7 +221,9 @@ pub(super) unsafe extern "C" fn am_recv_callback(
     };
     let header = if header_length == 0 { &[][..] } else { std::slice::from_raw_parts(header as *const u8, header_length) };
     let node = &*node;
-    let was_receiving = node.receiving.swap(true, Ordering::Relaxed);
+    // Only the thread holding the lock writes `receiving`: a load and a store suffice.
+    let was_receiving = node.receiving.load(Ordering::Relaxed);
+    node.receiving.store(true, Ordering::Relaxed);
     node.on_active_message(conn_id, header, data, length, param);
     node.receiving.store(was_receiving, Ordering::Relaxed);
     u::UCS_OK
@@ -233,7 +237,8 @@ pub(super) unsafe extern "C" fn am_recv_callback(
 unsafe extern "C" fn recv_data_callback(request: *mut c_void, status: u::ucs_status_t, _length: usize, user_data: *mut c_void) {
     let ctx = Box::from_raw(user_data as *mut RecvCtx);
     let node = &*ctx.node;
-    let was_receiving = node.receiving.swap(true, Ordering::Relaxed);
+    let was_receiving = node.receiving.load(Ordering::Relaxed);
+    node.receiving.store(true, Ordering::Relaxed);
     let state = node.state();
     state.ucx_ops_in_flight -= 1;
     let result = if status == u::UCS_OK { Ok(()) } else { Err(ucx_error("ucp_am_recv_data_nbx", status)) };

@@ -88,6 +88,9 @@ pub(super) struct Shared {
     pub(super) by_ep: IdMap<usize, (*const NodeInner, u64)>,
     /// Idle progress rounds read the clock for timers only every 64th time.
     pub(super) progress_calls: u64,
+    /// The coarse clock (ms) when the timers last ran: rounds with events run them again only
+    /// once it has moved on.
+    pub(super) timers_ran_ms: u64,
     /// Watches for a receive path wedged after a peer died (`wedge.rs`).
     pub(super) wedge: WedgeWatch,
 }
@@ -162,8 +165,10 @@ pub(super) fn thread_token() -> u64 {
     TOKEN.with(|t| *t)
 }
 
-// SAFETY: the worker handle and `shared` are used only under `lock` (UCX's own lock is there too:
-// the worker is created in thread mode MULTI); every other field is Sync on its own.
+// SAFETY: the worker handle and `shared` are used only under `lock` (the worker is created in
+// thread mode SERIALIZED: UCX relies on that lock and takes none of its own; the one call made
+// without it, `ucp_worker_signal`, is safe from any thread in every mode); every other field is
+// Sync on its own.
 unsafe impl Send for Runtime {}
 // SAFETY: as for Send.
 unsafe impl Sync for Runtime {}
@@ -214,6 +219,7 @@ impl Runtime {
                 nodes: Vec::new(),
                 by_ep: IdMap::default(),
                 progress_calls: 0,
+                timers_ran_ms: 0,
                 wedge: WedgeWatch::default(),
             }),
             users: AtomicUsize::new(0),
@@ -287,7 +293,14 @@ impl Runtime {
         IN_PROGRESS.with(|p| std::ptr::eq(p.get(), self))
     }
 
+    /// Takes the lock; a caller that has to wait for it counts in `lock_waiters` meanwhile, so
+    /// that the progress thread yields it (a free lock is taken at once, uncounted).
     pub(super) fn lock_for_caller(&self) -> MutexGuard<'_, ()> {
+        match self.lock.try_lock() {
+            Ok(guard) => return guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
         self.lock_waiters.fetch_add(1, Ordering::SeqCst);
         let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.lock_waiters.fetch_sub(1, Ordering::SeqCst);
@@ -304,15 +317,23 @@ impl Runtime {
         self.efd.load(Ordering::Acquire)
     }
 
-    /// Creates the worker (thread mode MULTI, the one active-message handler, its event fd).
-    /// Caller holds `lock` or is `start`, before anyone knows the runtime; no worker exists.
+    /// Creates the worker (the one active-message handler, its event fd). Caller holds `lock` or
+    /// is `start`, before anyone knows the runtime; no worker exists.
+    ///
+    /// Thread mode SERIALIZED: any thread may call the worker, one at a time, which `lock`
+    /// guarantees (ARCHITECTURE.md's invariant: every UCX call on a worker under its runtime's
+    /// lock; `ucp_worker_signal`, the exception, is safe from any thread in every thread mode,
+    /// ucp.h). In thread mode MULTI UCX took a lock of its own in every call (a spin lock, never
+    /// contended behind ours), on every progress round and send: an atomic instruction each,
+    /// about 7 % of each spinning thread's samples in an 8-byte ping-pong (docs/fabric.md, "The
+    /// cost of a spin round"). UCX serializes its transports in both modes alike.
     pub(super) fn create_worker(&self) -> Result<()> {
         // SAFETY: plain FFI with a zeroed parameter struct whose used fields are set; the worker
         // handle is checked before use.
         let worker = unsafe {
             let mut params: u::ucp_worker_params_t = std::mem::zeroed();
             params.field_mask = u::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64;
-            params.thread_mode = u::UCS_THREAD_MODE_MULTI;
+            params.thread_mode = u::UCS_THREAD_MODE_SERIALIZED;
             let mut worker: u::ucp_worker_h = ptr::null_mut();
             check("ucp_worker_create", u::ucp_worker_create(self.context.handle, &params, &mut worker))?;
             worker

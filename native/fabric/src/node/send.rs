@@ -211,7 +211,7 @@ impl NodeInner {
         self.counters.requests_served.fetch_add(1, Ordering::Relaxed);
         if self.in_progress_here() {
             // Not through the node's state: a caller up this thread's stack may hold its borrow.
-            self.responses_under_lock.lock().unwrap_or_else(|e| e.into_inner()).push_back(outgoing);
+            self.queue_response_under_lock(outgoing);
             return;
         }
         // The respond stage's fast path: with the worker free, post the response from this

@@ -60,11 +60,11 @@ impl Request {
     /// A registered buffer from this node's pool, for building a response without a copy.
     pub fn alloc(&self, len: usize) -> Result<Buffer> {
         self.node.check_len(len)?;
-        self.node.pool.alloc(len, self.node.alloc_deadline())
+        self.node.alloc_buffer(len, self.node.alloc_may_wait())
     }
 
     pub fn respond(mut self, data: &[u8]) {
-        match self.node.check_len(data.len()).and_then(|_| self.node.pool.alloc(data.len(), self.node.alloc_deadline())) {
+        match self.node.check_len(data.len()).and_then(|_| self.node.alloc_buffer(data.len(), self.node.alloc_may_wait())) {
             Ok(mut buffer) => {
                 buffer.as_mut_slice().copy_from_slice(data);
                 self.finish(wire::STATUS_OK, Payload::Owned(buffer));
