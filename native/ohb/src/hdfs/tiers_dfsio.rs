@@ -31,13 +31,16 @@ use std::time::Instant;
 const RESULT_PREFIX: &str = "OHB_TIERS_DFSIO ";
 const MIB: u64 = 1 << 20;
 const USAGE: &str = "Usage: ohb hdfs tiers dfsio [--quick] [--configs LIST] [--rounds N] [--files N] [--file-bytes N] [--block-bytes N] \
-                     [--shm-dir DIR] [--json FILE] [--no-progress]\n";
+                     [--sync-on-close] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The parsed command line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TiersDfsioArgs {
     pub workload: DfsioWorkload,
     pub configs: Vec<String>,
+    /// `dfs.datanode.synconclose` on for every configuration: persistent tiers then pay their device's
+    /// speed at `close()` instead of the page cache's (HDFS's default: off).
+    pub sync_on_close: bool,
     pub shm_dir: PathBuf,
     pub json: Option<PathBuf>,
 }
@@ -53,7 +56,7 @@ pub fn workload(quick: bool) -> DfsioWorkload {
 }
 
 pub fn parse_args(argv: &[String]) -> Result<TiersDfsioArgs, String> {
-    let args = Args::parse(argv, &["configs", "rounds", "files", "file-bytes", "block-bytes", "shm-dir", "json"], &["quick", "no-progress"])
+    let args = Args::parse(argv, &["configs", "rounds", "files", "file-bytes", "block-bytes", "shm-dir", "json"], &["quick", "no-progress", "sync-on-close"])
         .map_err(|e| format!("{e}\n{USAGE}"))?;
     if !args.positional.is_empty() {
         return Err(format!("unexpected {:?}\n{USAGE}", args.positional));
@@ -76,6 +79,7 @@ pub fn parse_args(argv: &[String]) -> Result<TiersDfsioArgs, String> {
     Ok(TiersDfsioArgs {
         workload: w,
         configs: parse_configs(&args)?,
+        sync_on_close: args.switch("sync-on-close"),
         shm_dir: PathBuf::from(args.value("shm-dir").unwrap_or("/dev/shm")),
         json: args.value("json").map(PathBuf::from),
     })
@@ -109,7 +113,8 @@ fn run_config(root: &Path, a: &TiersDfsioArgs, config: &str, dirs: &RunDirs) -> 
     cmd.arg("io.slipstream.ohb.hdfs.TiersDfsioBench")
         .args(["--config", config, "--files", &w.files.to_string(), "--file-bytes", &w.file_bytes.to_string()])
         .args(["--block-bytes", &w.block_bytes.to_string(), "--maps", &w.maps.to_string()])
-        .args(["--ram-bytes-per-datanode", &ram_bytes_per_datanode(w).to_string()]);
+        .args(["--ram-bytes-per-datanode", &ram_bytes_per_datanode(w).to_string()])
+        .args(["--sync-on-close", &a.sync_on_close.to_string()]);
     let sizing = BbSizing::for_files(u64::from(w.files), w.file_bytes, w.block_bytes, side_files(w));
     let run = run_tiers_jvm(root, "ohb-hdfs-tiers-dfsio", config, dirs, cmd, sizing)?;
     let result = run.result(parse_result)?;
@@ -193,11 +198,14 @@ pub fn tiers_dfsio_main(argv: &[String]) -> Result<(), String> {
         }
     }
     print!("{}", render(w, &a.configs, &runs));
+    if a.sync_on_close {
+        println!("dfs.datanode.synconclose=true in every configuration: a block file on a persistent tier is synced at close");
+    }
     let stamp = run_stamp();
     println!("machine: {}; load average {} (1, 5, 15 min) at the end", Machine::detect().describe(), stamp["load_average"].as_str().unwrap_or("?"));
     let value = json!({"bench": "hdfs tiers dfsio", "run": stamp,
         "workload": {"files": w.files, "file_bytes": w.file_bytes, "block_bytes": w.block_bytes, "maps": w.maps, "rounds": w.rounds,
-            "ram_bytes_per_datanode": ram_bytes_per_datanode(w)},
+            "sync_on_close": a.sync_on_close, "ram_bytes_per_datanode": ram_bytes_per_datanode(w)},
         "runs": runs.iter().map(DfsioRun::to_json).collect::<Vec<_>>()});
     let path = a.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-tiers-dfsio.json"));
     finish("ohb hdfs tiers dfsio", &path, &value, started, &failures)
@@ -218,6 +226,8 @@ mod tests {
         assert_eq!(a.configs, vec!["hot", "hhh-l-bb"]);
         assert_eq!(a.json, Some(PathBuf::from("x.json")));
         assert_eq!(a.shm_dir, PathBuf::from("/dev/shm"));
+        assert!(!a.sync_on_close);
+        assert!(parse_args(&words("--sync-on-close")).unwrap().sync_on_close);
         let full = parse_args(&[]).unwrap();
         assert_eq!(full.configs.len(), CONFIGS.len());
         assert_eq!((full.workload.file_bytes, full.workload.rounds), (256 << 20, 3));

@@ -39,8 +39,9 @@ public final class TiersDfsioBench {
         o.put("block-bytes", String.valueOf(4 << 20));
         o.put("maps", "2");
         o.put("ram-bytes-per-datanode", "0");
+        o.put("sync-on-close", "false");
         HdfsBench.parseOptions(args, o, "usage: TiersDfsioBench --config " + String.join("|", TiersCluster.CONFIGS)
-                + " --ram-bytes-per-datanode N [--files N] [--file-bytes N] [--block-bytes N] [--maps N] [--ram-dir DIR] [--disk-dir DIR]"
+                + " --ram-bytes-per-datanode N [--files N] [--file-bytes N] [--block-bytes N] [--maps N] [--ram-dir DIR] [--disk-dir DIR] [--sync-on-close true|false]"
                 + " [--bb-servers HOST:PORT --bb-max-pending-bytes N (hhh-l-bb)]");
         String config = o.get("config");
         TiersCluster.requireConfig(config);
@@ -54,6 +55,7 @@ public final class TiersDfsioBench {
             System.err.println("--ram-bytes-per-datanode is required (ohb hdfs tiers dfsio passes it)");
             System.exit(2);
         }
+        boolean syncOnClose = Boolean.parseBoolean(o.get("sync-on-close"));
         java.nio.file.Path diskDir = java.nio.file.Path.of(o.get("disk-dir")).toAbsolutePath();
 
         Map<String, Object> result = new LinkedHashMap<>();
@@ -61,7 +63,8 @@ public final class TiersDfsioBench {
         result.put("file_bytes", fileBytes);
         result.put("block_bytes", blockBytes);
         result.put("maps", maps);
-        TiersCluster.runAndExit(o, blockBytes, ramBytesPerDataNode, false, result, "OHB_TIERS_DFSIO", "ohb hdfs tiers dfsio",
+        result.put("sync_on_close", syncOnClose);
+        TiersCluster.runAndExit(o, blockBytes, ramBytesPerDataNode, syncOnClose, result, "OHB_TIERS_DFSIO", "ohb hdfs tiers dfsio",
                 (cluster, fs) -> measure(cluster, fs, config, files, fileBytes, blockBytes, maps, diskDir, result));
     }
 
