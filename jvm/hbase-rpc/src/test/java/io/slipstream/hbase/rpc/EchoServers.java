@@ -46,4 +46,38 @@ final class EchoServers {
         }
         return server;
     }
+
+    /** A fabric echo server (fallback never) and a fabric client of it, closed together. */
+    static final class Running implements AutoCloseable {
+        final FabricRpcServer server;
+        final FabricRpcClient client;
+        /** Where the server's socket listens (its fabric address is learned through the discovery). */
+        final InetSocketAddress at;
+
+        private Running(FabricRpcServer server, FabricRpcClient client) {
+            this.server = server;
+            this.client = client;
+            this.at = server.getListenerAddress();
+        }
+
+        static Running start() throws IOException {
+            Configuration conf = conf("never");
+            RpcServer server = EchoServers.start(conf);
+            try {
+                return new Running((FabricRpcServer) server, new FabricRpcClient(conf));
+            } catch (RuntimeException e) {
+                server.stop();
+                throw e;
+            }
+        }
+
+        @Override
+        public void close() {
+            try {
+                client.close();
+            } finally {
+                server.stop();
+            }
+        }
+    }
 }

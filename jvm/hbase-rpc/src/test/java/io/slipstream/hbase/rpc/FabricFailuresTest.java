@@ -43,28 +43,24 @@ class FabricFailuresTest {
 
     @Test
     void aMalformedFrameClosesThatSessionAndTheServerServesOn() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf);
+        try (EchoServers.Running live = EchoServers.Running.start();
                 FabricNode raw = FabricConfig.builder().start()) {
-            InetSocketAddress at = server.getListenerAddress();
-            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, at);
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(live.client, live.at);
             assertEquals("before", stub.echo(null, echo("before")).getMessage());
-            assertEquals(1, fabricServer.fabricSessions());
+            assertEquals(1, live.server.fabricSessions());
 
-            TestSessions.Opened session = TestSessions.open(client, at);
+            TestSessions.Opened session = TestSessions.open(live.client, live.at);
             TestSessions.assertOffered(session);
             Discovery.Offer offer = session.offer();
-            assertEquals(2, fabricServer.fabricSessions());
+            assertEquals(2, live.server.fabricSessions());
             FabricEndpoint endpoint = raw.endpoint(offer.host(), offer.port());
-            long refused = fabricServer.fabricFramesRefused();
+            long refused = live.server.fabricFramesRefused();
 
             // An authentic frame whose HBase request header is garbage: that session is closed, the failure says so.
             byte[] garbage = TestSessions.frame(session, 0, new byte[] {(byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xff,
                     (byte) 0xff, 0x0f, 1, 2, 3});
             TestSessions.assertRefused(endpoint, garbage, Frames.MALFORMED);
-            assertEquals(1, fabricServer.fabricSessions());
+            assertEquals(1, live.server.fabricSessions());
             // The session is gone; another version (version 1's unsigned frames among them) is malformed whatever
             // the session, and closes that fabric connection (the next request goes on a new one).
             TestSessions.assertRefused(endpoint, TestSessions.frame(session, 1, new byte[4]), Frames.UNKNOWN_SESSION);
@@ -79,14 +75,12 @@ class FabricFailuresTest {
                     () -> endpoint.request(Frames.OP_CALL, new byte[3]).close());
             assertTrue(shortFrame.getMessage().contains(Frames.MALFORMED), shortFrame.getMessage());
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
-            assertEquals(refused + 5, fabricServer.fabricFramesRefused());
+            assertEquals(refused + 5, live.server.fabricFramesRefused());
 
             // The server serves on, the first client's session too.
-            long received = fabricServer.fabricCallsReceived();
+            long received = live.server.fabricCallsReceived();
             assertEquals("after", stub.echo(null, echo("after")).getMessage());
-            assertEquals(received + 1, fabricServer.fabricCallsReceived());
-        } finally {
-            server.stop();
+            assertEquals(received + 1, live.server.fabricCallsReceived());
         }
     }
 

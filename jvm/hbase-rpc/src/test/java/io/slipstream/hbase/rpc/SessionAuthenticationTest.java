@@ -57,20 +57,16 @@ class SessionAuthenticationTest {
 
     @Test
     void aForgedFrameIsRefusedAndEverySessionServesOn() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf);
+        try (EchoServers.Running live = EchoServers.Running.start();
                 FabricNode raw = FabricConfig.builder().start()) {
-            InetSocketAddress at = server.getListenerAddress();
-            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, at);
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(live.client, live.at);
             assertEquals("good", stub.echo(null, echo("good")).getMessage());
-            TestSessions.Opened mine = TestSessions.open(client, at);
+            TestSessions.Opened mine = TestSessions.open(live.client, live.at);
             TestSessions.assertOffered(mine);
             FabricEndpoint endpoint = raw.endpoint(mine.offer().host(), mine.offer().port());
             assertEquals("signed", TestSessions.echoed(endpoint, mine, 0, "signed"));
-            long refused = fabricServer.fabricFramesRefused();
-            long received = fabricServer.fabricCallsReceived();
+            long refused = live.server.fabricFramesRefused();
+            long received = live.server.fabricCallsReceived();
 
             byte[] next = TestSessions.frame(mine, 1, TestSessions.echoBody("forged", 1));
             // One bit flipped in the sequence number, the MAC, the body (a changed version or session id is
@@ -88,34 +84,28 @@ class SessionAuthenticationTest {
             byte[] unsigned = next.clone();
             java.util.Arrays.fill(unsigned, FrameAuth.MAC_OFFSET, FrameAuth.PREFIX_BYTES, (byte) 0);
             TestSessions.assertRefused(endpoint, unsigned, Frames.NOT_AUTHENTIC);
-            assertEquals(refused + 6, fabricServer.fabricFramesRefused());
-            assertEquals(received, fabricServer.fabricCallsReceived(), "nothing forged reached HBase");
+            assertEquals(refused + 6, live.server.fabricFramesRefused());
+            assertEquals(received, live.server.fabricCallsReceived(), "nothing forged reached HBase");
 
             // The session forged against and the other client's session serve on; the refused frames did not
             // move the replay window (number 1 was never accepted).
             assertEquals("mine", TestSessions.echoed(endpoint, mine, 1, "mine"));
             assertEquals("theirs", stub.echo(null, echo("theirs")).getMessage());
-            assertEquals(2, fabricServer.fabricSessions());
-        } finally {
-            server.stop();
+            assertEquals(2, live.server.fabricSessions());
         }
     }
 
     @Test
     void aReplayedOrTooOldFrameIsRefusedAndTheSessionServesOn() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf);
+        try (EchoServers.Running live = EchoServers.Running.start();
                 FabricNode raw = FabricConfig.builder().start()) {
-            InetSocketAddress at = server.getListenerAddress();
-            TestSessions.Opened mine = TestSessions.open(client, at);
+            TestSessions.Opened mine = TestSessions.open(live.client, live.at);
             FabricEndpoint endpoint = raw.endpoint(mine.offer().host(), mine.offer().port());
             byte[] once = TestSessions.frame(mine, 5000, TestSessions.echoBody("once", 5000));
-            long received = fabricServer.fabricCallsReceived();
+            long received = live.server.fabricCallsReceived();
             endpoint.request(Frames.OP_CALL, once).close();
-            assertEquals(received + 1, fabricServer.fabricCallsReceived());
-            long refused = fabricServer.fabricFramesRefused();
+            assertEquals(received + 1, live.server.fabricCallsReceived());
+            long refused = live.server.fabricFramesRefused();
             // The same bytes again, as someone who copied them off the wire would send them.
             TestSessions.assertRefused(endpoint, once, Frames.REPLAYED);
             // Within the window: each number once, in any order; behind it: too old.
@@ -124,80 +114,60 @@ class SessionAuthenticationTest {
                     TestSessions.echoBody("again", 1)), Frames.REPLAYED);
             TestSessions.assertRefused(endpoint, TestSessions.frame(mine, 5000 - ReplayWindow.SIZE,
                     TestSessions.echoBody("too old", 2)), Frames.REPLAYED);
-            assertEquals(refused + 3, fabricServer.fabricFramesRefused());
-            assertEquals(received + 2, fabricServer.fabricCallsReceived(), "no replay reached HBase");
+            assertEquals(refused + 3, live.server.fabricFramesRefused());
+            assertEquals(received + 2, live.server.fabricCallsReceived(), "no replay reached HBase");
             assertEquals("next", TestSessions.echoed(endpoint, mine, 5001, "next"));
-            assertEquals(1, fabricServer.fabricSessions());
-        } finally {
-            server.stop();
+            assertEquals(1, live.server.fabricSessions());
         }
     }
 
     @Test
     void aFrameForAnUnknownSessionIsRefusedAndOthersServeOn() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf);
+        try (EchoServers.Running live = EchoServers.Running.start();
                 FabricNode raw = FabricConfig.builder().start()) {
-            InetSocketAddress at = server.getListenerAddress();
-            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, at);
-            TestSessions.Opened mine = TestSessions.open(client, at);
+            BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(live.client, live.at);
+            TestSessions.Opened mine = TestSessions.open(live.client, live.at);
             FabricEndpoint endpoint = raw.endpoint(mine.offer().host(), mine.offer().port());
-            long refused = fabricServer.fabricFramesRefused();
+            long refused = live.server.fabricFramesRefused();
             // A well-made frame under a session id the server never gave out (signed with a real session's key).
             TestSessions.assertRefused(endpoint, TestSessions.frame(mine.offer().sessionId() ^ 1, 0, mine.auth(),
                     TestSessions.echoBody("nobody's", 0)), Frames.UNKNOWN_SESSION);
-            assertEquals(refused + 1, fabricServer.fabricFramesRefused());
+            assertEquals(refused + 1, live.server.fabricFramesRefused());
             assertEquals("mine", TestSessions.echoed(endpoint, mine, 0, "mine"));
             assertEquals("theirs", stub.echo(null, echo("theirs")).getMessage());
-        } finally {
-            server.stop();
         }
     }
 
     /** The session's user is the socket connection's: a header naming another user opens nothing. */
     @Test
     void aSessionIsTheSocketConnectionsUsers() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf)) {
-            InetSocketAddress at = server.getListenerAddress();
+        try (EchoServers.Running live = EchoServers.Running.start()) {
             ConnectionHeader mallory = TestSessions.testServiceHeader().toBuilder()
                     .setUserInfo(UserInformation.newBuilder().setEffectiveUser("mallory")).build();
-            ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(client, at,
+            ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(live.client, live.at,
                     Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION,
                             mallory.toByteArray(), SessionKeys.generate().publicKey()))));
             assertTrue(String.valueOf(e.getCause()).contains("names user mallory"), String.valueOf(e.getCause()));
-            assertEquals(0, fabricServer.fabricSessions());
-        } finally {
-            server.stop();
+            assertEquals(0, live.server.fabricSessions());
         }
     }
 
     /** Version 1 clients are refused with the reason; a request of another version or a bad key opens nothing. */
     @Test
     void anOlderClientIsRefusedClearlyAndABadKeyOpensNothing() throws Exception {
-        Configuration conf = EchoServers.conf("never");
-        RpcServer server = EchoServers.start(conf);
-        FabricRpcServer fabricServer = (FabricRpcServer) server;
-        try (FabricRpcClient client = new FabricRpcClient(conf)) {
-            InetSocketAddress at = server.getListenerAddress();
-            Discovery.Offer v1 = TestSessions.call(client, at, Discovery.OPEN_SESSION_V1, TestSessions.testServiceHeader());
+        try (EchoServers.Running live = EchoServers.Running.start()) {
+            Discovery.Offer v1 = TestSessions.call(live.client, live.at, Discovery.OPEN_SESSION_V1, TestSessions.testServiceHeader());
             assertTrue(String.valueOf(v1.refusal()).contains("discovery version 2"), v1.refusal());
             byte[] header = TestSessions.testServiceHeader().toByteArray();
-            Discovery.Offer v3 = TestSessions.call(client, at, Discovery.OPEN_SESSION_V2,
+            Discovery.Offer v3 = TestSessions.call(live.client, live.at, Discovery.OPEN_SESSION_V2,
                     Discovery.encode(new Discovery.Request(3, header, SessionKeys.generate().publicKey())));
             assertTrue(String.valueOf(v3.refusal()).contains("discovery version 3"), v3.refusal());
             for (byte[] badKey : List.of(new byte[31], new byte[32])) {
-                ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(client, at,
+                ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(live.client, live.at,
                         Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION, header, badKey))));
                 assertTrue(String.valueOf(e.getCause()).contains("no fabric session for that key"), String.valueOf(e.getCause()));
             }
-            assertEquals(0, fabricServer.fabricSessions());
-        } finally {
-            server.stop();
+            assertEquals(0, live.server.fabricSessions());
         }
     }
 
