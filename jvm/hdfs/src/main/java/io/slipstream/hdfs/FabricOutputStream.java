@@ -48,6 +48,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     private final Fallback fallback;
     private final Runnable onClose;
     private final PipelineReplacement replacement;
+    private final PipelineReplacement.WrittenFile file;
     /** DataNodes this stream lost (HDFS's DataStreamer: {@code failed}): never chosen again as replacements. */
     private final List<DatanodeInfo> failedNodes = new ArrayList<>();
     /** hflush or hsync was called (HDFS's {@code isHflushed}): the DEFAULT policy then replaces a lost DataNode. */
@@ -67,7 +68,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
     private boolean closed;
 
     FabricOutputStream(ClientProtocol nameNode, String clientName, String src, long fileId, long blockBytes, ClientFabric fabric, HdfsConf conf,
-            DataChecksum checksum, Fallback fallback, PipelineReplacement replacement, Runnable onClose) {
+            DataChecksum checksum, Fallback fallback, PipelineReplacement replacement, short replication, Runnable onClose) {
         this.nameNode = nameNode;
         this.clientName = clientName;
         this.src = src;
@@ -79,6 +80,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
         this.fallback = fallback;
         this.onClose = onClose;
         this.replacement = replacement;
+        this.file = new PipelineReplacement.WrittenFile(src, fileId, replication);
     }
 
     /**
@@ -342,7 +344,7 @@ final class FabricOutputStream extends OutputStream implements Syncable, StreamC
             }
             ExtendedBlock old = located.getBlock();
             // Before the new generation stamp, as HDFS: the survivors' replicas still have the old one.
-            PipelineReplacement.Pipeline next = replacement.complete(
+            PipelineReplacement.Pipeline next = replacement.complete(file,
                     new ExtendedBlock(old.getBlockPoolId(), old.getBlockId(), acked, old.getGenerationStamp()),
                     new PipelineReplacement.Pipeline(survivors, ids, types), failedNodes, hflushed);
             LocatedBlock updated = nameNode.updateBlockForPipeline(old, clientName);

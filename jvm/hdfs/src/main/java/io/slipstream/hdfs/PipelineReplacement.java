@@ -54,24 +54,22 @@ final class PipelineReplacement {
     }
 
     private final DFSClient client;
-    /** The file system's configuration (the client's policy keys, its socket factory). */
-    private final Configuration conf;
+    private final javax.net.SocketFactory socketFactory;
     private final ReplaceDatanodeOnFailure policy;
     /** Survivors enough to go on when no DataNode can be added ({@code min-replication}, 0: never). */
     private final int minReplication;
-    private final String src;
-    private final long fileId;
-    private final short replication;
 
-    PipelineReplacement(DFSClient client, Configuration conf, String src, long fileId, short replication) {
+    /** One per file system: the client's policy keys are read once, as DFSClient reads them. */
+    PipelineReplacement(DFSClient client, Configuration conf) {
         this.client = client;
-        this.conf = conf;
+        this.socketFactory = NetUtils.getDefaultSocketFactory(conf);
         this.policy = ReplaceDatanodeOnFailure.get(conf);
         this.minReplication = conf.getInt(BlockWrite.ReplaceDatanodeOnFailure.MIN_REPLICATION,
                 BlockWrite.ReplaceDatanodeOnFailure.MIN_REPLICATION_DEFAULT);
-        this.src = src;
-        this.fileId = fileId;
-        this.replication = replication;
+    }
+
+    /** The file a pipeline writes: its path and id for the NameNode, its replication for the policy. */
+    record WrittenFile(String src, long fileId, short replication) {
     }
 
     /**
@@ -79,13 +77,13 @@ final class PipelineReplacement {
      * replica's first {@code block.getNumBytes()} bytes (as the NameNode orders them), when the policy asks.
      * {@code failed}: every DataNode this stream has lost, not to be chosen again.
      */
-    Pipeline complete(ExtendedBlock block, Pipeline survivors, List<DatanodeInfo> failed, boolean hflushed)
+    Pipeline complete(WrittenFile file, ExtendedBlock block, Pipeline survivors, List<DatanodeInfo> failed, boolean hflushed)
             throws IOException {
-        if (!policy.satisfy(replication, survivors.nodes(), false, hflushed)) {
+        if (!policy.satisfy(file.replication(), survivors.nodes(), false, hflushed)) {
             return survivors;
         }
         try {
-            Pipeline added = add(block, survivors, failed);
+            Pipeline added = add(file, block, survivors, failed);
             if (added != null) {
                 return added;
             }
@@ -103,11 +101,11 @@ final class PipelineReplacement {
     }
 
     /** The pipeline with a new DataNode, null when none can be had and min-replication allows going on. */
-    private Pipeline add(ExtendedBlock block, Pipeline survivors, List<DatanodeInfo> failed) throws IOException {
+    private Pipeline add(WrittenFile file, ExtendedBlock block, Pipeline survivors, List<DatanodeInfo> failed) throws IOException {
         List<DatanodeInfo> excluded = new ArrayList<>(failed);
         IOException lastTransferFailure = null;
         for (int tried = 0; tried < TRIES; tried++) {
-            LocatedBlock offered = client.getNamenode().getAdditionalDatanode(src, fileId, block, survivors.nodes(),
+            LocatedBlock offered = client.getNamenode().getAdditionalDatanode(file.src(), file.fileId(), block, survivors.nodes(),
                     survivors.storageIds(), excluded.toArray(new DatanodeInfo[0]), 1, client.getClientName());
             DatanodeInfo[] nodes = offered.getLocations();
             int added = newIndex(nodes, survivors.nodes());
@@ -164,7 +162,7 @@ final class PipelineReplacement {
         int writeTimeoutMs = client.getConf().getDatanodeSocketWriteTimeout() * 2;
         int readTimeoutMs = client.getConf().getSocketTimeout() * (2 + (int) (block.getNumBytes() / (12800L << 10)));
         InetSocketAddress address = NetUtils.createSocketAddr(source.getXferAddr(client.getConf().isConnectToDnViaHostname()));
-        try (Socket socket = NetUtils.getDefaultSocketFactory(conf).createSocket()) {
+        try (Socket socket = socketFactory.createSocket()) {
             NetUtils.connect(socket, address, connectTimeoutMs);
             socket.setTcpNoDelay(client.getConf().getDataTransferTcpNoDelay());
             socket.setSoTimeout(readTimeoutMs);

@@ -45,6 +45,8 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     private static final EnumSet<CreateFlag> FABRIC_FLAGS = EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE);
 
     private HdfsConf hdfsConf;
+    /** HDFS's replace-datanode-on-failure for this file system's fabric streams. */
+    private PipelineReplacement replacement;
     private boolean encryptedTransfer;
     private final Set<FabricOutputStream> open = ConcurrentHashMap.newKeySet();
     private ScheduledExecutorService leaseRenewer;
@@ -55,6 +57,7 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     public void initialize(URI uri, Configuration conf) throws IOException {
         super.initialize(uri, conf);
         hdfsConf = new HdfsConf(conf);
+        replacement = new PipelineReplacement(getClient(), conf);
         encryptedTransfer = conf.getBoolean(DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_KEY, DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_DEFAULT);
     }
 
@@ -112,8 +115,7 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         }
         FabricOutputStream[] stream = new FabricOutputStream[1];
         stream[0] = new FabricOutputStream(client.getNamenode(), client.getClientName(), src, status.getFileId(), status.getBlockSize(), fabric,
-                hdfsConf, checksum, hdfsStream, new PipelineReplacement(client, getConf(), src, status.getFileId(), status.getReplication()),
-                () -> closed(stream[0]));
+                hdfsConf, checksum, hdfsStream, replacement, status.getReplication(), () -> closed(stream[0]));
         opened(stream[0]);
         return new FSDataOutputStream(stream[0], statistics);
     }
