@@ -326,7 +326,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         }
     }
 
-    private static long writeFully(FileChannel out, ByteBuffer bytes, long position) throws IOException {
+    /** Writes all of {@code bytes} at {@code position}; the count written. */
+    static long writeFully(FileChannel out, ByteBuffer bytes, long position) throws IOException {
         long done = 0;
         while (bytes.hasRemaining()) {
             done += out.write(bytes, position + done);
@@ -337,13 +338,12 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     /**
      * At the DataNode's start, before it registers: takes back from the cache the data of the finalized parallel
      * file system replicas that its last run left there (killed before a flush), see {@link BurstBufferRecovery}.
-     * {@code lengths} gets each such replica's length as it now is on disk.
+     * Each such replica's length is set to what its block file now holds.
      */
-    public void recoverAfterRestart(String bpid, List<BurstBufferRecovery.OnDisk> replicas,
-            BurstBufferRecovery.LengthSetter lengths) {
+    public void recoverAfterRestart(String bpid, List<BurstBufferRecovery.OnDisk> replicas) {
         long startNs = System.nanoTime();
         BurstBufferRecovery.Outcome outcome = new BurstBufferRecovery(client, conf.bbChunkBytes, configuredChecksum,
-                dataset.datanodeUuid()).recover(replicas, lengths);
+                dataset.datanodeUuid()).recover(replicas);
         replicasRecovered.addAndGet(outcome.recovered());
         replicasLost.addAndGet(outcome.lost());
         if (outcome.recovered() + outcome.lost() + outcome.left() > 0) {

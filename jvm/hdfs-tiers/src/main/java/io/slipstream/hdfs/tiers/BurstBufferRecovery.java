@@ -9,6 +9,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongConsumer;
 import org.apache.hadoop.hdfs.server.datanode.BlockMetadataHeader;
 import org.apache.hadoop.util.DataChecksum;
 import org.slf4j.Logger;
@@ -29,13 +30,12 @@ import org.slf4j.LoggerFactory;
 public final class BurstBufferRecovery {
     private static final Logger LOG = LoggerFactory.getLogger(BurstBufferRecovery.class);
 
-    /** A finalized parallel file system replica as HDFS loaded it at the DataNode's start. */
-    public record OnDisk(String bpid, long blockId, long generationStamp, File blockFile, File metaFile) {
-    }
-
-    /** Sets a replica's length in HDFS's replica map, once its block file is what it is. */
-    public interface LengthSetter {
-        void set(OnDisk replica, long bytes);
+    /**
+     * A finalized parallel file system replica as HDFS loaded it at the DataNode's start; {@code setLength} sets its
+     * length in HDFS's replica map once its block file is what it is.
+     */
+    public record OnDisk(String bpid, long blockId, long generationStamp, File blockFile, File metaFile,
+            LongConsumer setLength) {
     }
 
     /** How many replicas were recovered, lost, and left (the cache unreachable). */
@@ -62,7 +62,7 @@ public final class BurstBufferRecovery {
         return "ssbb:" + datanodeUuid + ":" + bpid + ":" + blockId + "_" + generationStamp + ":";
     }
 
-    Outcome recover(List<OnDisk> replicas, LengthSetter lengths) {
+    Outcome recover(List<OnDisk> replicas) {
         int recovered = 0;
         int lost = 0;
         int left = 0;
@@ -82,14 +82,14 @@ public final class BurstBufferRecovery {
                 continue;
             }
             if (cacheUnreachable) {
-                lengths.set(replica, fileBytes);
+                replica.setLength().accept(fileBytes);
                 left++;
                 continue;
             }
             long startNs = System.nanoTime();
             try {
                 long length = copyBack(replica, range[0], range[1]);
-                lengths.set(replica, length);
+                replica.setLength().accept(length);
                 recovered++;
                 bytes += length;
                 LOG.info("Triple-H hhh-l-bb: blk_{}_{} was left in the burst buffer by the DataNode's last run; "
@@ -97,7 +97,7 @@ public final class BurstBufferRecovery {
                         replica.generationStamp(), length, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
             } catch (ReplicaChecksumCheck.LostCopyException e) {
                 restore(replica, fileBytes);
-                lengths.set(replica, fileBytes);
+                replica.setLength().accept(fileBytes);
                 lost++;
                 LOG.warn("Triple-H hhh-l-bb: blk_{}_{} was left in the burst buffer by the DataNode's last run and "
                         + "cannot be recovered ({}); its block file keeps {} bytes, so the NameNode marks the replica "
@@ -105,7 +105,7 @@ public final class BurstBufferRecovery {
                         e.getMessage(), fileBytes);
             } catch (IOException e) {
                 restore(replica, fileBytes);
-                lengths.set(replica, fileBytes);
+                replica.setLength().accept(fileBytes);
                 left++;
                 cacheUnreachable = true;
                 LOG.warn("Triple-H hhh-l-bb: the burst buffer cannot be read ({}): replicas the DataNode's last run "
@@ -163,10 +163,7 @@ public final class BurstBufferRecovery {
                             + " bytes, more than the chunk size or the checksum file covers", null);
                 }
                 check.verify(bytes, replica.blockFile().getName());
-                ByteBuffer buffer = ByteBuffer.wrap(bytes);
-                while (buffer.hasRemaining()) {
-                    written += out.write(buffer, written);
-                }
+                written += BurstBuffer.writeFully(out, ByteBuffer.wrap(bytes), written);
                 chunks++;
                 if (bytes.length < chunkBytes) {
                     break;

@@ -7,9 +7,7 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.StorageType;
 import org.apache.hadoop.hdfs.protocol.Block;
@@ -142,16 +140,14 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
             return;
         }
         List<BurstBufferRecovery.OnDisk> onDisk = new ArrayList<>();
-        Map<Long, ReplicaInfo> byId = new HashMap<>();
         volumeMap.replicas(bpid, replicas -> replicas.forEachRemaining(replica -> {
             if (replica.getState() == ReplicaState.FINALIZED && replica instanceof LocalReplica local
                     && replica.getVolume().getStorageType() == StorageType.ARCHIVE) {
                 onDisk.add(new BurstBufferRecovery.OnDisk(bpid, replica.getBlockId(), replica.getGenerationStamp(),
-                        local.getBlockFile(), local.getMetaFile()));
-                byId.put(replica.getBlockId(), replica);
+                        local.getBlockFile(), local.getMetaFile(), replica::setNumBytes));
             }
         }));
-        burstBuffer.recoverAfterRestart(bpid, onDisk, (replica, bytes) -> byId.get(replica.blockId()).setNumBytes(bytes));
+        burstBuffer.recoverAfterRestart(bpid, onDisk);
     }
 
     @Override
