@@ -31,7 +31,7 @@ use std::time::Instant;
 const RESULT_PREFIX: &str = "OHB_TIERS_DFSIO ";
 const MIB: u64 = 1 << 20;
 const USAGE: &str = "Usage: ohb hdfs tiers dfsio [--quick] [--configs LIST] [--rounds N] [--files N] [--file-bytes N] [--block-bytes N] \
-                     [--sync-on-close] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
+                     [--sync-on-close] [--warmup-passes N] [--shm-dir DIR] [--json FILE] [--no-progress]\n";
 
 /// The parsed command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +41,10 @@ pub struct TiersDfsioArgs {
     /// `dfs.datanode.synconclose` on for every configuration: persistent tiers then pay their device's
     /// speed at `close()` instead of the page cache's (HDFS's default: off).
     pub sync_on_close: bool,
+    /// Unmeasured TestDFSIO passes (write and read, files then deleted) before the measured one, in the
+    /// same JVM and cluster: a fresh JVM's JIT compilers took 30 % of all samples during the jobs
+    /// (profiled in session 29), more than HDFS's data path. Full run 1, `--quick` 0.
+    pub warmup_passes: u32,
     pub shm_dir: PathBuf,
     pub json: Option<PathBuf>,
 }
@@ -56,12 +60,14 @@ pub fn workload(quick: bool) -> DfsioWorkload {
 }
 
 pub fn parse_args(argv: &[String]) -> Result<TiersDfsioArgs, String> {
-    let args = Args::parse(argv, &["configs", "rounds", "files", "file-bytes", "block-bytes", "shm-dir", "json"], &["quick", "no-progress", "sync-on-close"])
+    let args = Args::parse(argv, &["configs", "rounds", "files", "file-bytes", "block-bytes", "warmup-passes", "shm-dir", "json"], &["quick", "no-progress", "sync-on-close"])
         .map_err(|e| format!("{e}\n{USAGE}"))?;
     if !args.positional.is_empty() {
         return Err(format!("unexpected {:?}\n{USAGE}", args.positional));
     }
-    let mut w = workload(args.switch("quick"));
+    let quick = args.switch("quick");
+    let mut w = workload(quick);
+    let warmup_passes = args.number("warmup-passes")?.unwrap_or(if quick { 0 } else { 1 });
     w.files = args.number("files")?.unwrap_or(w.files);
     w.file_bytes = args.number("file-bytes")?.unwrap_or(w.file_bytes);
     w.block_bytes = args.number("block-bytes")?.unwrap_or(w.block_bytes);
@@ -71,15 +77,17 @@ pub fn parse_args(argv: &[String]) -> Result<TiersDfsioArgs, String> {
         || !(MIB..=1 << 30).contains(&w.block_bytes)
         || !w.block_bytes.is_multiple_of(4096)
         || !(1..=9).contains(&w.rounds)
+        || warmup_passes > 3
     {
         return Err("files 1 to 64, file 1 MiB to 16 GiB, block 1 MiB to 1 GiB and a multiple of 4096 (HDFS's condition for a RAM \
-                    write), rounds 1 to 9"
+                    write), rounds 1 to 9, warm-up passes 0 to 3"
             .into());
     }
     Ok(TiersDfsioArgs {
         workload: w,
         configs: parse_configs(&args)?,
         sync_on_close: args.switch("sync-on-close"),
+        warmup_passes,
         shm_dir: PathBuf::from(args.value("shm-dir").unwrap_or("/dev/shm")),
         json: args.value("json").map(PathBuf::from),
     })
@@ -114,7 +122,8 @@ fn run_config(root: &Path, a: &TiersDfsioArgs, config: &str, dirs: &RunDirs) -> 
         .args(["--config", config, "--files", &w.files.to_string(), "--file-bytes", &w.file_bytes.to_string()])
         .args(["--block-bytes", &w.block_bytes.to_string(), "--maps", &w.maps.to_string()])
         .args(["--ram-bytes-per-datanode", &ram_bytes_per_datanode(w).to_string()])
-        .args(["--sync-on-close", &a.sync_on_close.to_string()]);
+        .args(["--sync-on-close", &a.sync_on_close.to_string()])
+        .args(["--warmup-passes", &a.warmup_passes.to_string()]);
     let sizing = BbSizing::for_files(u64::from(w.files), w.file_bytes, w.block_bytes, side_files(w));
     let run = run_tiers_jvm(root, "ohb-hdfs-tiers-dfsio", config, dirs, cmd, sizing)?;
     let result = run.result(parse_result)?;
@@ -128,22 +137,24 @@ fn run_config(root: &Path, a: &TiersDfsioArgs, config: &str, dirs: &RunDirs) -> 
 /// medians over the rounds that passed and the ratio of the median throughput to HOT's, or "failed" when
 /// none did; the write table adds where the replicas were (the first round that passed) and the longest
 /// wait until every RAM (and burst buffer) replica was persisted.
-pub fn render(w: &DfsioWorkload, configs: &[String], runs: &[DfsioRun]) -> String {
+pub fn render(w: &DfsioWorkload, warmup_passes: u32, configs: &[String], runs: &[DfsioRun]) -> String {
     let mut out = format!(
         "ohb hdfs tiers dfsio: Hadoop's TestDFSIO per storage configuration, {} files of {} B, block {} B, replication 3, \
-         {} maps at once (LocalJobRunner), RAM tier {} B per DataNode; medians of {} round(s), configurations in rotated order\n",
+         {} maps at once (LocalJobRunner), RAM tier {} B per DataNode; medians of {} round(s), configurations in rotated order; \
+         {} unmeasured warm-up pass(es) of the same write and read per JVM before the measured one (cold: the first's MB/s)\n",
         w.files,
         w.file_bytes,
         w.block_bytes,
         w.maps,
         ram_bytes_per_datanode(w),
-        w.rounds
+        w.rounds,
+        warmup_passes
     );
     for test in DFSIO_TESTS {
         let hot = medians(runs, "hot", test).map(|m| m.0).filter(|t| *t > 0.0);
         out += &format!(
-            "TestDFSIO {test}\n{:<13} {:>8} {:>13} {:>9} {:>7} {:>7}",
-            "config", "MB/s", "min-max", "avg rate", "exec s", "vs HOT"
+            "TestDFSIO {test}\n{:<13} {:>8} {:>13} {:>9} {:>7} {:>7} {:>8}",
+            "config", "MB/s", "min-max", "avg rate", "exec s", "vs HOT", "cold"
         );
         out += if test == "write" { "  replicas R/S/D/A  persist wait ms\n" } else { "\n" };
         for config in CONFIGS.iter().filter(|c| configs.iter().any(|x| x == *c)) {
@@ -154,14 +165,16 @@ pub fn render(w: &DfsioWorkload, configs: &[String], runs: &[DfsioRun]) -> Strin
                 continue;
             };
             let persist_wait_ms_max = runs.iter().filter(|r| r.config == *config).filter_map(|r| r.counters["persist_wait_ms"].as_u64()).max();
+            let cold = cold_median(runs, config, test).map(format_mb_s).unwrap_or_else(|| "-".into());
             out += &format!(
-                "{:<13} {:>8} {:>13} {:>9} {:>7.2} {:>7}",
+                "{:<13} {:>8} {:>13} {:>9} {:>7.2} {:>7} {:>8}",
                 config,
                 format_mb_s(throughput),
                 format!("{}-{}", format_mb_s(lowest), format_mb_s(highest)),
                 format_mb_s(rate),
                 exec_s,
-                hot.map(|h| format_ratio(throughput / h)).unwrap_or_else(|| "-".into())
+                hot.map(|h| format_ratio(throughput / h)).unwrap_or_else(|| "-".into()),
+                cold
             );
             if test == "write" {
                 let replicas = ["ram_disk", "ssd", "disk", "archive"].map(|t| first.counters[format!("replicas_{t}")].as_u64().unwrap_or(0).to_string());
@@ -174,6 +187,17 @@ pub fn render(w: &DfsioWorkload, configs: &[String], runs: &[DfsioRun]) -> Strin
         out += &burst_buffer_line(&bb.counters, &format!("round {}, TestDFSIO's files and the jobs' own", bb.round + 1));
     }
     out
+}
+
+/// The median over a configuration's runs of its first warm-up pass's throughput in `test` (the figure
+/// of a fresh JVM), if any run had one.
+fn cold_median(runs: &[DfsioRun], config: &str, test: &str) -> Option<f64> {
+    let mut cold: Vec<f64> = runs.iter().filter(|r| r.config == config).filter_map(|r| r.counters[format!("warmup_{test}_mb_s")].as_f64()).collect();
+    if cold.is_empty() {
+        return None;
+    }
+    cold.sort_by(f64::total_cmp);
+    Some(cold[cold.len() / 2])
 }
 
 pub fn tiers_dfsio_main(argv: &[String]) -> Result<(), String> {
@@ -197,7 +221,7 @@ pub fn tiers_dfsio_main(argv: &[String]) -> Result<(), String> {
             }
         }
     }
-    print!("{}", render(w, &a.configs, &runs));
+    print!("{}", render(w, a.warmup_passes, &a.configs, &runs));
     if a.sync_on_close {
         println!("dfs.datanode.synconclose=true in every configuration: a block file on a persistent tier is synced at close");
     }
@@ -205,7 +229,7 @@ pub fn tiers_dfsio_main(argv: &[String]) -> Result<(), String> {
     println!("machine: {}; load average {} (1, 5, 15 min) at the end", Machine::detect().describe(), stamp["load_average"].as_str().unwrap_or("?"));
     let value = json!({"bench": "hdfs tiers dfsio", "run": stamp,
         "workload": {"files": w.files, "file_bytes": w.file_bytes, "block_bytes": w.block_bytes, "maps": w.maps, "rounds": w.rounds,
-            "sync_on_close": a.sync_on_close, "ram_bytes_per_datanode": ram_bytes_per_datanode(w)},
+            "sync_on_close": a.sync_on_close, "warmup_passes": a.warmup_passes, "ram_bytes_per_datanode": ram_bytes_per_datanode(w)},
         "runs": runs.iter().map(DfsioRun::to_json).collect::<Vec<_>>()});
     let path = a.json.clone().unwrap_or_else(|| root.join("results").join("ohb-hdfs-tiers-dfsio.json"));
     finish("ohb hdfs tiers dfsio", &path, &value, started, &failures)
@@ -228,6 +252,9 @@ mod tests {
         assert_eq!(a.shm_dir, PathBuf::from("/dev/shm"));
         assert!(!a.sync_on_close);
         assert!(parse_args(&words("--sync-on-close")).unwrap().sync_on_close);
+        assert_eq!(a.warmup_passes, 0, "--quick measures a fresh JVM");
+        assert_eq!(parse_args(&[]).unwrap().warmup_passes, 1);
+        assert_eq!(parse_args(&words("--quick --warmup-passes 2")).unwrap().warmup_passes, 2);
         let full = parse_args(&[]).unwrap();
         assert_eq!(full.configs.len(), CONFIGS.len());
         assert_eq!((full.workload.file_bytes, full.workload.rounds), (256 << 20, 3));
@@ -240,6 +267,7 @@ mod tests {
             "--block-bytes 1048577",
             "--rounds 0",
             "--rounds 10",
+            "--warmup-passes 4",
             "--configs hhh",
             "--configs hot,vanilla",
             "--maps 2",
@@ -299,7 +327,7 @@ mod tests {
         ];
         let w = DfsioWorkload { rounds: 3, ..workload(true) };
         let configs = vec!["hot".to_string(), "hhh".to_string()];
-        let table = render(&w, &configs, &runs);
+        let table = render(&w, 0, &configs, &runs);
         let line = |test: &str, config: &str| {
             let block = table.split(&format!("TestDFSIO {test}\n")).nth(1).unwrap();
             block.lines().find(|l| l.starts_with(&format!("{config} "))).unwrap_or_else(|| panic!("{config}: {table}")).to_string()
@@ -313,9 +341,25 @@ mod tests {
         assert!(table.contains("medians of 3 round(s)"), "{table}");
         assert!(!table.contains("lazy-persist"), "configurations not run get no row: {table}");
         // A configuration whose rounds all failed is a "failed" row; without HOT's figure no ratio.
-        let hot_failed = render(&w, &configs, &runs[1..2]);
+        let hot_failed = render(&w, 0, &configs, &runs[1..2]);
         let row = |config: &str| hot_failed.lines().find(|l| l.starts_with(&format!("{config} "))).unwrap().to_string();
         assert!(row("hot").ends_with("failed") && row("hhh").contains(" - "), "{hot_failed}");
+    }
+
+    #[test]
+    fn the_cold_column_is_the_median_of_the_first_warm_up_passes() {
+        let mut runs = vec![run("hot", 0, 40.0, 100.0), run("hot", 1, 50.0, 300.0), run("hot", 2, 45.0, 200.0), run("hhh", 0, 60.0, 150.0)];
+        for (r, cold) in runs.iter_mut().zip([10.0, 30.0, 20.0]) {
+            r.counters["warmup_write_mb_s"] = json!(cold);
+            r.counters["warmup_read_mb_s"] = json!(cold * 2.0);
+        }
+        let table = render(&DfsioWorkload { rounds: 3, ..workload(true) }, 1, &["hot".into(), "hhh".into()], &runs);
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("hot ") || l.starts_with("hhh ")).collect();
+        let cold = |row: &str| row.split_whitespace().nth(6).unwrap().to_string();
+        assert_eq!(cold(rows[0]), "20.0", "hot write cold median: {table}");
+        assert_eq!(cold(rows[1]), "-", "hhh had no warm-up pass: {table}");
+        assert_eq!(cold(rows[2]), "40.0", "hot read cold median: {table}");
+        assert!(table.contains("1 unmeasured warm-up pass(es)"), "{table}");
     }
 
     #[test]
@@ -325,7 +369,7 @@ mod tests {
             bb.counters[k] = json!(v);
         }
         bb.counters["bb_servers"] = json!("127.0.0.1:4242");
-        let table = render(&workload(true), &["hot".into(), "hhh-l-bb".into()], &[run("hot", 1, 40.0, 100.0), bb]);
+        let table = render(&workload(true), 0, &["hot".into(), "hhh-l-bb".into()], &[run("hot", 1, 40.0, 100.0), bb]);
         assert!(table.contains("127.0.0.1:4242") && table.contains("round 2, TestDFSIO's files and the jobs' own: 28 replicas buffered, 28 flushed"), "{table}");
         assert!(table.contains("0 written straight through") && table.contains("90 sets"), "{table}");
     }

@@ -140,6 +140,21 @@ public final class DfsioBench {
         }
     }
 
+    /** Each phase's "Throughput mb/sec" in a TestDFSIO result file ({@code write}, {@code read}), in file order. */
+    static Map<String, Double> throughputs(Path resFile) throws java.io.IOException {
+        Map<String, Double> byPhase = new LinkedHashMap<>();
+        String phase = null;
+        for (String line : Files.readAllLines(resFile, StandardCharsets.UTF_8)) {
+            String trimmed = line.trim();
+            if (trimmed.startsWith("----- TestDFSIO ----- :")) {
+                phase = trimmed.substring(trimmed.indexOf(':') + 1).trim();
+            } else if (phase != null && trimmed.startsWith("Throughput mb/sec:")) {
+                byPhase.put(phase, Double.parseDouble(trimmed.substring(trimmed.indexOf(':') + 1).trim()));
+            }
+        }
+        return byPhase;
+    }
+
     /**
      * Null when the phase took the configuration's path: plugin, every byte TestDFSIO moved over the
      * fabric at the client and at the DataNodes (writes: on all three replicas); vanilla, none.
