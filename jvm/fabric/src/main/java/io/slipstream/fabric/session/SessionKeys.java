@@ -101,7 +101,7 @@ public final class SessionKeys {
      * public keys. Both sides call it with the keys in that order. The shared secret is wiped.
      *
      * <p>{@code purpose} names the engine, the frame version and the MAC (e.g.
-     * {@code "slipstream hadoop-rpc frame v2 hmac-sha256"}), so that a key can never be taken for a key of
+     * {@code "slipstream hadoop-rpc frame v3 hmac-sha256"}), so that a key can never be taken for a key of
      * another engine, use or version: each engine passes its own, fixed string.
      */
     public static byte[] macKey(byte[] sharedSecret, long sessionId, byte[] clientPublicKey, byte[] serverPublicKey,

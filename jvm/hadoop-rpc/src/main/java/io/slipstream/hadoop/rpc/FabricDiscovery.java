@@ -12,14 +12,15 @@ import org.apache.hadoop.ipc.VersionedProtocol;
  * {@code WritableRpcEngine} (protocol independent: no generated protobuf code needed), registered on every
  * server of {@link FabricRpcEngine} next to its real protocols.
  *
- * <p>Version 2 adds the key agreement (version 1's {@code openSession()} gave unauthenticated sessions).
- * Hadoop matches versions exactly, so a client and a server of different versions get
- * {@code RPC.VersionMismatch}, which the client takes as "no fabric here" (socket path, or with fallback
- * never an error).
+ * <p>Version 2 adds the key agreement (version 1's {@code openSession()} gave unauthenticated sessions);
+ * version 3 is the same call for sessions whose answers are signed (frame version 3), so that a client and a
+ * server that would not understand each other's answers never open a session. Hadoop matches versions
+ * exactly, so a client and a server of different versions get {@code RPC.VersionMismatch}, which the client
+ * takes as "no fabric here" (socket path, or with fallback never an error).
  */
 @ProtocolInfo(protocolName = "io.slipstream.hadoop.rpc.FabricDiscovery", protocolVersion = FabricDiscovery.versionID)
 public interface FabricDiscovery extends VersionedProtocol {
-    long versionID = 2L;
+    long versionID = 3L;
 
     /**
      * Opens a fabric session for the calling user and {@code protocol} (the name calls of the session will

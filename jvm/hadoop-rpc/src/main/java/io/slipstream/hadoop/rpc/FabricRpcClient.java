@@ -128,10 +128,13 @@ final class FabricRpcClient {
                 Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
                 return none;
             }
-            byte[] frame = frame(session, callId, retryCount, methodHeader, request, alignmentContext);
+            // Numbered when the frame is made: a thread that makes its frame sends it next, so frames arrive out
+            // of order by at most about the number of threads calling at once (ReplayWindow takes 1024).
+            long sequence = session.sequence.getAndIncrement();
+            byte[] frame = frame(session, sequence, callId, retryCount, methodHeader, request, alignmentContext);
             try {
-                Message response = exchange(rpcConf, session, server, rpcTimeoutMs, frame, callId, responsePrototype,
-                        alignmentContext);
+                Message response = exchange(rpcConf, session, sequence, server, rpcTimeoutMs, frame, callId,
+                        responsePrototype, alignmentContext);
                 fabricCalls.incrementAndGet();
                 return response;
             } catch (RefusedFrameException e) {
@@ -145,6 +148,9 @@ final class FabricRpcClient {
                             + " times", e);
                 }
             } catch (IOException | RuntimeException e) {
+                // The server's own error leaves the session as it was; anything else (the transport's failures,
+                // an answer that is not the server's) drops it, as a broken connection: the next call opens a
+                // new one.
                 if (!(e instanceof RemoteException)) {
                     forget(key, session);
                 }
@@ -235,8 +241,8 @@ final class FabricRpcClient {
         }
     }
 
-    /** Message 3: the session prefix (signed last), then Hadoop's own call framing. */
-    private byte[] frame(Session session, int callId, int retryCount, byte[] methodHeader, Message request,
+    /** Message 4: the session prefix (signed last), then Hadoop's own call framing. */
+    private byte[] frame(Session session, long sequence, int callId, int retryCount, byte[] methodHeader, Message request,
             AlignmentContext alignmentContext) throws IOException {
         RpcRequestHeaderProto header = ProtoUtil.makeRpcRequestHeader(RPC.RpcKind.RPC_PROTOCOL_BUFFER,
                 RpcRequestHeaderProto.OperationProto.RPC_FINAL_PACKET, callId, retryCount, clientId, alignmentContext);
@@ -255,14 +261,12 @@ final class FabricRpcClient {
         out.writeUInt32NoTag(requestSize);
         request.writeTo(out);
         out.checkNoSpaceLeft();
-        // Numbered when the frame is made: a thread that makes its frame sends it next, so frames arrive out
-        // of order by at most about the number of threads calling at once (ReplayWindow takes 1024).
-        Frames.seal(frame, session.id, session.sequence.getAndIncrement(), session.auth);
+        Frames.seal(frame, session.id, sequence, session.auth);
         return frame;
     }
 
-    private Message exchange(RpcConf rpcConf, Session session, InetSocketAddress server, int rpcTimeoutMs, byte[] frame,
-            int callId, Message responsePrototype, AlignmentContext alignmentContext) throws IOException {
+    private Message exchange(RpcConf rpcConf, Session session, long sequence, InetSocketAddress server, int rpcTimeoutMs,
+            byte[] frame, int callId, Message responsePrototype, AlignmentContext alignmentContext) throws IOException {
         CompletableFuture<FabricBuffer> future;
         try {
             future = session.endpoint.requestAsync(Frames.OP_CALL, frame);
@@ -289,14 +293,28 @@ final class FabricRpcClient {
             throw new IOException("slipstream: fabric call " + callId + " failed", cause);
         }
         try (response) {
-            return read(rpcConf, response, callId, responsePrototype, alignmentContext);
+            return read(rpcConf, response, session, sequence, server, callId, responsePrototype, alignmentContext);
         }
     }
 
-    /** Hadoop's response framing: the header, then on success the response, both length-delimited. */
-    private static Message read(RpcConf rpcConf, FabricBuffer response, int callId, Message responsePrototype,
-            AlignmentContext alignmentContext) throws IOException {
+    /**
+     * Message 6: the server's MAC, checked before anything else of the answer is read, then Hadoop's response
+     * framing: the header, then on success the response, both length-delimited.
+     */
+    private static Message read(RpcConf rpcConf, FabricBuffer response, Session session, long sequence,
+            InetSocketAddress server, int callId, Message responsePrototype, AlignmentContext alignmentContext)
+            throws IOException {
         java.nio.ByteBuffer view = response.byteBuffer();
+        if (!Frames.verifyResponse(view, session.id, sequence, session.auth)) {
+            // Not the server's answer to this frame (altered, another frame's, or from a peer without the
+            // session's key): none of it is believed, not even an error it would carry. The call may have run on
+            // the server, so it is not sent again here: it fails as on a broken connection (an IOException,
+            // not a RemoteException, so the caller drops the session), and Hadoop's retry policy, which knows
+            // whether the method is idempotent, decides whether to call again.
+            throw new IOException("slipstream: the fabric answer from RPC server " + server + " to call " + callId
+                    + " (frame " + sequence + " of its session) is not authentic; session dropped");
+        }
+        view.position(view.position() + Frames.RESPONSE_PREFIX_BYTES);
         int length = view.remaining();
         if (rpcConf.maxResponseLength > 0 && length > rpcConf.maxResponseLength) {
             throw FabricCallBridge.rpcException(String.format("RPC response has a length of %d exceeds maximum data length", length));

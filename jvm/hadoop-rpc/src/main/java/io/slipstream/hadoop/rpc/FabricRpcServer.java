@@ -178,7 +178,8 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             request.fail(Frames.NOT_AUTHENTIC);
             return;
         }
-        if (!session.window.accept(payload.getLong(start + Frames.SEQUENCE_OFFSET))) {
+        long sequence = payload.getLong(start + Frames.SEQUENCE_OFFSET);
+        if (!session.window.accept(sequence)) {
             framesRefused.incrementAndGet();
             request.fail(Frames.REPLAYED);
             return;
@@ -202,7 +203,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         callsReceived.incrementAndGet();
         try {
             FabricCallBridge.queue(this, alignmentContext, conf, session.user, session.address, session.protocol, body, 0,
-                    bodyLength, request::respond);
+                    bodyLength, new SignedResponder(request, session.auth, sessionId, sequence));
         } catch (FabricCallBridge.MalformedCallException e) {
             callsReceived.decrementAndGet();
             sessions.remove(sessionId);
@@ -216,6 +217,36 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             callsReceived.decrementAndGet();
             framesRefused.incrementAndGet();
             request.fail(Frames.WRONG_PROTOCOL + e.getMessage() + " (opened for " + session.protocol + ")");
+        }
+    }
+
+    /**
+     * Answers one frame on the fabric request it came in, with the MAC that binds the answer to that frame's
+     * session and sequence number: every answer a handler gives (result, Hadoop's error, the full queue's or
+     * back-off's error) goes through it. The fabric's refusals in {@link #receive} are not answers.
+     */
+    private static final class SignedResponder implements FabricCallBridge.Responder {
+        private final FabricRequest request;
+        private final FrameAuth auth;
+        private final long sessionId;
+        private final long sequence;
+
+        SignedResponder(FabricRequest request, FrameAuth auth, long sessionId, long sequence) {
+            this.request = request;
+            this.auth = auth;
+            this.sessionId = sessionId;
+            this.sequence = sequence;
+        }
+
+        @Override
+        public int prefixBytes() {
+            return Frames.RESPONSE_PREFIX_BYTES;
+        }
+
+        @Override
+        public void respond(byte[] response) {
+            Frames.signResponse(response, sessionId, sequence, auth);
+            request.respond(response);
         }
     }
 

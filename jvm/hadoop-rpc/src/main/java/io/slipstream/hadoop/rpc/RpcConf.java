@@ -100,7 +100,8 @@ final class RpcConf {
         for (String protection : conf.getTrimmedStrings(CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION)) {
             if (!"authentication".equalsIgnoreCase(protection)) {
                 return CommonConfigurationKeysPublic.HADOOP_RPC_PROTECTION + "=" + protection
-                        + " (the fabric carries calls without encryption and responses without integrity checks)";
+                        + " (the fabric does not give calls that SASL protection: its frames and answers carry a"
+                        + " session's MAC, its refusals none, and nothing is encrypted)";
             }
         }
         return null;

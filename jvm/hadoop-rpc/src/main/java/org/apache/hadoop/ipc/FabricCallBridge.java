@@ -32,9 +32,41 @@ public final class FabricCallBridge {
     private FabricCallBridge() {
     }
 
-    /** Where a call's answer goes: the fabric request it came in (bytes as Hadoop frames them, unframed). */
+    /**
+     * Where a call's answer goes: the fabric request it came in. The responder puts its own bytes (the
+     * server's MAC, which binds the answer to its frame) before Hadoop's framing, in room the bridge leaves at
+     * the start of the array it builds the answer in.
+     */
     public interface Responder {
-        void send(byte[] bytes, int offset, int length);
+        /** Bytes the responder writes before Hadoop's response in what it is handed. */
+        int prefixBytes();
+
+        /** {@code response}: {@link #prefixBytes()} free bytes, then Hadoop's response framing without its 4-byte length. */
+        void respond(byte[] response);
+    }
+
+    /** The socket path's frame length at the start of a {@link ResponseBuffer}'s bytes; not sent on the fabric. */
+    private static final int FRAMING_BYTES = 4;
+
+    /**
+     * A {@link ResponseBuffer} whose bytes start with {@code prefixBytes} free ones: its own 4 (the socket path's
+     * frame length, unused here) and zeros after them. The answer is built behind the responder's room, so
+     * {@link #bytes} hands it over with no copy beyond {@code toByteArray}'s own.
+     */
+    private static ResponseBuffer responseBuffer(int prefixBytes) throws IOException {
+        ResponseBuffer out = new ResponseBuffer();
+        if (prefixBytes > FRAMING_BYTES) {
+            out.write(new byte[prefixBytes - FRAMING_BYTES]);
+        }
+        return out;
+    }
+
+    /** What {@code out} (from {@link #responseBuffer}) holds: exactly {@code prefixBytes} free bytes, then the answer. */
+    private static byte[] bytes(ResponseBuffer out, int prefixBytes) {
+        byte[] framed = out.toByteArray();
+        // Less room than the framing bytes (no responder of the engine asks for so little) costs one more copy.
+        return prefixBytes >= FRAMING_BYTES ? framed
+                : java.util.Arrays.copyOfRange(framed, FRAMING_BYTES - prefixBytes, framed.length);
     }
 
     /** The server address of a client connection id (package-private in Hadoop). */
@@ -201,11 +233,11 @@ public final class FabricCallBridge {
     }
 
     /**
-     * An error answer for a call that never reached the queue (full queue, over the length limit), in
-     * Hadoop's response framing; {@code header} may be null when the request could not be read.
+     * An error answer for a call that was not run (full queue, the scheduler's back-off, an aborted response),
+     * in Hadoop's response framing after {@code prefixBytes} free bytes.
      */
-    public static byte[] errorResponse(Server server, AlignmentContext alignmentContext, int callId, int retryCount,
-            byte[] clientId, RpcStatusProto status, Throwable error) throws IOException {
+    private static byte[] errorResponse(Server server, AlignmentContext alignmentContext, int callId, int retryCount,
+            byte[] clientId, RpcStatusProto status, Throwable error, int prefixBytes) throws IOException {
         RpcResponseHeaderProto.Builder b = RpcResponseHeaderProto.newBuilder()
                 .setCallId(callId).setRetryCount(retryCount).setStatus(status)
                 .setServerIpcVersionNum(RpcConstants.CURRENT_VERSION)
@@ -217,10 +249,9 @@ public final class FabricCallBridge {
         if (alignmentContext != null) {
             alignmentContext.updateResponseState(b);
         }
-        ResponseBuffer out = new ResponseBuffer();
+        ResponseBuffer out = responseBuffer(prefixBytes);
         b.build().writeDelimitedTo(out);
-        byte[] framed = out.toByteArray();
-        return java.util.Arrays.copyOfRange(framed, 4, framed.length);
+        return bytes(out, prefixBytes);
     }
 
     /** A call that came over the fabric: run by a handler like the socket path's {@code RpcCall}. */
@@ -298,7 +329,8 @@ public final class FabricCallBridge {
 
         void answerError(RpcStatusProto status, Throwable t) {
             try {
-                send(errorResponse(server, alignmentContext, callId, retryCount, clientId, status, t), 0);
+                send(errorResponse(server, alignmentContext, callId, retryCount, clientId, status, t,
+                        responder.prefixBytes()));
             } catch (IOException | RuntimeException e) {
                 Server.LOG.warn("Cannot answer " + this, e);
             }
@@ -341,16 +373,18 @@ public final class FabricCallBridge {
                 alignmentContext.updateResponseState(b);
             }
             try {
-                ResponseBuffer out = new ResponseBuffer();
+                int prefixBytes = responder.prefixBytes();
+                ResponseBuffer out = responseBuffer(prefixBytes);
                 b.build().writeDelimitedTo(out);
                 if (error == null && value != null) {
                     RpcWritable.wrap(value).writeTo(out);
                 }
-                send(out.toByteArray());
+                send(bytes(out, prefixBytes));
             } catch (IOException | RuntimeException e) {
                 Server.LOG.warn("Error serializing the fabric response of " + this, e);
                 try {
-                    send(errorResponse(server, alignmentContext, callId, retryCount, clientId, RpcStatusProto.ERROR, e), 0);
+                    send(errorResponse(server, alignmentContext, callId, retryCount, clientId, RpcStatusProto.ERROR, e,
+                            responder.prefixBytes()));
                 } catch (IOException | RuntimeException again) {
                     // The request is gone (its node closed with the server): nobody waits for this answer.
                     Server.LOG.warn("Cannot answer " + this + ": " + again);
@@ -358,14 +392,10 @@ public final class FabricCallBridge {
             }
         }
 
-        /** {@code framed}: from a {@link ResponseBuffer}, whose first 4 bytes are the socket path's frame length. */
-        private void send(byte[] framed) {
-            send(framed, 4);
-        }
-
-        private void send(byte[] bytes, int offset) {
-            server.getRpcMetrics().incrSentBytes(bytes.length - offset);
-            responder.send(bytes, offset, bytes.length - offset);
+        /** {@code response}: the responder's room, then Hadoop's framing (what the metrics count, as on sockets). */
+        private void send(byte[] response) {
+            server.getRpcMetrics().incrSentBytes(response.length - responder.prefixBytes());
+            responder.respond(response);
         }
 
         @Override

@@ -123,7 +123,7 @@ class AuthorizationOverFabricTest {
                     TestFrames.frame(session, 0, TestFrames.echoBody(EchoProtocols.NAME, "elsewhere", 1)),
                     Frames.WRONG_PROTOCOL + EchoProtocols.NAME);
             // The session stays, for its own protocol.
-            assertEquals("own", TestFrames.echoed(endpoint,
+            assertEquals("own", TestFrames.echoed(endpoint, session,
                     TestFrames.frame(session, 1, TestFrames.echoBody(SecureEcho.NAME, "own", 2))));
         }
         assertEquals(1, fabricServer().fabricFramesRefused() - refusedBefore);

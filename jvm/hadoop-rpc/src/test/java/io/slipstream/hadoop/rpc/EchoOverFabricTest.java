@@ -165,8 +165,14 @@ class EchoOverFabricTest {
             v1.put((byte) 1).putLong(session.sessionId()).put(garbage);
             assertRefused(endpoint, Frames.OP_CALL, v1.array(), "version 1");
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            // Version 2's frame (its answers would not be signed), even sealed with a key, is refused as unknown,
+            // saying which version this server takes.
+            byte[] v2 = TestFrames.frame(session, 3, garbage);
+            session.auth().seal(v2, (byte) 2, session.sessionId(), 3);
+            assertRefused(endpoint, Frames.OP_CALL, v2, "version 2 (this server takes version " + Frames.FRAME_VERSION + ")");
+            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
         }
-        assertEquals(5, fabricServer().fabricFramesRefused() - refusedBefore);
+        assertEquals(6, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
         assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);

@@ -44,6 +44,9 @@ final class EchoProtocols {
 
     /** The server side: echo, errors, sleep, and what the server saw of the call. */
     static final class Impl implements FabricEcho {
+        /** Calls of {@link #sleep} running now, in this JVM's servers: a test waits for a handler to be busy. */
+        static final java.util.concurrent.atomic.AtomicInteger SLEEPING = new java.util.concurrent.atomic.AtomicInteger();
+
         @Override
         public EmptyResponseProto ping(RpcController c, EmptyRequestProto r) {
             return EmptyResponseProto.getDefaultInstance();
@@ -107,11 +110,14 @@ final class EchoProtocols {
 
         @Override
         public EmptyResponseProto sleep(RpcController c, SleepRequestProto r) throws ServiceException {
+            SLEEPING.incrementAndGet();
             try {
                 Thread.sleep(r.getMilliSeconds());
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new ServiceException(e);
+            } finally {
+                SLEEPING.decrementAndGet();
             }
             return EmptyResponseProto.getDefaultInstance();
         }

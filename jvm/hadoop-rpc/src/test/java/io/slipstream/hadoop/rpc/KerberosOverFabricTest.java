@@ -198,7 +198,7 @@ class KerberosOverFabricTest {
         try (FabricNode raw = FabricNode.builder().start()) {
             FabricEndpoint endpoint = raw.endpoint(mine.host(), mine.port());
             byte[] first = TestFrames.frame(mine, 0, body);
-            assertEquals("signed", TestFrames.echoed(endpoint, first));
+            assertEquals("signed", TestFrames.echoed(endpoint, mine, first));
             // The very frame again (a copy off the wire).
             TestFrames.assertRefused(endpoint, Frames.OP_CALL, first, Frames.REPLAYED);
             // Frames whose MAC does not verify: another session named, another sequence number, the body
@@ -217,16 +217,18 @@ class KerberosOverFabricTest {
             java.util.Arrays.fill(unsigned, Frames.MAC_OFFSET, Frames.PREFIX_BYTES, (byte) 0);
             TestFrames.assertRefused(endpoint, Frames.OP_CALL, unsigned, Frames.NOT_AUTHENTIC);
             // None of those moved the window: sequence 1, untouched, is still new.
-            assertEquals("signed", TestFrames.echoed(endpoint, next));
+            assertEquals("signed", TestFrames.echoed(endpoint, mine, next));
             // Out of order within the window is accepted once; behind it, refused.
-            assertEquals("signed", TestFrames.echoed(endpoint, TestFrames.frame(mine, 5000, body)));
-            assertEquals("signed", TestFrames.echoed(endpoint, TestFrames.frame(mine, 5000 - ReplayWindow.SIZE + 1, body)));
+            assertEquals("signed", TestFrames.echoed(endpoint, mine, TestFrames.frame(mine, 5000, body)));
+            assertEquals("signed", TestFrames.echoed(endpoint, mine,
+                    TestFrames.frame(mine, 5000 - ReplayWindow.SIZE + 1, body)));
             TestFrames.assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(mine, 5000 - ReplayWindow.SIZE + 1, body),
                     Frames.REPLAYED);
             TestFrames.assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(mine, 5000 - ReplayWindow.SIZE, body),
                     Frames.REPLAYED);
             // The other session was not disturbed by frames naming it.
-            assertEquals("signed", TestFrames.echoed(raw.endpoint(other.host(), other.port()), TestFrames.frame(other, 0, body)));
+            assertEquals("signed", TestFrames.echoed(raw.endpoint(other.host(), other.port()), other,
+                    TestFrames.frame(other, 0, body)));
         }
         assertEquals(9, fabricServer().fabricFramesRefused() - refusedBefore);
         assertEquals(5, fabricServer().fabricCallsReceived() - receivedBefore);

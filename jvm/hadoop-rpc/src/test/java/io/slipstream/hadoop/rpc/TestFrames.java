@@ -1,6 +1,7 @@
 package io.slipstream.hadoop.rpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -22,6 +23,7 @@ import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto;
 import org.apache.hadoop.ipc.protobuf.TestProtos.EchoResponseProto;
 import org.apache.hadoop.security.UserGroupInformation;
 import org.apache.hadoop.thirdparty.protobuf.CodedInputStream;
+import org.apache.hadoop.thirdparty.protobuf.Message;
 import org.apache.hadoop.util.ProtoUtil;
 
 /** Fabric frames made by hand, for tests that send what a client of the engine never would. */
@@ -38,20 +40,25 @@ final class TestFrames {
 
     /** An echo call as Hadoop's socket path frames it after its length: the two headers and the request. */
     static byte[] echoBody(String protocolName, String message, int callId) {
+        return callBody(protocolName, "echo", EchoProtocols.echo(message), callId);
+    }
+
+    /** A call of {@code method} as Hadoop's socket path frames it after its length. */
+    static byte[] callBody(String protocolName, String method, Message request, int callId) {
         try {
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             ProtoUtil.makeRpcRequestHeader(RPC.RpcKind.RPC_PROTOCOL_BUFFER, RpcRequestHeaderProto.OperationProto.RPC_FINAL_PACKET,
                     callId, 0, ClientId.getClientId()).writeDelimitedTo(out);
-            RequestHeaderProto.newBuilder().setMethodName("echo").setDeclaringClassProtocolName(protocolName)
+            RequestHeaderProto.newBuilder().setMethodName(method).setDeclaringClassProtocolName(protocolName)
                     .setClientProtocolVersion(1).build().writeDelimitedTo(out);
-            EchoProtocols.echo(message).writeDelimitedTo(out);
+            request.writeDelimitedTo(out);
             return out.toByteArray();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
     }
 
-    /** A version-2 frame of {@code body} for {@code session}, numbered {@code sequence} and signed with its key. */
+    /** A frame of this version of {@code body} for {@code session}, numbered {@code sequence} and signed with its key. */
     static byte[] frame(SessionOffer session, long sequence, byte[] body) {
         byte[] frame = new byte[Frames.PREFIX_BYTES + body.length];
         System.arraycopy(body, 0, frame, Frames.PREFIX_BYTES, body.length);
@@ -59,19 +66,58 @@ final class TestFrames {
         return frame;
     }
 
-    /** Sends an echo frame; returns the echoed message of the server's successful answer. */
-    static String echoed(FabricEndpoint endpoint, byte[] frame) throws IOException {
+    /**
+     * Sends an echo frame of {@code session}; returns the echoed message of the server's successful answer,
+     * after checking that the answer carries the server's MAC for that frame (and not for any other).
+     */
+    static String echoed(FabricEndpoint endpoint, SessionOffer session, byte[] frame) throws IOException {
         try (FabricBuffer response = endpoint.request(Frames.OP_CALL, frame)) {
-            CodedInputStream in = CodedInputStream.newInstance(response.byteBuffer());
-            int limit = in.pushLimit(in.readRawVarint32());
-            RpcResponseHeaderProto header = RpcResponseHeaderProto.parseFrom(in);
-            in.popLimit(limit);
-            assertEquals(RpcResponseHeaderProto.RpcStatusProto.SUCCESS, header.getStatus(), header.getErrorMsg());
-            limit = in.pushLimit(in.readRawVarint32());
-            EchoResponseProto echo = EchoResponseProto.parseFrom(in);
-            in.popLimit(limit);
-            return echo.getMessage();
+            return echoed(response.byteBuffer(), session, sequence(frame));
         }
+    }
+
+    /** The sequence number {@code frame} was sealed with. */
+    static long sequence(byte[] frame) {
+        return ByteBuffer.wrap(frame).getLong(Frames.SEQUENCE_OFFSET);
+    }
+
+    /** {@code answer} (a successful echo's), verified as the server's for frame {@code sequence} of {@code session}, read. */
+    static String echoed(ByteBuffer answer, SessionOffer session, long sequence) throws IOException {
+        CodedInputStream in = verified(answer, session, sequence);
+        RpcResponseHeaderProto header = header(in);
+        assertEquals(RpcResponseHeaderProto.RpcStatusProto.SUCCESS, header.getStatus(), header.getErrorMsg());
+        int limit = in.pushLimit(in.readRawVarint32());
+        EchoResponseProto echo = EchoResponseProto.parseFrom(in);
+        in.popLimit(limit);
+        return echo.getMessage();
+    }
+
+    /** The response header of {@code answer}, once verified as the server's for frame {@code sequence} of {@code session}. */
+    static RpcResponseHeaderProto header(ByteBuffer answer, SessionOffer session, long sequence) throws IOException {
+        return header(verified(answer, session, sequence));
+    }
+
+    /** Hadoop's framing of {@code answer}, after checking the server's MAC before it. */
+    private static CodedInputStream verified(ByteBuffer answer, SessionOffer session, long sequence) {
+        assertServersAnswer(answer, session, sequence);
+        return CodedInputStream.newInstance(answer.duplicate().position(answer.position() + Frames.RESPONSE_PREFIX_BYTES));
+    }
+
+    private static RpcResponseHeaderProto header(CodedInputStream in) throws IOException {
+        int limit = in.pushLimit(in.readRawVarint32());
+        RpcResponseHeaderProto header = RpcResponseHeaderProto.parseFrom(in);
+        in.popLimit(limit);
+        return header;
+    }
+
+    /** {@code answer} carries the server's MAC bound to frame {@code sequence} of {@code session}, and to nothing else. */
+    static void assertServersAnswer(ByteBuffer answer, SessionOffer session, long sequence) {
+        assertTrue(Frames.verifyResponse(answer, session.sessionId(), sequence, session.auth()),
+                "the answer carries the server's MAC for frame " + sequence);
+        assertFalse(Frames.verifyResponse(answer, session.sessionId(), sequence + 1, session.auth()),
+                "the MAC is bound to the frame it answers");
+        assertFalse(Frames.verifyResponse(answer, session.sessionId() + 1, sequence, session.auth()),
+                "the MAC is bound to the session");
     }
 
     /** The server fails the request with a message containing {@code why}. */
