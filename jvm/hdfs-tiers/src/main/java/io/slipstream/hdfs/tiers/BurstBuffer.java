@@ -30,7 +30,9 @@ import org.slf4j.LoggerFactory;
  * the block file to something else (recoveries, appends, moves) flushes it first.
  *
  * <p>Limits: replica bytes held not yet flushed ({@code bb.maxPending.bytes}; past it a new replica is written
- * straight to the parallel file system), connections per server, one flush at a time. A copy lost from the
+ * straight to the parallel file system), chunks being stored per replica ({@code bb.maxInFlight.chunks}) and
+ * their bytes per DataNode ({@code bb.maxInFlight.bytes}; writers wait past them), connections per server, one
+ * flush at a time. A copy lost from the
  * cache (restarted, evicted, corrupted: the flush checks every byte against HDFS's checksums) is reported to the
  * NameNode as a bad replica, and HDFS re-replicates the block from its local replicas.
  */
@@ -64,6 +66,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     private final TiersConf conf;
     private final Dataset dataset;
     private final BurstBufferClient client;
+    /** Stores writers' full chunks into the cache off their threads, within bb.maxInFlight.bytes. */
+    private final BurstBufferStores stores;
     private final ConcurrentHashMap<Key, BurstBufferPending> pending = new ConcurrentHashMap<>();
     private final ScheduledThreadPoolExecutor flusher;
     private final String datanodeName;
@@ -112,6 +116,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         // A chunk's item plus its key and header fits in the servers' item limit (-I): bb.chunk.bytes says so.
         this.client = new BurstBufferClient(conf.bbServers, conf.bbConnections, conf.bbTimeoutMs, conf.bbChunkBytes,
                 conf.bbUser, password);
+        this.stores = new BurstBufferStores(conf.bbServers.size() * conf.bbConnections, conf.bbMaxInFlightBytes,
+                datanodeName);
         this.flusher = new ScheduledThreadPoolExecutor(1, runnable -> {
             Thread thread = new Thread(runnable, "Triple-H burst buffer flusher " + datanodeName);
             thread.setDaemon(true);
@@ -123,8 +129,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.instance().register(metricsName,
                 "Triple-H hhh-l-bb burst buffer", this);
         LOG.info("Triple-H hhh-l-bb: DataNode {} writes its parallel file system replicas through the burst buffer {} "
-                + "({} bytes per chunk, at most {} bytes pending, flush after {} ms)", datanodeName, conf.bbServers,
-                conf.bbChunkBytes, conf.bbMaxPendingBytes, conf.bbFlushDelayMs);
+                + "({} bytes per chunk, at most {} bytes pending, {} chunks per replica and {} bytes in flight, flush "
+                + "after {} ms)", datanodeName, conf.bbServers, conf.bbChunkBytes, conf.bbMaxPendingBytes,
+                conf.bbMaxInFlightChunks, conf.bbMaxInFlightBytes, conf.bbFlushDelayMs);
     }
 
     /**
@@ -158,7 +165,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         String keyBase = BurstBufferRecovery.keyBase(dataset.datanodeUuid(), block.getBlockPoolId(), block.getBlockId(),
                 block.getGenerationStamp());
         BurstBufferPending replica = new BurstBufferPending(keyBase, block.getBlockPoolId(), block.getBlockId(),
-                block.getGenerationStamp(), conf.bbChunkBytes, client, reserve, this::writeFailed);
+                block.getGenerationStamp(), conf.bbChunkBytes, conf.bbMaxInFlightChunks, client, stores, reserve,
+                this::writeFailed);
         BurstBufferPending before = pending.put(new Key(block.getBlockPoolId(), block.getBlockId()), replica);
         if (before != null) {
             drop(before, "replaced by a new replica of the same block");
@@ -176,8 +184,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                         ? "nothing of it was stored yet, so it goes on straight to the parallel file system"
                         : "chunks of it were stored, so its write fails (HDFS's pipeline recovery goes on without it)",
                 TimeUnit.NANOSECONDS.toSeconds(UNAVAILABLE_BACKOFF_NS));
-        // Not ended here: a recovery may be taking the replica from its writer (stop()) and still flush the
-        // chunk in memory; the replica ends itself (DROPPED) otherwise.
+        // The replica ended itself (DROPPED) before telling, once none of its stores could still put a chunk in
+        // the cache: deleting its keys now deletes every one it may have stored.
         if (pending.remove(key(replica), replica)) {
             release(replica);
             deleteLater(replica);
@@ -322,7 +330,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
             LOG.info("Triple-H hhh-l-bb: flushed {} ({} bytes) to the parallel file system in {} ms; {} replicas "
                     + "pending", replica, written, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs),
                     pending.size());
-            deleteKeys(replica, chunks);
+            // Beyond `chunks`: a stopped replica's chunks stored after one that failed (their bytes were in memory).
+            deleteKeys(replica, replica.chunksHandedOver());
         }
     }
 
@@ -394,7 +403,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
 
     private void deleteLater(BurstBufferPending replica) {
         if (!closed) {
-            flusher.execute(() -> deleteKeys(replica, replica.chunksStored()));
+            // A chunk whose store ends after this reads the count deletes itself (BurstBufferPending.ended).
+            flusher.execute(() -> deleteKeys(replica, replica.chunksHandedOver()));
         }
     }
 
@@ -524,6 +534,12 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                         + "its restart"), replicasRecovered.get())
                 .addCounter(info("WriteFailures", "stores into the cache that failed"), writeFailures.get())
                 .addCounter(info("ReadsFromBuffer", "reads served from the burst buffer"), readsFromBuffer.get())
+                .addCounter(info("WriterWaits", "times a writer waited for its chunks in flight to be stored"),
+                        stores.writerWaits())
+                .addCounter(info("WriterWaitMs", "time writers waited for their chunks in flight to be stored"),
+                        stores.writerWaitMs())
+                .addGauge(info("ChunksInFlight", "chunks on their way to the cache"), stores.chunksInFlight())
+                .addGauge(info("BytesInFlight", "chunk bytes on their way to the cache"), stores.bytesInFlight())
                 .addGauge(info("PendingReplicas", "replicas held not yet flushed"), pending.size())
                 .addGauge(info("PendingBytes", "bytes reserved by replicas not yet flushed"), bytes);
     }
@@ -542,7 +558,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                 + replicasFlushed + " flushedBytes=" + bytesFlushed + " lost=" + replicasLost + " recovered="
                 + replicasRecovered + " writeFailures="
                 + writeFailures + " readsFromBuffer="
-                + readsFromBuffer + " pending=" + pending.size() + " pendingBytes=" + bytes;
+                + readsFromBuffer + " writerWaits=" + stores.writerWaits() + " chunksInFlight=" + stores.chunksInFlight()
+                + " pending=" + pending.size() + " pendingBytes=" + bytes;
     }
 
     /** The DataNode stops: finished replicas are flushed (bounded wait); any left are lost as described. */
@@ -559,6 +576,7 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         closed = true;
         org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.instance().unregisterSource(metricsName);
         flusher.shutdownNow();
+        stores.close();
         client.close();
         LOG.info("Triple-H hhh-l-bb: {} burst buffer closed: {}", datanodeName, counters());
     }

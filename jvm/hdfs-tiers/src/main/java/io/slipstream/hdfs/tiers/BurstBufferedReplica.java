@@ -1,10 +1,12 @@
 package io.slipstream.hdfs.tiers;
 
+import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.hdfs.server.common.HdfsServerConstants.ReplicaState;
 import org.apache.hadoop.hdfs.server.datanode.ChunkChecksum;
+import org.apache.hadoop.hdfs.server.datanode.FileIoProvider;
 import org.apache.hadoop.hdfs.server.datanode.ReplicaHandler;
 import org.apache.hadoop.hdfs.server.datanode.ReplicaInPipeline;
 import org.apache.hadoop.hdfs.server.datanode.ReplicaInfo;
@@ -42,8 +44,25 @@ final class BurstBufferedReplica implements ReplicaInPipeline {
         ReplicaOutputStreams files = replica.createStreams(isCreate, requestedChecksum);
         // The block file was created (empty) and stays so unless the cache fails before its first chunk is
         // stored; the checksum file is HDFS's, header written.
-        return new ReplicaOutputStreams(new DataOut(pending, files.getDataOut()), files.getChecksumOut(),
-                files.getChecksum(), replica.getVolume(), replica.getReplicaInfo().getFileIoProvider());
+        return streams(pending, files.getDataOut(), files.getChecksumOut(), files.getChecksum(), replica.getVolume(),
+                replica.getReplicaInfo().getFileIoProvider());
+    }
+
+    /**
+     * HDFS's streams with the data stream into the burst buffer. BlockReceiver flushes the data stream after
+     * every packet (that must not wait for the chunks in flight) and calls {@code syncDataOut} for hsync and
+     * {@code dfs.datanode.synconclose}, which HDFS's own class does only for a file stream: here it waits until
+     * the chunks handed over are in the cache (or, the replica having gone to its block file, syncs that).
+     */
+    static ReplicaOutputStreams streams(BurstBufferPending pending, OutputStream blockFile, OutputStream checksumFile,
+            DataChecksum checksum, FsVolumeSpi volume, FileIoProvider fileIo) {
+        DataOut data = new DataOut(pending, blockFile, volume, fileIo);
+        return new ReplicaOutputStreams(data, checksumFile, checksum, volume, fileIo) {
+            @Override
+            public void syncDataOut() throws IOException {
+                data.sync();
+            }
+        };
     }
 
     /**
@@ -54,11 +73,15 @@ final class BurstBufferedReplica implements ReplicaInPipeline {
     private static final class DataOut extends OutputStream {
         private final BurstBufferPending pending;
         private final OutputStream file;
+        private final FsVolumeSpi volume;
+        private final FileIoProvider fileIo;
         private boolean toFile;
 
-        DataOut(BurstBufferPending pending, OutputStream file) {
+        DataOut(BurstBufferPending pending, OutputStream file, FsVolumeSpi volume, FileIoProvider fileIo) {
             this.pending = pending;
             this.file = file;
+            this.volume = volume;
+            this.fileIo = fileIo;
         }
 
         @Override
@@ -83,6 +106,21 @@ final class BurstBufferedReplica implements ReplicaInPipeline {
         public void flush() throws IOException {
             if (toFile) {
                 file.flush();
+            }
+        }
+
+        /** hsync: the chunks handed over are in the cache when it returns, or the block file is synced. */
+        void sync() throws IOException {
+            if (!toFile) {
+                byte[] held = pending.awaitStored();
+                if (held != null) {
+                    toFile = true;
+                    file.write(held);
+                }
+            }
+            if (toFile && file instanceof FileOutputStream blockFile) {
+                file.flush();
+                fileIo.sync(volume, blockFile);
             }
         }
 

@@ -79,6 +79,13 @@ public final class TiersConf {
             "`hhh-l-bb`, DataNode: replica bytes it may hold in the burst buffer not yet flushed (a replica being "
             + "written counts as a whole block); a new replica past it is written straight to the parallel file "
             + "system. Keep the DataNodes' sum well below the servers' memory (plus SSD in hybrid mode)");
+    static final TierSetting BB_MAX_IN_FLIGHT_CHUNKS = new TierSetting(PREFIX + "bb.maxInFlight.chunks", "4",
+            "`hhh-l-bb`, DataNode: full chunks of one replica on their way to the cache at once; the writer goes on "
+            + "filling the next chunk meanwhile and waits only when this many are still being stored. They are in the "
+            + "DataNode's memory only until stored (a DataNode killed loses them); 1 to 64");
+    static final TierSetting BB_MAX_IN_FLIGHT_BYTES = new TierSetting(PREFIX + "bb.maxInFlight.bytes", "64m",
+            "`hhh-l-bb`, DataNode: chunk bytes of all its replicas on their way to the cache at once (memory); a "
+            + "writer past it waits for stores to end. At least `bb.chunk.bytes`");
     static final TierSetting BB_FLUSH_DELAY_MS = new TierSetting(PREFIX + "bb.flushDelay.ms", "0",
             "`hhh-l-bb`, DataNode: how long a finished replica stays in the burst buffer before its flush to the "
             + "parallel file system starts (lets a burst of writes end first); 0 to 3600000");
@@ -97,7 +104,8 @@ public final class TiersConf {
                     HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_MAX_TRACKED_FILES,
                     TIERING_SSD_HIGH_WATER, TIERING_SSD_LOW_WATER, TIERING_BATCH_MAX_FILES, TIERING_BATCH_MAX_BYTES,
                     TIERING_PATHS, TIERING_SCAN_MAX_FILES, BB_SERVERS, BB_CHUNK_BYTES, BB_MAX_PENDING_BYTES,
-                    BB_FLUSH_DELAY_MS, BB_CONNECTIONS, BB_TIMEOUT_MS, BB_USER, BB_PASSWORD);
+                    BB_MAX_IN_FLIGHT_CHUNKS, BB_MAX_IN_FLIGHT_BYTES, BB_FLUSH_DELAY_MS, BB_CONNECTIONS, BB_TIMEOUT_MS,
+                    BB_USER, BB_PASSWORD);
 
     /** The share of the RAM_DISK capacity HHH-M may fill when no budget is set (OSU's runs used 70 % of the RAM disk). */
     static final double DEFAULT_BUDGET_FRACTION = 0.7;
@@ -124,6 +132,8 @@ public final class TiersConf {
     public final List<java.net.InetSocketAddress> bbServers;
     public final int bbChunkBytes;
     public final long bbMaxPendingBytes;
+    public final int bbMaxInFlightChunks;
+    public final long bbMaxInFlightBytes;
     public final long bbFlushDelayMs;
     public final int bbConnections;
     public final int bbTimeoutMs;
@@ -210,6 +220,9 @@ public final class TiersConf {
         bbServers = List.copyOf(servers);
         bbChunkBytes = (int) size(conf, BB_CHUNK_BYTES, 4L << 10, 64L << 20);
         bbMaxPendingBytes = size(conf, BB_MAX_PENDING_BYTES, 0, Long.MAX_VALUE);
+        bbMaxInFlightChunks = (int) ranged(conf, BB_MAX_IN_FLIGHT_CHUNKS, 1, 64);
+        // Below one chunk no writer could ever hand a chunk over.
+        bbMaxInFlightBytes = size(conf, BB_MAX_IN_FLIGHT_BYTES, bbChunkBytes, Long.MAX_VALUE);
         bbFlushDelayMs = ranged(conf, BB_FLUSH_DELAY_MS, 0, 3_600_000);
         bbConnections = (int) ranged(conf, BB_CONNECTIONS, 1, 64);
         bbTimeoutMs = (int) ranged(conf, BB_TIMEOUT_MS, 100, 600_000);
@@ -280,6 +293,7 @@ public final class TiersConf {
                 + " hhh.ramMinReplication=" + ramMinReplication + " hhhm.budget.bytes="
                 + (hhhmBudgetBytes < 0 ? "(70% of RAM_DISK)" : hhhmBudgetBytes)
                 + (mode == TierMode.HHH_L_BB ? " bb.servers=" + bbServers + " bb.chunk.bytes=" + bbChunkBytes
-                        + " bb.maxPending.bytes=" + bbMaxPendingBytes + " bb.flushDelay.ms=" + bbFlushDelayMs : "");
+                        + " bb.maxPending.bytes=" + bbMaxPendingBytes + " bb.maxInFlight.chunks=" + bbMaxInFlightChunks
+                        + " bb.maxInFlight.bytes=" + bbMaxInFlightBytes + " bb.flushDelay.ms=" + bbFlushDelayMs : "");
     }
 }

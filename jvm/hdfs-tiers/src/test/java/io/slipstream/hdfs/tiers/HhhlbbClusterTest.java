@@ -203,6 +203,15 @@ class HhhlbbClusterTest {
             }
             // A client reader: HDFS's visible length after hflush, from whichever replica it picks.
             TierClusters.assertReadsBack(fs, path, data);
+            // hsync reaches the replica's syncDataOut: its full chunks, stored off the writer's thread, are in the
+            // cache when it returns (the 100000 B being written stay in memory).
+            out.hsync();
+            String keys = BurstBufferRecovery.keyBase(dn.getDatanodeUuid(), block.getBlockPoolId(), block.getBlockId(),
+                    block.getGenerationStamp());
+            for (int chunk = 0; chunk < 2; chunk++) {
+                assertArrayEquals(java.util.Arrays.copyOfRange(data, chunk * 300_000, (chunk + 1) * 300_000),
+                        cache.get(keys + chunk), "chunk " + chunk + " in the cache after hsync");
+            }
             out.write(data);
         }
         byte[] twice = new byte[2 * data.length];

@@ -51,6 +51,8 @@ class TiersConfTest {
         assertEquals(11300, parsed.bbServers.get(1).getPort());
         assertEquals(1 << 20, parsed.bbChunkBytes);
         assertEquals(2L << 30, parsed.bbMaxPendingBytes);
+        assertEquals(4, parsed.bbMaxInFlightChunks);
+        assertEquals(64L << 20, parsed.bbMaxInFlightBytes);
         Configuration noServers = new Configuration(false);
         noServers.set(TiersConf.MODE.key(), "hhh-l-bb");
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
@@ -88,6 +90,9 @@ class TiersConfTest {
             {TiersConf.BB_CHUNK_BYTES.key(), "1k"},
             {TiersConf.BB_CHUNK_BYTES.key(), "huge"},
             {TiersConf.BB_MAX_PENDING_BYTES.key(), "-1"},
+            {TiersConf.BB_MAX_IN_FLIGHT_CHUNKS.key(), "0"},
+            {TiersConf.BB_MAX_IN_FLIGHT_CHUNKS.key(), "65"},
+            {TiersConf.BB_MAX_IN_FLIGHT_BYTES.key(), "100k"}, // below a chunk (511k): no writer could go on
             {TiersConf.BB_FLUSH_DELAY_MS.key(), "-5"},
             {TiersConf.BB_CONNECTIONS.key(), "0"},
             {TiersConf.BB_TIMEOUT_MS.key(), "10"},
