@@ -375,7 +375,8 @@ directory on tmpfs, an SSD and a DISK directory on the disk; replication 3):
   --json PATH          default results/ohb-hdfs-tiers.json
   dfsio                Hadoop's TestDFSIO instead of SWT/SRT (ohb hdfs tiers dfsio --help): --quick (2 x 16 MiB
                        files, 4 MiB blocks, 1 round; default 2 x 256 MiB, 64 MiB blocks, 3 rounds), --files N,
-                       --file-bytes N, --block-bytes N, --rounds N, --configs, --sync-on-close, --shm-dir, --json (default
+                       --file-bytes N, --block-bytes N, --rounds N, --configs, --sync-on-close, --warmup-passes N
+                       (unmeasured passes per JVM first; default 1, quick 0), --shm-dir, --json (default
                        results/ohb-hdfs-tiers-dfsio.json)
 
 Options for report (results as charts, an HTML page and a Markdown summary):
