@@ -178,7 +178,7 @@ final class FabricCopier<K, V> extends Thread {
         String hostName = hostAndPort.substring(0, colon);
         int shufflePort = Integer.parseInt(hostAndPort.substring(colon + 1));
         InetSocketAddress peer = new InetSocketAddress(hostName, conf.port);
-        RequestAuthenticator authenticator = RequestAuthenticator.scoped(MapBlocks.scope(shufflePort, job), secret);
+        RequestAuthenticator authenticator = RequestAuthenticator.scoped(MapBlocks.scope(shufflePort, job), secret, conf.responseMac);
         List<BlockFetcher.Wanted> wanted = wanted(maps, reduce);
         Set<TaskAttemptID> remaining = new LinkedHashSet<>(maps);
         Map<TaskAttemptID, long[]> lengths = new HashMap<>();
@@ -291,9 +291,15 @@ final class FabricCopier<K, V> extends Thread {
             reserveWaitNanos += shuffleStart - reserveStart;
             try (InputStream in = data.stream()) {
                 output.shuffle(host, in, partBytes, rawBytes, metrics, reporter);
-            } catch (IOException | RuntimeException e) {
+            } catch (IOException e) {
                 output.abort();
                 throw e;
+            } catch (InternalError | RuntimeException e) {
+                // As Hadoop's Fetcher: codecs (lz4, snappy, bzip2) throw these on corrupt input, which the
+                // header-only response MAC (the default) lets reach them before the IFile's CRC at its end.
+                // A read error of this map, not the reduce task's failure.
+                output.abort();
+                throw new IOException(map + ": " + e, e);
             } finally {
                 shuffleNanos += System.nanoTime() - shuffleStart;
             }

@@ -2,6 +2,7 @@ package io.slipstream.mapreduce;
 
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.NetDevices;
+import io.slipstream.shuffle.RequestAuthenticator;
 import io.slipstream.shuffle.Setting;
 import java.time.Duration;
 import java.util.List;
@@ -44,9 +45,16 @@ final class MapReduceConf {
             + "cap); a request asks for at most a fifth of a copier's share");
     static final Setting MAX_REQUESTS_IN_FLIGHT = new Setting(PREFIX + "maxRequestsInFlight", "64",
             "requests in flight per reduce task (shared by its copiers)");
+    static final Setting RESPONSE_MAC = new Setting(PREFIX + "responseMac", "header",
+            "what the HMAC of each fabric response covers (requests are always authenticated with the job's secret, and "
+            + "another job's outputs refused): `header`, as Hadoop's HTTP shuffle, the response's header and index records "
+            + "bound to the request, not the data, whose integrity is the IFile CRC32 Hadoop checks (a forger on the path can "
+            + "alter data unnoticed by the MAC, as over HTTP without SSL; a corrupt byte fails the CRC, a failed fetch); "
+            + "`full`, every byte (altered data fails the MAC; HMAC-SHA256 over all shuffle bytes on both sides). In a job: what "
+            + "its reducers ask for; on a NodeManager: `full` refuses reducers asking for `header`");
     /** Every user setting, in the order the documentation lists them. */
     static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
-            SERVER_THREADS, REQUEST_TIMEOUT_MS, MAX_BYTES_IN_FLIGHT, MAX_REQUESTS_IN_FLIGHT);
+            SERVER_THREADS, REQUEST_TIMEOUT_MS, MAX_BYTES_IN_FLIGHT, MAX_REQUESTS_IN_FLIGHT, RESPONSE_MAC);
 
     enum Fallback {
         /** The fabric when it can run; otherwise Hadoop's HTTP shuffle (per process, or per NodeManager), with one warning. */
@@ -66,6 +74,8 @@ final class MapReduceConf {
     final long maxBytesInFlight;
     final int maxRequestsInFlight;
     final int requestBytesMax;
+    /** A reducer: what its requests ask a response's MAC to cover; a NodeManager: the least it answers with. */
+    final RequestAuthenticator.ResponseMac responseMac;
 
     MapReduceConf(Configuration conf) {
         fallback = Setting.parseEnum(Fallback.class, get(conf, FALLBACK), FALLBACK.key());
@@ -78,6 +88,7 @@ final class MapReduceConf {
         requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS.key(), Long.parseLong(REQUEST_TIMEOUT_MS.defaultValue())));
         maxBytesInFlight = conf.getLongBytes(MAX_BYTES_IN_FLIGHT.key(), bytes(MAX_BYTES_IN_FLIGHT));
         maxRequestsInFlight = conf.getInt(MAX_REQUESTS_IN_FLIGHT.key(), Integer.parseInt(MAX_REQUESTS_IN_FLIGHT.defaultValue()));
+        responseMac = Setting.parseEnum(RequestAuthenticator.ResponseMac.class, get(conf, RESPONSE_MAC), RESPONSE_MAC.key());
         if (port <= 0 || port > 0xffff) {
             throw new IllegalArgumentException(PORT.key() + "=" + port + ": a fixed TCP port (1 to 65535) is needed");
         }

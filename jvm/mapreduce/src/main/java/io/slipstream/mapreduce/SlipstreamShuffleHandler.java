@@ -25,6 +25,8 @@ public class SlipstreamShuffleHandler extends ShuffleHandler {
 
     private volatile NodeFabric fabric;
     private volatile JobConf jobConf;
+    /** The least this NodeManager answers with ({@code full}: reducers asking for header-only MACs are refused). */
+    private volatile RequestAuthenticator.ResponseMac responseMac = RequestAuthenticator.ResponseMac.HEADER;
     private final Map<String, ShuffleServer.Scope> scopes = new ConcurrentHashMap<>();
 
     @Override
@@ -32,6 +34,7 @@ public class SlipstreamShuffleHandler extends ShuffleHandler {
         super.serviceStart();
         MapReduceConf conf = new MapReduceConf(getConfig());
         jobConf = new JobConf(getConfig());
+        responseMac = conf.responseMac;
         int shufflePort = ShuffleHandler.deserializeMetaData(getMetaData());
         try {
             fabric = NodeFabric.acquire(conf, shufflePort, this);
@@ -84,7 +87,7 @@ public class SlipstreamShuffleHandler extends ShuffleHandler {
         if (user == null || secret == null) {
             throw new RequestAuthenticator.AuthenticationException("unknown job " + job);
         }
-        ShuffleServer.Scope created = new ShuffleServer.Scope(RequestAuthenticator.scoped(scope, MapBlocks.secretText(secret)),
+        ShuffleServer.Scope created = new ShuffleServer.Scope(RequestAuthenticator.scoped(scope, MapBlocks.secretText(secret), responseMac),
                 new JobMapOutputs(getAuxiliaryLocalPathHandler(), jobConf, job, user), null);
         ShuffleServer.Scope raced = scopes.putIfAbsent(scope, created);
         return raced != null ? raced : created;

@@ -165,7 +165,7 @@ class CopierFailureTest {
     }
 
     /** Hadoop's reduce task status (its class is package-private). */
-    private static TaskStatus newReduceStatus() throws Exception {
+    static TaskStatus newReduceStatus() throws Exception {
         var constructor = Class.forName("org.apache.hadoop.mapred.ReduceTaskStatus").getDeclaredConstructor();
         constructor.setAccessible(true);
         return (TaskStatus) constructor.newInstance();
@@ -178,7 +178,7 @@ class CopierFailureTest {
     }
 
     /** A task's reporter that keeps its counters (as Hadoop's TaskReporter does), with no umbilical. */
-    private static final class CountingReporter implements Reporter {
+    static final class CountingReporter implements Reporter {
         private final Counters counters;
 
         CountingReporter(Counters counters) {

@@ -30,6 +30,10 @@ class MapReduceConfTest {
         assertEquals(64, conf.maxRequestsInFlight);
         assertEquals(60_000, conf.requestTimeout.toMillis());
         assertEquals("lo", conf.netDevicesFor(conf.bindAddress));
+        assertEquals(io.slipstream.shuffle.RequestAuthenticator.ResponseMac.HEADER, conf.responseMac);
+        Configuration full = new Configuration(false);
+        full.set(MapReduceConf.RESPONSE_MAC.key(), "Full");
+        assertEquals(io.slipstream.shuffle.RequestAuthenticator.ResponseMac.FULL, new MapReduceConf(full).responseMac);
     }
 
     @Test
@@ -49,6 +53,7 @@ class MapReduceConfTest {
             {MapReduceConf.SERVER_THREADS.key(), "65"},
             {MapReduceConf.MAX_BYTES_IN_FLIGHT.key(), "200m"},
             {MapReduceConf.FALLBACK.key(), "sometimes"},
+            {MapReduceConf.RESPONSE_MAC.key(), "none"},
         }) {
             Configuration conf = new Configuration(false);
             conf.set(bad[0], bad[1]);

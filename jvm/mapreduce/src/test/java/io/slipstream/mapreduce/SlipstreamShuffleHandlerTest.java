@@ -38,7 +38,6 @@ import org.apache.hadoop.security.token.Token;
 import org.apache.hadoop.yarn.api.records.ApplicationId;
 import org.apache.hadoop.yarn.server.api.ApplicationInitializationContext;
 import org.apache.hadoop.yarn.server.api.ApplicationTerminationContext;
-import org.apache.hadoop.yarn.server.api.AuxiliaryLocalPathHandler;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -73,7 +72,7 @@ class SlipstreamShuffleHandlerTest {
         conf.set(MapReduceConf.BUFFER_CAP.key(), "32m");
         conf.set(MapReduceConf.MAX_BYTES_IN_FLIGHT.key(), "4m");
         handler = new SlipstreamShuffleHandler();
-        handler.setAuxiliaryLocalPathHandler(new LocalDir());
+        handler.setAuxiliaryLocalPathHandler(new LocalDirs(localDir));
         handler.init(conf);
         handler.start();
         shufflePort = ShuffleHandler.deserializeMetaData(handler.getMetaData());
@@ -85,33 +84,6 @@ class SlipstreamShuffleHandlerTest {
             closeLater.get(i).close();
         }
         handler.stop();
-    }
-
-    /** The NodeManager's local directories: one temp dir. */
-    private final class LocalDir implements AuxiliaryLocalPathHandler {
-        @Override
-        public org.apache.hadoop.fs.Path getLocalPathForRead(String path) throws IOException {
-            Path file = localDir.resolve(path);
-            if (!Files.exists(file)) {
-                throw new IOException("not found in the local dirs: " + path);
-            }
-            return new org.apache.hadoop.fs.Path(file.toString());
-        }
-
-        @Override
-        public org.apache.hadoop.fs.Path getLocalPathForWrite(String path) {
-            return new org.apache.hadoop.fs.Path(localDir.resolve(path).toString());
-        }
-
-        @Override
-        public org.apache.hadoop.fs.Path getLocalPathForWrite(String path, long size) {
-            return getLocalPathForWrite(path);
-        }
-
-        @Override
-        public Iterable<org.apache.hadoop.fs.Path> getAllLocalPathsForRead(String path) {
-            return List.of(new org.apache.hadoop.fs.Path(localDir.resolve(path).toString()));
-        }
     }
 
     private static JobID job(int id) {

@@ -471,8 +471,10 @@ public final class BlockFetcher implements AutoCloseable {
         }
         Response response = new Response(completion.response(), sent.reservation());
         try {
+            // The coverage is read only for a header-only MAC (checked in the authenticator's mode);
+            // a tag over every byte is checked before anything of the body is read.
             ByteBuffer view = authenticator.openResponse(ShuffleProtocol.OP_FETCH, sent.requestTag(),
-                    completion.response().byteBuffer()).slice();
+                    completion.response().byteBuffer(), ShuffleProtocol.fetchResponseCoverage(sent.pieces().length)).slice();
             ShuffleProtocol.need(view, ShuffleProtocol.RESPONSE_HEADER_BYTES);
             int count = view.getInt();
             if (count != sent.pieces().length) {

@@ -36,6 +36,13 @@ public final class ShuffleProtocol {
     /** Entries in one FETCH request: bounds the server's work per request and the header size. */
     public static final int FETCH_ENTRIES_MAX = 4096;
     public static final int STRING_BYTES_MAX = 1024;
+    /**
+     * A FETCH response's header-only MAC ({@link RequestAuthenticator.ResponseMac#HEADER}) covers
+     * the bytes of every block of at most this size: an engine's metadata, such as Hadoop's 24-byte
+     * index records, which say how large the data that follows is once decompressed (nothing else
+     * checks that), at no measurable cost; the bulk is left to the engine's checksums.
+     */
+    public static final int MACED_BLOCK_BYTES_MAX = 64;
 
     private ShuffleProtocol() {}
 
@@ -70,6 +77,51 @@ public final class ShuffleProtocol {
         if (in.remaining() < bytes) {
             throw new ProtocolException("truncated message: " + bytes + " bytes needed, " + in.remaining() + " left");
         }
+    }
+
+    /**
+     * What a header-only MAC covers of a FETCH response body of {@code count} entries (the count
+     * the request asked for, not the body's word): the header (count, then each entry's block
+     * length and bytes returned) and the returned bytes of each block of at most
+     * {@link #MACED_BLOCK_BYTES_MAX}. Both sides compute it alike: the server from the body it
+     * built, the reader from the body it received, whose header the MAC then covers (a header
+     * altered to move the covered parts fails the check). Entries that do not add up within the
+     * body are a {@link ProtocolException}.
+     */
+    public static RequestAuthenticator.Coverage fetchResponseCoverage(int count) {
+        return body -> {
+            if (count < 0 || count > FETCH_ENTRIES_MAX) {
+                throw new ProtocolException("bad entry count " + count);
+            }
+            int base = body.position();
+            int length = body.remaining();
+            int headerBytes = RESPONSE_HEADER_BYTES + count * RESPONSE_ENTRY_BYTES;
+            if (length < headerBytes) {
+                throw new ProtocolException("truncated message: a response header of " + headerBytes + " bytes needed, " + length + " left");
+            }
+            int[] ranges = new int[2 + 2 * count];
+            int used = 2;
+            ranges[1] = headerBytes;
+            long position = headerBytes;
+            for (int i = 0; i < count; i++) {
+                int entry = base + RESPONSE_HEADER_BYTES + i * RESPONSE_ENTRY_BYTES;
+                long blockBytes = body.getLong(entry);
+                int returned = body.getInt(entry + 8);
+                if (returned < 0 || position + returned > length) {
+                    throw new ProtocolException("entry " + i + ": " + returned + " bytes returned, beyond the response's " + length);
+                }
+                if (returned > 0 && blockBytes >= 0 && blockBytes <= MACED_BLOCK_BYTES_MAX) {
+                    if (ranges[used - 2] + ranges[used - 1] == position) {
+                        ranges[used - 1] += returned;
+                    } else {
+                        ranges[used++] = (int) position;
+                        ranges[used++] = returned;
+                    }
+                }
+                position += returned;
+            }
+            return java.util.Arrays.copyOf(ranges, used);
+        };
     }
 
     /** A peer broke the wire format: the request fails, the server goes on. */

@@ -114,9 +114,12 @@ public final class ShuffleServer {
             return;
         }
         byte[] requestTag = auth.requestTag(request.payloadBuffer());
+        // FETCH answers in the response MAC mode the request asked for (open() refused one this
+        // server does not allow); the other responses are small and always MACed whole.
+        RequestAuthenticator.ResponseMac responseMac = auth.responseMacOf(request.payloadBuffer());
         try {
             switch (request.op()) {
-                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag, auth, source, cache);
+                case ShuffleProtocol.OP_FETCH -> fetch(request, body, requestTag, responseMac, auth, source, cache);
                 case ShuffleProtocol.OP_REGISTER -> request.respond(
                         auth.sealResponse(request.op(), requestTag, requireDirectory().register(body)));
                 case ShuffleProtocol.OP_DIAGNOSE -> request.respond(
@@ -151,8 +154,8 @@ public final class ShuffleServer {
         return directory;
     }
 
-    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag, RequestAuthenticator authenticator,
-            MapOutputSource source, MapOutputCache cache) throws IOException {
+    private void fetch(FabricRequest request, ByteBuffer body, byte[] requestTag, RequestAuthenticator.ResponseMac responseMac,
+            RequestAuthenticator authenticator, MapOutputSource source, MapOutputCache cache) throws IOException {
         if (source == null) {
             throw new IllegalStateException("this node serves no map outputs");
         }
@@ -221,7 +224,8 @@ public final class ShuffleServer {
                 throw new IllegalStateException("response filled " + out.position() + " of " + (headerBytes + dataBytes) + " bytes");
             }
             corruptForTest(out, blocks, given, headerBytes);
-            authenticator.signResponse(request.op(), requestTag, out.duplicate().clear().limit(headerBytes + dataBytes));
+            authenticator.signResponse(request.op(), requestTag, responseMac, out.duplicate().clear().limit(headerBytes + dataBytes),
+                    ShuffleProtocol.fetchResponseCoverage(count));
             fetchRequests.incrementAndGet();
             bytesServed.addAndGet(dataBytes);
             request.respond(response);
@@ -252,8 +256,8 @@ public final class ShuffleServer {
     /**
      * Test seam: with the system property {@value #CORRUPT_PROPERTY}{@code =PARTITION:COUNT}, the
      * first COUNT responses carrying bytes of a block of that partition get one of those bytes
-     * flipped, as a damaged network would (before the response's tag: authentication would catch
-     * it otherwise). For tests of the readers' corruption handling only.
+     * flipped, as a damaged network would (before the response's tag, so that a tag over every byte
+     * does not catch it first). For tests of the readers' corruption handling only.
      */
     static final String CORRUPT_PROPERTY = "slipstream.test.corruptResponses";
     private final int corruptPartition;
