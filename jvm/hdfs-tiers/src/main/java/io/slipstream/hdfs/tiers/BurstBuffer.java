@@ -86,6 +86,14 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
     private final AtomicLong writeFailures = new AtomicLong();
     private final AtomicLong readsFromBuffer = new AtomicLong();
     private final AtomicLong replicasRecovered = new AtomicLong();
+    private final AtomicLong replicasDiscarded = new AtomicLong();
+    private final AtomicLong chunksDiscarded = new AtomicLong();
+    /**
+     * Replicas whose chunks a restart could not delete (the cache unreachable), by block: deleted when HDFS deletes
+     * the replica. At most one entry per replica HDFS loaded at the start, and only after a restart that could not
+     * reach the cache.
+     */
+    private final ConcurrentHashMap<Key, BurstBufferRecovery.Leftover> leftovers = new ConcurrentHashMap<>();
     /** The checksum this DataNode's writers use by default: most replicas are told consistent by their lengths. */
     private final DataChecksum configuredChecksum;
 
@@ -346,21 +354,28 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
 
     /**
      * At the DataNode's start, before it registers: takes back from the cache the data of the finalized parallel
-     * file system replicas that its last run left there (killed before a flush), see {@link BurstBufferRecovery}.
-     * Each such replica's length is set to what its block file now holds.
+     * file system replicas that its last run left there (killed before a flush), and deletes the chunks of those it
+     * cannot use (replicas being written when it died, copies lost), see {@link BurstBufferRecovery}. Each finalized
+     * replica looked at has its length set to what its block file now holds.
      */
     public void recoverAfterRestart(String bpid, List<BurstBufferRecovery.OnDisk> replicas) {
         long startNs = System.nanoTime();
-        BurstBufferRecovery.Outcome outcome = new BurstBufferRecovery(client, conf.bbChunkBytes, configuredChecksum,
-                dataset.datanodeUuid()).recover(replicas);
+        BurstBufferRecovery.Outcome outcome = new BurstBufferRecovery(client, conf.bbChunkBytes,
+                conf.bbMaxInFlightChunks, configuredChecksum, dataset.datanodeUuid()).recover(replicas);
         replicasRecovered.addAndGet(outcome.recovered());
         replicasLost.addAndGet(outcome.lost());
-        if (outcome.recovered() + outcome.lost() + outcome.left() > 0) {
-            LOG.info("Triple-H hhh-l-bb: block pool {} on {}: {} parallel file system replicas were left in the burst "
-                    + "buffer by the last run: {} recovered ({} bytes), {} lost, {} left to HDFS (cache unreachable); "
-                    + "{} replicas looked at in {} ms", bpid, datanodeName, outcome.recovered() + outcome.lost()
-                    + outcome.left(), outcome.recovered(), outcome.bytesRecovered(), outcome.lost(), outcome.left(),
-                    replicas.size(), TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
+        replicasDiscarded.addAndGet(outcome.discarded());
+        chunksDiscarded.addAndGet(outcome.chunksDiscarded());
+        for (BurstBufferRecovery.Leftover leftover : outcome.leftovers()) {
+            leftovers.put(new Key(leftover.bpid(), leftover.blockId()), leftover);
+        }
+        if (outcome.recovered() + outcome.lost() + outcome.discarded() + outcome.left() > 0) {
+            LOG.info("Triple-H hhh-l-bb: block pool {} on {}: the last run left parallel file system replicas in the "
+                    + "burst buffer: {} finalized recovered ({} bytes), {} lost, {} being written discarded ({} chunks "
+                    + "deleted in all), {} left to HDFS (cache unreachable); {} replicas looked at in {} ms", bpid,
+                    datanodeName, outcome.recovered(), outcome.bytesRecovered(), outcome.lost(), outcome.discarded(),
+                    outcome.chunksDiscarded(), outcome.left(), replicas.size(),
+                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs));
         }
     }
 
@@ -369,6 +384,25 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         BurstBufferPending replica = pending.get(new Key(bpid, blockId));
         if (replica != null) {
             drop(replica, "deleted");
+        }
+        // Whatever its generation stamp now (a block recovery may have changed it): once HDFS deletes the replica,
+        // nothing reads the chunks a restart left.
+        BurstBufferRecovery.Leftover leftover = leftovers.remove(new Key(bpid, blockId));
+        if (leftover != null && !closed) {
+            flusher.execute(() -> deleteLeftover(leftover));
+        }
+    }
+
+    /** Best effort, as {@link #deleteKeys}; the flusher's thread, not HDFS's (a delete per chunk). */
+    private void deleteLeftover(BurstBufferRecovery.Leftover leftover) {
+        try {
+            long deleted = BurstBufferRecovery.deleteChunks(client, leftover);
+            chunksDiscarded.addAndGet(deleted);
+            LOG.debug("Triple-H hhh-l-bb: blk_{} deleted: {} chunks a restart left in the burst buffer deleted too",
+                    leftover.blockId(), deleted);
+        } catch (IOException e) {
+            LOG.warn("Triple-H hhh-l-bb: blk_{} deleted, but its chunks cannot be deleted from the burst buffer ({}); "
+                    + "the cache's eviction takes them back", leftover.blockId(), e.getMessage());
         }
     }
 
@@ -501,6 +535,16 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         return replicasRecovered.get();
     }
 
+    /** Replicas being written when the DataNode was killed whose chunks its restart deleted. */
+    public long replicasDiscarded() {
+        return replicasDiscarded.get();
+    }
+
+    /** Chunks deleted unused after a restart (replicas being written at the kill, lost ones, those left). */
+    public long chunksDiscarded() {
+        return chunksDiscarded.get();
+    }
+
     /** Stores into the cache that failed while a replica was written. */
     public long writeFailures() {
         return writeFailures.get();
@@ -532,6 +576,11 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                         replicasLost.get())
                 .addCounter(info("ReplicasRecovered", "replicas a killed DataNode left in the cache, recovered at "
                         + "its restart"), replicasRecovered.get())
+                .addCounter(info("ReplicasDiscarded", "replicas being written when a killed DataNode died, whose "
+                        + "chunks its restart deleted from the cache (HDFS recovers them from their block files)"),
+                        replicasDiscarded.get())
+                .addCounter(info("ChunksDiscarded", "chunks deleted from the cache unused after a restart"),
+                        chunksDiscarded.get())
                 .addCounter(info("WriteFailures", "stores into the cache that failed"), writeFailures.get())
                 .addCounter(info("ReadsFromBuffer", "reads served from the burst buffer"), readsFromBuffer.get())
                 .addCounter(info("WriterWaits", "times a writer waited for its chunks in flight to be stored"),
@@ -556,7 +605,8 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         }
         return "buffered=" + replicasBuffered + " writtenThrough=" + replicasWrittenThrough + " flushed="
                 + replicasFlushed + " flushedBytes=" + bytesFlushed + " lost=" + replicasLost + " recovered="
-                + replicasRecovered + " writeFailures="
+                + replicasRecovered + " discarded=" + replicasDiscarded + " chunksDiscarded=" + chunksDiscarded
+                + " writeFailures="
                 + writeFailures + " readsFromBuffer="
                 + readsFromBuffer + " writerWaits=" + stores.writerWaits() + " chunksInFlight=" + stores.chunksInFlight()
                 + " pending=" + pending.size() + " pendingBytes=" + bytes;

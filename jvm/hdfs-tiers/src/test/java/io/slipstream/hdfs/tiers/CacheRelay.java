@@ -12,8 +12,9 @@ import java.util.List;
 /**
  * A TCP relay in front of a real slipstream-cache ({@link CacheServer}), for tests that need a store to take as
  * long as they say: while {@link #hold held}, requests wait in the relay before reaching the cache (a slow cache);
- * {@link #cut} closes every connection and refuses new ones (a cache gone). It answers nothing itself: every
- * reply is the cache's.
+ * while {@link #refuse refusing}, each new connection is closed at once (a cache that cannot be reached, for a
+ * while); {@link #cut} closes every connection and refuses new ones (a cache gone). It answers nothing itself:
+ * every reply is the cache's.
  */
 final class CacheRelay implements AutoCloseable {
     private final ServerSocket listener;
@@ -22,6 +23,7 @@ final class CacheRelay implements AutoCloseable {
     private boolean held; // guarded by gate
     private final List<Socket> sockets = new ArrayList<>(); // guarded by itself
     private volatile boolean cut;
+    private volatile boolean refusing;
 
     CacheRelay(CacheServer cache) throws IOException {
         this.cachePort = cache.port;
@@ -50,6 +52,16 @@ final class CacheRelay implements AutoCloseable {
         }
     }
 
+    /** New connections are closed at once, before anything reaches the cache, until {@link #admit}. */
+    void refuse() {
+        refusing = true;
+    }
+
+    /** New connections reach the cache again. */
+    void admit() {
+        refusing = false;
+    }
+
     /** Connections closed (requests held among them: never forwarded), new ones refused. */
     void cut() throws IOException {
         cut = true;
@@ -66,6 +78,10 @@ final class CacheRelay implements AutoCloseable {
         while (!cut) {
             try {
                 Socket client = listener.accept();
+                if (refusing) {
+                    client.close();
+                    continue;
+                }
                 Socket cache = new Socket(InetAddress.getLoopbackAddress(), cachePort);
                 synchronized (sockets) {
                     sockets.add(client);

@@ -131,7 +131,8 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
     /**
      * HDFS loads the block pool's replicas from disk; before the DataNode registers (and sends its first block
      * report), the finalized parallel file system replicas that a killed run left in the burst buffer get their
-     * data back from it.
+     * data back from it, and the chunks of those being written when it died (HDFS loads them from the rbw directory
+     * as replicas waiting to be recovered, from their block files) are deleted from it.
      */
     @Override
     public void addBlockPool(String bpid, Configuration conf) throws IOException {
@@ -141,10 +142,10 @@ public class SlipstreamTieredFsDataset extends FsDatasetImpl {
         }
         List<BurstBufferRecovery.OnDisk> onDisk = new ArrayList<>();
         volumeMap.replicas(bpid, replicas -> replicas.forEachRemaining(replica -> {
-            if (replica.getState() == ReplicaState.FINALIZED && replica instanceof LocalReplica local
-                    && replica.getVolume().getStorageType() == StorageType.ARCHIVE) {
+            if (replica instanceof LocalReplica local && replica.getVolume().getStorageType() == StorageType.ARCHIVE) {
                 onDisk.add(new BurstBufferRecovery.OnDisk(bpid, replica.getBlockId(), replica.getGenerationStamp(),
-                        local.getBlockFile(), local.getMetaFile(), replica::setNumBytes));
+                        replica.getState() == ReplicaState.FINALIZED, local.getBlockFile(), local.getMetaFile(),
+                        replica::setNumBytes));
             }
         }));
         burstBuffer.recoverAfterRestart(bpid, onDisk);
