@@ -19,7 +19,6 @@ import org.apache.hadoop.mapreduce.TaskType;
 import org.apache.hadoop.yarn.api.records.NodeId;
 import org.apache.hadoop.yarn.nodelabels.CommonNodeLabelsManager;
 import org.apache.hadoop.yarn.server.resourcemanager.ResourceManager;
-import org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -44,8 +43,8 @@ import org.junit.jupiter.api.Test;
 class NodeManagerLossTest {
     private static final int MAPS = 3;
     private static final int REDUCES = 2;
-    private static final String MAPS_LABEL = "slipstream-maps";
-    private static final String FENCED_LABEL = "slipstream-fenced";
+    private static final String MAPS_LABEL = SharedCluster.MAPS_LABEL;
+    private static final String FENCED_LABEL = SharedCluster.FENCED_LABEL;
     private static final String LOST_HOST = "127.0.0.2";
     /** The job's whole run, kill and re-runs included; beyond it the test fails (a reducer hangs). */
     private static final long JOB_TIMEOUT_MS = 240_000;
@@ -61,27 +60,13 @@ class NodeManagerLossTest {
     static void start() throws Exception {
         cluster = SharedCluster.get();
         rm = cluster.yarn.getResourceManager();
-        CommonNodeLabelsManager labels = rm.getRMContext().getNodeLabelManager();
-        if (!labels.getClusterNodeLabelNames().contains(MAPS_LABEL)) {
-            labels.addToCluserNodeLabelsWithDefaultExclusivity(Set.of(MAPS_LABEL, FENCED_LABEL));
-        }
-        // The default queue may use both labels (as `yarn rmadmin -refreshQueues` after editing
-        // capacity-scheduler.xml); jobs without a label expression are unaffected.
-        Configuration queues = new Configuration(cluster.yarn.getConfig());
-        for (String label : List.of(MAPS_LABEL, FENCED_LABEL)) {
-            queues.set("yarn.scheduler.capacity.root.accessible-node-labels." + label + ".capacity", "100");
-            queues.set("yarn.scheduler.capacity.root.default.accessible-node-labels." + label + ".capacity", "100");
-        }
-        String all = String.join(",", MAPS_LABEL, FENCED_LABEL);
-        queues.set("yarn.scheduler.capacity.root.accessible-node-labels", all);
-        queues.set("yarn.scheduler.capacity.root.default.accessible-node-labels", all);
-        ((CapacityScheduler) rm.getResourceScheduler()).reinitialize(queues, rm.getRMContext());
+        cluster.enableMapLabels();
         seeds = new Path(cluster.work, "loss-seeds");
         ScenarioJob.writeSeeds(cluster.fs, seeds, MAPS);
         // Room for the three maps (384 MB each) at once, and for nothing of 512 MB (AM, reducers) anyway.
         lost = new NodeManagerProcess(cluster.yarn.getConfig(), LOST_HOST, 3 * 384, new File("target/nm-" + LOST_HOST).getAbsoluteFile());
         lostNode = lost.awaitRegistered(rm);
-        labels.replaceLabelsOnNode(Map.of(lostNode, Set.of(MAPS_LABEL)));
+        rm.getRMContext().getNodeLabelManager().replaceLabelsOnNode(Map.of(lostNode, Set.of(MAPS_LABEL)));
         living = cluster.yarn.getNodeManager(0).getNMContext().getNodeId();
     }
 

@@ -32,7 +32,8 @@ final class NodeManagerProcess implements AutoCloseable {
     /**
      * Starts a NodeManager on {@code host} (a 127.0.0.0/8 address) with {@code memoryMb} for
      * containers, its configuration the cluster's ({@code clusterConf}: the ResourceManager's
-     * addresses, the plugin's aux service and fabric port) with its own addresses and directories.
+     * addresses, the {@code mapreduce_shuffle} aux service's class and the fabric port) with its
+     * own addresses and directories.
      */
     NodeManagerProcess(Configuration clusterConf, String host, int memoryMb, File dir) throws IOException {
         if (!InetAddress.getByName(host).isLoopbackAddress()) {
@@ -55,10 +56,20 @@ final class NodeManagerProcess implements AutoCloseable {
         conf.setBoolean("yarn.nodemanager.recovery.enabled", false);
         conf.setFloat("yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", 100f);
         conf.set("slipstream.mapreduce.bindAddress", host);
-        // The HTTP shuffle on a port of its own (not Hadoop's 13562 for every NodeManager process).
-        conf.setInt("mapreduce.shuffle.port", freePort(host));
         try (OutputStream out = new FileOutputStream(new File(confDir, "yarn-site.xml"))) {
             conf.writeXml(out);
+        }
+        // The HTTP shuffle on a port the kernel picks when it binds (the NodeManager tells the
+        // ApplicationMaster which, as in-JVM mini cluster NodeManagers do). Not in yarn-site.xml:
+        // the ShuffleHandler makes a JobConf of its configuration before it reads its port, which
+        // adds mapred-default.xml (mapreduce.shuffle.port=13562) to the default resources after
+        // yarn-site.xml, so that value wins over yarn-site.xml's and every NodeManager process binds
+        // 13562 on every address (a second process fails with a BindException). mapred-site.xml
+        // comes after mapred-default.xml.
+        Configuration mapred = new Configuration(false);
+        mapred.setInt("mapreduce.shuffle.port", 0);
+        try (OutputStream out = new FileOutputStream(new File(confDir, "mapred-site.xml"))) {
+            mapred.writeXml(out);
         }
         List<String> command = new ArrayList<>();
         command.add(new File(System.getProperty("java.home"), "bin/java").getAbsolutePath());
@@ -71,29 +82,10 @@ final class NodeManagerProcess implements AutoCloseable {
         process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(new File(dir, "nodemanager.log")).start();
     }
 
-    /**
-     * A TCP port free on {@code host}, the kernel's choice, and free on the other loopback addresses
-     * the tests use too: Hadoop's ShuffleHandler binds its port on every address, so a port that one
-     * NodeManager process holds on 127.0.0.2 would fail another's shuffle on 127.0.0.3.
-     */
+    /** A TCP port free on {@code host} (the kernel's choice), for a listener bound to that address only. */
     private static int freePort(String host) throws IOException {
-        for (int attempt = 0; attempt < 20; attempt++) {
-            int port;
-            try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName(host))) {
-                port = socket.getLocalPort();
-            }
-            if (freeOn(port, "127.0.0.1") && freeOn(port, "127.0.0.2") && freeOn(port, "127.0.0.3")) {
-                return port;
-            }
-        }
-        throw new IOException("no port free on 127.0.0.1 to 127.0.0.3 in 20 tries");
-    }
-
-    private static boolean freeOn(int port, String host) {
-        try (ServerSocket socket = new ServerSocket(port, 1, InetAddress.getByName(host))) {
-            return true;
-        } catch (IOException e) {
-            return false;
+        try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getByName(host))) {
+            return socket.getLocalPort();
         }
     }
 

@@ -32,10 +32,43 @@ final class YarnCluster extends MiniMRYarnCluster {
         fabricPort = freePort();
     }
 
-    /** A port for the NodeManagers' shared fabric node (the kernel's choice of a free one, on loopback). */
+    /**
+     * A port for the NodeManagers' shared fabric node (on 127.0.0.1, and on 127.0.0.2 for {@link
+     * NodeManagerProcess}), which listens on it seconds later, when the NodeManagers start. Not the
+     * kernel's choice of a free port: that comes from the ephemeral range, which every outgoing
+     * connection draws from too (the HDFS and YARN mini clusters open many while they start, and the
+     * machine is shared). A port taken by then fails the fabric's listener ("ucp_listener_create
+     * failed: Device is busy"), and the NodeManagers serve HTTP only: seen once with the kernel's
+     * choice. So: a port below that range, free now on the three loopback addresses the tests use.
+     */
     private static int freePort() throws IOException {
-        try (ServerSocket socket = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return socket.getLocalPort();
+        int ephemeralLow = 32768; // Linux's default
+        try {
+            // (Files.readString and readAllBytes return the first byte only of this file, whose size says 0, on JDK 17.)
+            String range = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range")).get(0);
+            int read = Integer.parseInt(range.trim().split("\\s+")[0]);
+            if (read >= 2048 && read <= 65535) {
+                ephemeralLow = read;
+            }
+        } catch (IOException | RuntimeException e) {
+            // not Linux, or unreadable: the default
+        }
+        int low = Math.min(10_000, ephemeralLow / 2);
+        java.util.Random random = new java.util.Random();
+        for (int attempt = 0; attempt < 200; attempt++) {
+            int port = low + random.nextInt(ephemeralLow - low);
+            if (freeOn(port, "127.0.0.1") && freeOn(port, "127.0.0.2") && freeOn(port, "127.0.0.3")) {
+                return port;
+            }
+        }
+        throw new IOException("no port below " + ephemeralLow + " free on 127.0.0.1 to 127.0.0.3 in 200 tries");
+    }
+
+    private static boolean freeOn(int port, String host) {
+        try (ServerSocket socket = new ServerSocket(port, 1, java.net.InetAddress.getByName(host))) {
+            return true;
+        } catch (IOException e) {
+            return false;
         }
     }
 
