@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
@@ -30,7 +31,8 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>A block larger than what a response may hold comes in pieces, requested as soon as its
  * length is known and reassembled in whatever order they arrive, off the heap (a buffer of the
- * node's pool, else direct memory). A block that fits one response
+ * node's pool, else direct memory); or, when asked for streamed, handed out at once and read
+ * piece by piece in order as they arrive ({@link PieceStream}). A block that fits one response
  * is handed out as a view of the response buffer, without a copy; the buffer goes back to the
  * pool when its last block is released.
  *
@@ -41,18 +43,26 @@ public final class BlockFetcher implements AutoCloseable {
     /**
      * A block to fetch: its expected length (a hint: the real one comes with the response), the
      * most it can really have (a peer that says more is refused: nothing is allocated from a
-     * peer's word beyond this) and the caller's tag.
+     * peer's word beyond this) and the caller's tag. A {@code streamed} block that comes in
+     * pieces is handed out at its first piece as a stream of the pieces in order
+     * ({@link PieceStream}), for a reader that consumes it as a stream anyway: then it costs
+     * what is in flight, not its length.
      */
-    public record Wanted(MapOutputBlock block, long expectedBytes, long maxBytes, Object tag) {
+    public record Wanted(MapOutputBlock block, long expectedBytes, long maxBytes, Object tag, boolean streamed) {
         public Wanted {
             if (expectedBytes < 0 || maxBytes < 0) {
                 throw new IllegalArgumentException(block + ": negative size " + expectedBytes + " / " + maxBytes);
             }
         }
 
-        /** No bound but {@link #BLOCK_BYTES_MAX}. */
+        /** Put together when it comes in pieces. */
+        public Wanted(MapOutputBlock block, long expectedBytes, long maxBytes, Object tag) {
+            this(block, expectedBytes, maxBytes, tag, false);
+        }
+
+        /** No bound but {@link #BLOCK_BYTES_MAX}; put together when it comes in pieces. */
         public Wanted(MapOutputBlock block, long expectedBytes, Object tag) {
-            this(block, expectedBytes, BLOCK_BYTES_MAX, tag);
+            this(block, expectedBytes, BLOCK_BYTES_MAX, tag, false);
         }
     }
 
@@ -204,6 +214,8 @@ public final class BlockFetcher implements AutoCloseable {
     private final ArrayDeque<FetchedBlock> ready = new ArrayDeque<>();
     private final Set<FetchedBlock> delivered = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<MapOutputBlock, Assembly> assemblies = new HashMap<>();
+    /** Streamed blocks handed out (kept once discarded, so that their late pieces are given back). */
+    private final Map<MapOutputBlock, PieceStream> streams = new HashMap<>();
     private final Set<Sent> sentInFlight = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Object closeLock = new Object();
     private boolean closed;
@@ -255,29 +267,56 @@ public final class BlockFetcher implements AutoCloseable {
             if (blocksLeft == 0) {
                 throw new NoSuchElementException();
             }
-            sendWithinLimits();
-            Completion completion;
-            long waitStart = System.nanoTime();
-            try {
-                completion = completions.poll(limits.responseTimeout().toNanos(), TimeUnit.NANOSECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw fail(anyWanted(), null, "interrupted while waiting for blocks", e);
-            } finally {
-                fetchWaitNanos += System.nanoTime() - waitStart;
-            }
-            if (completion == null) {
-                Wanted late = anyWanted();
-                InetSocketAddress peer = sentInFlight.isEmpty() ? null : sentInFlight.iterator().next().peer().peer;
-                throw fail(late, peer, "no response within " + limits.responseTimeout().toMillis() + " ms", null);
-            }
-            process(completion);
+            progress();
         }
         FetchedBlock block = ready.poll();
         delivered.add(block);
         sendWithinLimits();
         return block;
     }
+
+    /** Sends what the limits allow, then waits for one response (the wait counts as fetch wait time) and takes it in. */
+    private void progress() {
+        sendWithinLimits();
+        Completion completion;
+        long waitStart = System.nanoTime();
+        try {
+            completion = completions.poll(limits.responseTimeout().toNanos(), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw fail(anyWanted(), null, "interrupted while waiting for blocks", e);
+        } finally {
+            fetchWaitNanos += System.nanoTime() - waitStart;
+        }
+        if (completion == null) {
+            Wanted late = anyWanted();
+            InetSocketAddress peer = sentInFlight.isEmpty() ? null : sentInFlight.iterator().next().peer().peer;
+            throw fail(late, peer, "no response within " + limits.responseTimeout().toMillis() + " ms", null);
+        }
+        process(completion);
+    }
+
+    /**
+     * A streamed block's reader needs the piece at {@code offset}: it goes first in its peer's
+     * queue if not yet asked for (so pieces of blocks not being read do not fill what may be in
+     * flight ahead of it), then responses are taken in until it has come.
+     */
+    private void awaitPiece(PeerQueue queue, PieceStream stream, long offset) {
+        checkUsable();
+        for (Iterator<Piece> pieces = queue.pieces.iterator(); pieces.hasNext(); ) {
+            Piece piece = pieces.next();
+            if (piece.wanted() == stream.wanted && piece.offset() == offset) {
+                pieces.remove();
+                queue.pieces.addFirst(piece);
+                break;
+            }
+        }
+        while (!stream.has(offset)) {
+            checkUsable();
+            progress();
+        }
+    }
+
 
     /** Releases every buffer this fetcher holds; responses still on the wire are released as they come. */
     @Override
@@ -304,6 +343,7 @@ public final class BlockFetcher implements AutoCloseable {
             assembly.drop();
         }
         assemblies.clear();
+        streams.values().forEach(PieceStream::discard);
     }
 
     /**
@@ -532,6 +572,10 @@ public final class BlockFetcher implements AutoCloseable {
         if (total > BLOCK_BYTES_MAX) {
             throw new ShuffleProtocol.ProtocolException(wanted.block() + " has " + total + " bytes: above the " + BLOCK_BYTES_MAX + " a reader can hold");
         }
+        if (wanted.streamed()) {
+            acceptStreamed(queue, piece, total, returned, view, position, response);
+            return;
+        }
         Assembly assembly = assemblies.get(wanted.block());
         if (returned > 0) {
             if (assembly == null) {
@@ -543,20 +587,63 @@ public final class BlockFetcher implements AutoCloseable {
             assembly.bytes.put((int) piece.offset(), view, position, returned);
             assembly.received += returned;
         }
-        long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
-        long from = piece.offset() + returned;
-        // What this piece did not get, in pieces of at most a response, next in line for this peer.
-        List<Piece> rest = new ArrayList<>();
-        for (long offset = from; offset < end; offset += limits.requestBytesMax()) {
-            rest.add(new Piece(wanted, offset, Math.min(limits.requestBytesMax(), end - offset)));
-        }
-        for (int i = rest.size() - 1; i >= 0; i--) {
-            queue.pieces.addFirst(rest.get(i));
-        }
+        queueRest(queue, piece, total, returned);
         if (assembly != null && assembly.received == total) {
             assemblies.remove(wanted.block());
             deliver(queue, wanted, assembly.bytes, assembly.takeRelease());
         }
+    }
+
+    /** What {@code piece} did not get, in pieces of at most a response, next in line for this peer. */
+    private void queueRest(PeerQueue queue, Piece piece, long total, int returned) {
+        long end = piece.maxBytes() >= total - piece.offset() ? total : piece.offset() + piece.maxBytes();
+        long from = piece.offset() + returned;
+        List<Piece> rest = new ArrayList<>();
+        for (long offset = from; offset < end; offset += limits.requestBytesMax()) {
+            rest.add(new Piece(piece.wanted(), offset, Math.min(limits.requestBytesMax(), end - offset)));
+        }
+        for (int i = rest.size() - 1; i >= 0; i--) {
+            queue.pieces.addFirst(rest.get(i));
+        }
+    }
+
+    /**
+     * A piece of a streamed block: the block is handed out at its first piece (asked for from
+     * offset 0); each piece stays a view of its response, referenced until read.
+     */
+    private void acceptStreamed(PeerQueue queue, Piece piece, long total, int returned, ByteBuffer view, int position,
+            Response response) {
+        Wanted wanted = piece.wanted();
+        PieceStream stream = streams.get(wanted.block());
+        if (stream == null) {
+            if (piece.offset() != 0) {
+                throw new ShuffleProtocol.ProtocolException(wanted.block() + ": a piece from " + piece.offset() + " before its start");
+            }
+            stream = new PieceStream(wanted, total, (reading, offset) -> awaitPiece(queue, reading, offset));
+            streams.put(wanted.block(), stream);
+            PieceStream handedOut = stream;
+            ready.add(new FetchedBlock(wanted, queue.peer, stream, block -> {
+                delivered.remove(block);
+                handedOut.discard();
+                dropQueuedPieces(queue, wanted);
+            }));
+            blocksLeft--;
+            remoteBlocks++;
+        } else if (stream.length != total) {
+            throw new ShuffleProtocol.ProtocolException(wanted.block() + " changed length: " + total + " after " + stream.length);
+        }
+        if (stream.discarded()) {
+            return; // its reader let go: nothing more is asked, what was in flight is dropped here
+        }
+        if (returned > 0) {
+            response.references++;
+            stream.add(piece.offset(), view.slice(position, returned), response::unreference);
+        }
+        queueRest(queue, piece, total, returned);
+    }
+
+    private static void dropQueuedPieces(PeerQueue queue, Wanted wanted) {
+        queue.pieces.removeIf(piece -> piece.wanted() == wanted);
     }
 
     private void deliver(PeerQueue queue, Wanted wanted, ByteBuffer data, Runnable onRelease) {

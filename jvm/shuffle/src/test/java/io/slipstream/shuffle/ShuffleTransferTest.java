@@ -176,6 +176,118 @@ class ShuffleTransferTest {
         assertTrue(AssemblyBuffers.cachedBytes() <= AssemblyBuffers.CACHED_BYTES_MAX);
     }
 
+    private static Map<InetSocketAddress, List<BlockFetcher.Wanted>> wantStreamed(InetSocketAddress peer, FileOutputs outputs) {
+        List<BlockFetcher.Wanted> wanted = new ArrayList<>();
+        for (MapOutputBlock block : outputs.contents.keySet()) {
+            wanted.add(new BlockFetcher.Wanted(block, 1 << 20, BlockFetcher.BLOCK_BYTES_MAX, block, true));
+        }
+        return Map.of(peer, wanted);
+    }
+
+    /**
+     * MapReduce's skewed 1 GB job handed its reducer map outputs of 134 MiB, each put together off the heap before
+     * Hadoop read it as a stream: +533 MiB of reducer RSS over vanilla (session 30). Streamed, a block of any size
+     * costs what may be in flight: 9 MiB and 5 MiB blocks read through 1 MiB in flight, in order, intact; small
+     * blocks still come whole; the pool and the assembly cache are untouched.
+     */
+    @Test
+    void a_streamed_block_is_read_piece_by_piece_within_the_bytes_in_flight() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(0, 21, new int[] {9 << 20, 1000, 5 << 20, 0, 300_001}, 4);
+        outputs.write(0, 22, new int[] {7 << 20, 2 << 20}, 5);
+        FabricNode server = node(true);
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(2);
+        FabricNode client = node(false);
+        long cachedBefore = AssemblyBuffers.cachedBytes();
+        long inUseBefore = client.stats().poolBytesInUse();
+        Map<MapOutputBlock, byte[]> got = new HashMap<>();
+        int streamedSeen = 0;
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 3, 128 << 10),
+                wantStreamed(server.localAddress(), outputs))) {
+            fetcher.start();
+            while (fetcher.hasNext()) {
+                FetchedBlock block = fetcher.next();
+                if (block.bytes() > 128 << 10) {
+                    assertTrue(block.streamed(), block.block() + " of " + block.bytes() + " bytes not streamed");
+                    assertThrows(IllegalStateException.class, block::data);
+                    streamedSeen++;
+                }
+                byte[] bytes = new byte[block.bytes()];
+                try (InputStream in = block.stream()) {
+                    int at = 0;
+                    while (at < bytes.length) {
+                        // Odd read sizes, so reads cross the pieces' edges.
+                        int n = in.read(bytes, at, Math.min(bytes.length - at, 77_777));
+                        assertTrue(n > 0, "end of " + block.block() + " at " + at + " of " + bytes.length);
+                        at += n;
+                        assertTrue(fetcher.peakBytesInFlight() <= 1 << 20, "bytes in flight " + fetcher.peakBytesInFlight());
+                    }
+                    assertEquals(-1, in.read(), "bytes beyond the block's length");
+                }
+                assertNull(got.put(block.block(), bytes), "delivered twice: " + block.block());
+            }
+            assertTrue(fetcher.requestsSent() >= (23 << 20) / (128 << 10), "23 MiB in 128 KiB pieces: " + fetcher.requestsSent());
+        }
+        assertEquals(5, streamedSeen, "9, 5, 7 and 2 MiB and 300 001 bytes, against 128 KiB responses");
+        assertEquals(outputs.contents.keySet(), got.keySet());
+        outputs.contents.forEach((block, bytes) -> assertArrayEquals(bytes, got.get(block), block.toString()));
+        assertEquals(inUseBefore, client.stats().poolBytesInUse(), "every response buffer went back");
+        assertEquals(cachedBefore, AssemblyBuffers.cachedBytes(), "nothing was put together");
+    }
+
+    /** A reader that lets go of a streamed block half read, and one whose peer dies in the middle of one. */
+    @Test
+    void a_streamed_block_let_go_half_read_gives_its_pieces_back_and_a_peer_lost_mid_block_fails_the_read() throws Exception {
+        FileOutputs outputs = new FileOutputs();
+        outputs.write(0, 31, new int[] {6 << 20, 4 << 20, 3000}, 6);
+        FabricNode server = node(true);
+        new ShuffleServer(server, outputs, null, null, RequestAuthenticator.none()).start(2);
+        FabricNode client = node(false);
+        long inUseBefore = client.stats().poolBytesInUse();
+        Map<MapOutputBlock, byte[]> got = new HashMap<>();
+        try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 3, 128 << 10),
+                wantStreamed(server.localAddress(), outputs))) {
+            fetcher.start();
+            while (fetcher.hasNext()) {
+                FetchedBlock block = fetcher.next();
+                InputStream in = block.stream();
+                if (block.bytes() == 6 << 20) {
+                    assertEquals(1 << 20, in.readNBytes(1 << 20).length);
+                    in.close(); // half read: its queued pieces are not asked for, its held ones go back
+                    assertThrows(IllegalStateException.class, block::stream);
+                    continue;
+                }
+                try (in) {
+                    got.put(block.block(), in.readAllBytes());
+                }
+            }
+            assertTrue(fetcher.requestsSent() < (10 << 20) / (128 << 10),
+                    "the let-go block's remaining pieces were asked for: " + fetcher.requestsSent() + " requests");
+        }
+        assertEquals(2, got.size());
+        assertArrayEquals(outputs.contents.get(new MapOutputBlock(0, 31, 1)), got.get(new MapOutputBlock(0, 31, 1)));
+        assertArrayEquals(outputs.contents.get(new MapOutputBlock(0, 31, 2)), got.get(new MapOutputBlock(0, 31, 2)));
+        assertEquals(inUseBefore, client.stats().poolBytesInUse(), "every response buffer went back");
+
+        FabricNode dying = FabricNode.builder().listen("127.0.0.1", 0).poolCapBytes(64L << 20).maxMessageBytes(8 << 20).start();
+        new ShuffleServer(dying, outputs, null, null, RequestAuthenticator.none()).start(1);
+        assertTimeoutPreemptively(Duration.ofSeconds(60), () -> {
+            try (BlockFetcher fetcher = new BlockFetcher(client, RequestAuthenticator.none(), limits(1 << 20, 1, 128 << 10),
+                    wantStreamed(dying.localAddress(), outputs))) {
+                fetcher.start();
+                FetchedBlock block = fetcher.next();
+                assertTrue(block.streamed(), block.block() + " not streamed");
+                try (InputStream in = block.stream()) {
+                    in.readNBytes(256 << 10);
+                    dying.close();
+                    BlockFetchException failure = assertThrows(BlockFetchException.class, in::readAllBytes);
+                    assertNotNull(failure.wanted());
+                }
+            }
+        });
+        assertEquals(inUseBefore, client.stats().poolBytesInUse(), "the failed fetch's buffers went back");
+    }
+
     @Test
     void wrong_size_hints_still_fetch_everything() throws Exception {
         FileOutputs outputs = new FileOutputs();
