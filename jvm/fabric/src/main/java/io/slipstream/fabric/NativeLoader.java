@@ -13,7 +13,9 @@ import java.util.Locale;
  * <ol>
  * <li>finds the two libraries: in the directory named by the system property
  *     {@value #NATIVE_DIR_PROPERTY} if set (development, tests), else in this jar under
- *     {@code /native/<os>-<arch>/}, extracted to a fresh temporary directory;</li>
+ *     {@code /native/<os>-<arch>/}, extracted once into a private cache directory keyed by the
+ *     libraries' CRC-32 and size ({@link NativeCache}), or, when that cannot be used, to a fresh
+ *     temporary directory;</li>
  * <li>loads {@code libslipstream_fabric_preload.so} (no UCX inside) and calls {@link Preload#prepare()},
  *     which sets {@code UCX_ERROR_SIGNALS=} in the C environment: libucs installs its SIGSEGV/SIGBUS/
  *     SIGILL/SIGFPE handlers in its load-time constructor unless that variable is empty, and the JVM,
@@ -26,7 +28,7 @@ import java.util.Locale;
  * <li>starts and closes one client-only node (UCX context and worker): UCX can start;</li>
  * <li>calls {@link Preload#verify()}: should any error-signal handler have changed anyway, the JVM's
  *     is put back and a warning logged;</li>
- * <li>deletes the extracted files (a loaded library stays mapped).</li>
+ * <li>deletes the files extracted to a temporary directory (a loaded library stays mapped).</li>
  * </ol>
  * Any failure ends in one {@link FabricUnavailableException} whose message names the cause; the
  * outcome is remembered, so later calls fail (or succeed) the same way without trying again.
@@ -101,8 +103,12 @@ public final class NativeLoader {
         if (dirProperty != null && !dirProperty.isEmpty()) {
             directory = Path.of(dirProperty);
         } else {
-            extracted = extract();
-            directory = extracted;
+            String folder = "/native/" + platform() + "/";
+            directory = NativeCache.directory(folder, new String[] {PRELOAD_LIBRARY, MAIN_LIBRARY});
+            if (directory == null) {
+                extracted = extract();
+                directory = extracted;
+            }
         }
         try {
             Path preload = existing(directory.resolve(PRELOAD_LIBRARY));

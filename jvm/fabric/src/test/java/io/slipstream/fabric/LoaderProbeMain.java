@@ -4,7 +4,8 @@ package io.slipstream.fabric;
  * Run in a child JVM by {@link NativeLoaderTest}: loads the fabric and reports the outcome on stdout as
  * {@code LOADED}, or {@code UNAVAILABLE <message>} (also for the second attempt, which must fail the
  * same way), then the number of executable libc mappings (see {@link #libcTextMappings()}) and, with
- * argument {@code npe}, makes the JVM raise many SIGSEGVs of its own.
+ * argument {@code npe}, makes the JVM raise many SIGSEGVs of its own; {@code MAPPED_FROM} names the
+ * file the JNI library was loaded from.
  */
 public final class LoaderProbeMain {
     private LoaderProbeMain() {
@@ -21,6 +22,18 @@ public final class LoaderProbeMain {
                     .count();
         } catch (java.io.IOException e) {
             return -1;
+        }
+    }
+
+    /** The file the JVM mapped {@code library} from (empty if none). */
+    static String mappedFrom(String library) {
+        try {
+            return java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/maps")).stream()
+                    .map(line -> line.split("\\s+"))
+                    .filter(fields -> fields.length >= 6 && fields[5].endsWith("/" + library))
+                    .map(fields -> fields[5]).findFirst().orElse("");
+        } catch (java.io.IOException e) {
+            return "";
         }
     }
 
@@ -41,6 +54,7 @@ public final class LoaderProbeMain {
             System.out.println(loaded ? "FAILED AFTER SUCCESS" : "UNAVAILABLE AGAIN " + (e.getCause() != null));
         }
         System.out.println("LIBC_TEXT_MAPPINGS " + libcTextMappings());
+        System.out.println("MAPPED_FROM " + mappedFrom(NativeLoader.MAIN_LIBRARY));
         if (args.length > 0 && args[0].equals("npe")) {
             System.out.println("NPES " + SignalStress.nullPointerExceptions());
         }

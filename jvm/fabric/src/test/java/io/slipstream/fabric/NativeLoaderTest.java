@@ -36,8 +36,8 @@ class NativeLoaderTest {
     }
 
     @Test
-    void loadsFromTheJarResourcesAndTheJvmKeepsItsSignals() throws Exception {
-        Fixtures.ChildResult result = Fixtures.runJvm(LoaderProbeMain.class, List.of(), cleanEnv(), "npe");
+    void loadsFromTheJarResourcesAndTheJvmKeepsItsSignals(@TempDir Path cache) throws Exception {
+        Fixtures.ChildResult result = Fixtures.runJvm(LoaderProbeMain.class, List.of(cacheDir(cache)), cleanEnv(), "npe");
         assertEquals(0, result.exitCode(), result.output());
         assertTrue(result.output().contains("LOADED\n"), result.output());
         assertTrue(result.output().contains("LOADED AGAIN"), result.output());
@@ -67,6 +67,76 @@ class NativeLoaderTest {
         // (UCX prints a backtrace, then either kills the process or hands the signal back), so the
         // robust evidence is UCX's report of the signal it should never have seen.
         assertTrue(result.output().contains("Caught signal 11"), "UCX's SIGSEGV handler saw the JVM's signal\n" + result.output());
+    }
+
+    private static String cacheDir(Path cache) {
+        return "-D" + NativeCache.CACHE_DIR_PROPERTY + "=" + cache;
+    }
+
+    /** The cache's version folders. */
+    private static List<Path> versionFolders(Path cache) throws IOException {
+        try (var folders = Files.list(cache)) {
+            return folders.toList();
+        }
+    }
+
+    /**
+     * Every reduce task and executor extracted both libraries to a fresh temporary directory (137 of 222 samples of
+     * a reducer's first node start, docs/mapreduce-shuffle.md). Now the first JVM fills a private cache folder named
+     * by the libraries' CRC-32 and size, the next ones load from it without writing, and a damaged cached library is
+     * replaced before anything loads it.
+     */
+    @Test
+    void theLibrariesAreExtractedOncePerVersionIntoAPrivateCache(@TempDir Path home) throws Exception {
+        Path cache = home.resolve("cache");
+        Fixtures.ChildResult first = Fixtures.runJvm(LoaderProbeMain.class, List.of(cacheDir(cache)), cleanEnv());
+        assertEquals(0, first.exitCode(), first.output());
+        assertTrue(first.output().contains("LOADED\n"), first.output());
+        List<Path> versions = versionFolders(cache);
+        assertEquals(1, versions.size(), versions.toString());
+        Path main = versions.get(0).resolve(NativeLoader.MAIN_LIBRARY);
+        Path preload = versions.get(0).resolve(NativeLoader.PRELOAD_LIBRARY);
+        assertTrue(Files.isRegularFile(main) && Files.isRegularFile(preload), versions.toString());
+        assertEquals("rwx------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(cache)));
+        assertEquals("rwx------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(versions.get(0))));
+        assertEquals("r-x------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(main)));
+        Object inode = Files.readAttributes(main, java.nio.file.attribute.BasicFileAttributes.class).fileKey();
+
+        Fixtures.ChildResult second = Fixtures.runJvm(LoaderProbeMain.class, List.of(cacheDir(cache)), cleanEnv());
+        assertEquals(0, second.exitCode(), second.output());
+        assertTrue(second.output().contains("LOADED\n"), second.output());
+        assertTrue(second.output().contains("MAPPED_FROM " + main + "\n"), "loaded from the cache\n" + second.output());
+        assertEquals(inode, Files.readAttributes(main, java.nio.file.attribute.BasicFileAttributes.class).fileKey(),
+                "the second JVM rewrote the cached library");
+        assertEquals(1, versionFolders(cache).size());
+
+        byte[] damaged = Files.readAllBytes(main);
+        damaged[damaged.length / 2] ^= 1;
+        Files.setPosixFilePermissions(main, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+        Files.write(main, damaged);
+        Fixtures.ChildResult third = Fixtures.runJvm(LoaderProbeMain.class, List.of(cacheDir(cache)), cleanEnv());
+        assertEquals(0, third.exitCode(), third.output());
+        assertTrue(third.output().contains("LOADED\n"), third.output());
+        assertFalse(java.util.Arrays.equals(damaged, Files.readAllBytes(main)), "the damaged library was kept");
+    }
+
+    /** A cache others could write to would let them run code in the JVM: not used, one warning, loaded all the same. */
+    @Test
+    void aCacheOthersCanWriteIsNotUsed(@TempDir Path home) throws Exception {
+        Path cache = Files.createDirectory(home.resolve("cache"));
+        Files.setPosixFilePermissions(cache, java.nio.file.attribute.PosixFilePermissions.fromString("rwxrwxrwx"));
+        Fixtures.ChildResult result = Fixtures.runJvm(LoaderProbeMain.class, List.of(cacheDir(cache)), cleanEnv());
+        assertEquals(0, result.exitCode(), result.output());
+        assertTrue(result.output().contains("LOADED\n"), result.output());
+        assertTrue(result.output().contains("cannot be used (" + cache + " is writable by others"), result.output());
+        try (var versions = Files.list(cache)) {
+            // The version folder may exist (it is made before the check of its parent); no library was written into it.
+            for (Path version : versions.toList()) {
+                try (var files = Files.list(version)) {
+                    assertEquals(0, files.count(), "libraries written to an unsafe cache: " + version);
+                }
+            }
+        }
     }
 
     @Test
