@@ -283,6 +283,10 @@ Options for spark groupby / sortby / terasort / pagerank / sql / all (Spark on l
   --configs LIST       subset of vanilla,vanilla-local,plugin,plugin-tcp (default all four)
   --conf KEY=VALUE     extra Spark setting for every configuration (repeatable; wins over ours)
   --seed N             seed of the generated data (default 42)
+  --hosts netns        a standalone cluster per application instead of local-cluster: Master and driver
+                       on one host, each executor's Worker on another (network namespaces joined by a
+                       bridge, own IPC/PID, private /dev/shm): the shuffle crosses TCP links (root;
+                       configs default to vanilla,plugin,plugin-tcp)
   --spark-home DIR     a directory with jars/ (default build/spark/3.5.8)
   --plugin-jar PATH    default jvm/spark/target/slipstream-spark.jar
   --app-jar PATH       default jvm/ohb-spark/target/slipstream-ohb-spark.jar

@@ -17,6 +17,8 @@ use std::process::Command;
 mod support;
 
 pub use support::Hosts;
+/// The launcher of a process on a host (also `ohb spark --hosts netns`'s, `spark/hosts.rs`).
+pub(crate) use support::command_in;
 
 /// Where the servers of a run live, seen from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]

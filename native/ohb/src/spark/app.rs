@@ -15,6 +15,7 @@ use crate::spark::{
 };
 use crate::spark::executors::{ExecutorPeaks, ExecutorThreads};
 use crate::spark::heap::{largest_executor_heap, HeapPeaks};
+use crate::spark::hosts::{check_links_carried, driver_command, Cluster, NetnsHosts};
 use crate::spark::run::{SparkConfig, SparkRun, SparkTest, Workload};
 use crate::table::first_line;
 
@@ -182,7 +183,13 @@ pub fn app_dir(log_dir: &Path, test: SparkTest, config: SparkConfig, repeat: usi
     log_dir.join(format!("{}-{}-{}", test.name(), config.name(), repeat + 1))
 }
 
-pub(super) fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repeat: usize) -> Result<AppResult, String> {
+pub(super) fn run_app(
+    run: &SparkRun,
+    hosts: Option<&NetnsHosts>,
+    test: SparkTest,
+    config: SparkConfig,
+    repeat: usize,
+) -> Result<AppResult, String> {
     let dir = app_dir(&run.log_dir, test, config, repeat);
     let home = dir.join("spark-home");
     let local = dir.join("local");
@@ -193,14 +200,24 @@ pub(super) fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repe
     // here, and the shared Spark home clean.
     let jars = run.spark_home.join("jars");
     std::os::unix::fs::symlink(&jars, home.join("jars")).map_err(|e| format!("cannot link {}: {e}", jars.display()))?;
+    // --hosts netns: this application's Master and Workers (killed when `cluster` drops), and the
+    // Workers' links' counters before it.
+    let cluster = match hosts {
+        Some(hosts) => Some(Cluster::start(hosts, run, &home, &dir).map_err(|e| format!("{e}\n{}", failure_logs(&dir)))?),
+        None => None,
+    };
+    let rx_before = hosts.map(NetnsHosts::worker_links_rx_bytes).transpose()?;
     let stderr_path = dir.join("driver.stderr");
     let stderr_file = std::fs::File::create(&stderr_path).map_err(|e| format!("{}: {e}", stderr_path.display()))?;
-    let mut cmd = Command::new(&run.java);
+    let mut cmd = match hosts {
+        Some(hosts) => driver_command(hosts, &run.java),
+        None => Command::new(&run.java),
+    };
     cmd.args(run.java_args(test, config))
         .current_dir(&dir)
         .env("SPARK_HOME", &home)
         .env("SPARK_SCALA_VERSION", "2.13")
-        .env("SPARK_LOCAL_IP", "127.0.0.1")
+        .env("SPARK_LOCAL_IP", run.hosts.driver_address())
         .env("SPARK_LOCAL_DIRS", &local)
         .env_remove("SPARK_CONF_DIR")
         .stderr(Stdio::from(stderr_file));
@@ -259,6 +276,11 @@ pub(super) fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repe
     // SAFETY: kill(2) on the process group our child leads; ESRCH when it is empty already.
     unsafe { libc::kill(-group, libc::SIGKILL) };
     drop(driver);
+    let rx_bytes = match (hosts, rx_before) {
+        (Some(hosts), Some(before)) => Some(hosts.worker_links_rx_bytes().map(|after| after.saturating_sub(before))),
+        _ => None,
+    };
+    drop(cluster);
     let _ = std::fs::write(dir.join("driver.stdout"), &stdout);
     let _ = std::fs::remove_dir_all(&local);
     let outcome = status.and_then(|status| {
@@ -266,6 +288,9 @@ pub(super) fn run_app(run: &SparkRun, test: SparkTest, config: SparkConfig, repe
             return Err(format!("{name}: the driver exited with {status}"));
         }
         let mut result = AppResult::from_json(&parse_result_line(&stdout)?, app_s)?;
+        if let Some(rx_bytes) = rx_bytes {
+            check_links_carried(rx_bytes?, result.remote_bytes_read)?;
+        }
         result.executor_peaks = peaks;
         result.executor_threads = threads;
         result.executor_heap = largest_executor_heap(&home.join("work"));
@@ -286,6 +311,10 @@ fn failure_logs(dir: &Path) -> String {
         }
     };
     show(&dir.join("driver.stderr"), DRIVER_LOG_LINES_MAX);
+    // --hosts netns: the standalone cluster's daemons (absent otherwise).
+    for role in std::iter::once("master".to_string()).chain((1..crate::spark::hosts::HOSTS).map(|w| format!("worker-{w}"))) {
+        show(&dir.join(format!("{role}.log")), EXECUTOR_LOG_LINES_MAX);
+    }
     for stderr in executor_logs(&dir.join("spark-home").join("work")) {
         show(&stderr, EXECUTOR_LOG_LINES_MAX);
     }

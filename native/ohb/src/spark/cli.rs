@@ -14,7 +14,7 @@ use crate::spark::{
 };
 use crate::spark::app::java_version;
 use crate::spark::render::{render_test, test_json};
-use crate::spark::run::{SparkConfig, SparkRun, SparkTest, Workload};
+use crate::spark::run::{SparkConfig, SparkHosts, SparkRun, SparkTest, Workload};
 
 pub const VALUE_FLAGS: &[&str] = &[
     "mappers",
@@ -32,6 +32,7 @@ pub const VALUE_FLAGS: &[&str] = &[
     "timeout-s",
     "log-dir",
     "json",
+    "hosts",
 ];
 pub const SWITCH_FLAGS: &[&str] = &["quick", "no-progress", "help"];
 
@@ -102,6 +103,10 @@ pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>)
         other => vec![SparkTest::parse(other).ok_or_else(|| format!("unknown test 'spark {other}' (groupby, sortby, terasort, pagerank, sql or all)"))?],
     };
     let quick = args.switch("quick");
+    let hosts = match args.value("hosts") {
+        Some(text) => SparkHosts::parse(text).ok_or_else(|| format!("--hosts: '{text}' is not loopback or netns"))?,
+        None => SparkHosts::Loopback,
+    };
     let defaults = if quick { Workload::QUICK } else { Workload::DEFAULT };
     let mappers = args.number("mappers")?.unwrap_or(defaults.mappers);
     let workload = Workload {
@@ -131,9 +136,11 @@ pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>)
     };
     let run = SparkRun {
         tests,
-        configs: match args.value("configs") {
-            Some(text) => parse_list(text, "--configs", SparkConfig::parse)?,
-            None => SparkConfig::ALL.to_vec(),
+        configs: match (args.value("configs"), hosts) {
+            (Some(text), _) => parse_list(text, "--configs", SparkConfig::parse)?,
+            // Across hosts no executor shares a host: vanilla-local would be vanilla again.
+            (None, SparkHosts::Netns) => vec![SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp],
+            (None, SparkHosts::Loopback) => SparkConfig::ALL.to_vec(),
         },
         workload,
         executor_memory_mib: match args.value("executor-memory") {
@@ -155,6 +162,7 @@ pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>)
         },
         log_dir,
         progress: !args.switch("no-progress"),
+        hosts,
     };
     run.validate()?;
     Ok(run)
@@ -250,5 +258,11 @@ mod tests {
             assert!(run_from_args("groupby", &args, vec![]).is_err(), "{bad}");
         }
         assert!(run_from_args("join", &Args::default(), vec![]).is_err());
+        let args = Args::parse(&words("--quick --hosts netns"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
+        let run = run_from_args("groupby", &args, vec![]).unwrap();
+        assert_eq!(run.hosts, SparkHosts::Netns);
+        assert_eq!(run.configs, vec![SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp], "no vanilla-local across hosts");
+        let args = Args::parse(&words("--hosts mars"), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
+        assert!(run_from_args("groupby", &args, vec![]).unwrap_err().contains("not loopback or netns"));
     }
 }

@@ -14,6 +14,11 @@
 //!   default transports), its jar on the driver's class path and `spark.*.extraClassPath`;
 //! - `plugin-tcp`: the plugin with `spark.slipstream.transport=tcp`.
 //!
+//! With `--hosts netns` each application runs instead on a standalone cluster of its own whose Master
+//! and driver share one "host" and whose two Workers (one executor each) have one each: network,
+//! IPC, PID and mount namespaces joined by a bridge (`hosts.rs`), so every remote block crosses a
+//! TCP link, and a run fails unless the Workers' links received at least the remote bytes Spark read.
+//!
 //! Runs interleave (vanilla, plugin, plugin-tcp, vanilla, ...) and the table shows medians. The run
 //! fails when the configurations' checksums differ, a sort comes back unsorted, or an application
 //! fails (its logs are shown). Every application is bounded in time and killed after it; its
@@ -38,6 +43,7 @@ pub mod app;
 pub mod cli;
 pub mod executors;
 pub mod heap;
+pub mod hosts;
 pub mod render;
 pub mod results;
 pub mod run;
@@ -111,6 +117,11 @@ pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
     run.validate()?;
     run.check_files()?;
     prepare_log_dir(&run.log_dir)?;
+    // The namespaces live for the whole run (removed when `hosts` drops); clusters, per application.
+    let hosts = match run.hosts {
+        crate::spark::run::SparkHosts::Loopback => None,
+        crate::spark::run::SparkHosts::Netns => Some(hosts::NetnsHosts::create()?),
+    };
     let mut progress = Progress::new(run.progress, run.tests.len() * run.configs.len() * run.repeats);
     let mut results = Vec::new();
     for &test in &run.tests {
@@ -124,7 +135,7 @@ pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
                     progress.end("skipped (failed before)");
                     continue;
                 }
-                match run_app(run, test, runs.config, repeat) {
+                match run_app(run, hosts.as_ref(), test, runs.config, repeat) {
                     Ok(r) => {
                         progress.end(&format!(
                             "job {:.2} s, reduce stage {:.2} s, fetch wait {:.2} s (application {:.0} s)",

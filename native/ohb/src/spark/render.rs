@@ -8,7 +8,8 @@ use crate::machine::Machine;
 use crate::spark::{BUFFER_CAP_KEY, EXECUTORS, EXECUTOR_SAMPLE_INTERVAL};
 use crate::spark::executors::{cpu_columns_json, CPU_COLUMNS};
 use crate::spark::results::{memory_target, time_ratio, ConfigRuns, Medians, MemoryTarget, TestResult};
-use crate::spark::run::{SparkConfig, SparkRun, SparkTest};
+use crate::spark::hosts::NETNS_NOTE;
+use crate::spark::run::{SparkConfig, SparkHosts, SparkRun, SparkTest};
 use crate::table::{first_line, format_ratio};
 
 /// Below this share of the job, fetch wait ratios compare noise.
@@ -68,6 +69,9 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
         run.executor_memory_mib
     );
     let _ = writeln!(out, "# machine: {}; {java}", machine.describe());
+    if run.hosts == SparkHosts::Netns {
+        let _ = writeln!(out, "# hosts: {}", NETNS_NOTE);
+    }
     let _ = writeln!(
         out,
         "# data: {} mappers x {} pairs x {} B values = {} MiB, {} reducers, seed {}; generated in the map tasks, cached and counted before the measured job",
@@ -309,6 +313,7 @@ pub fn test_json(result: &TestResult, run: &SparkRun, machine: &Machine, java: &
         "java": java,
         "spark_home": run.spark_home.display().to_string(),
         "master": run.master(),
+        "hosts": run.hosts.name(),
         "executor_memory_mib": run.executor_memory_mib,
         "workload": {"mappers": w.mappers, "pairs_per_mapper": w.pairs_per_mapper, "value_bytes": w.value_bytes,
                      "reducers": w.reducers, "seed": run.seed},

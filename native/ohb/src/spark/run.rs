@@ -102,6 +102,40 @@ impl SparkConfig {
     }
 }
 
+/// Where an application's processes run (`--hosts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SparkHosts {
+    /// `local-cluster` on 127.0.0.1: driver, workers and executors on this host.
+    Loopback,
+    /// A standalone cluster on separate network namespaces (`spark::hosts`).
+    Netns,
+}
+
+impl SparkHosts {
+    pub fn parse(text: &str) -> Option<SparkHosts> {
+        match text {
+            "loopback" => Some(SparkHosts::Loopback),
+            "netns" => Some(SparkHosts::Netns),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SparkHosts::Loopback => "loopback",
+            SparkHosts::Netns => "netns",
+        }
+    }
+
+    /// The driver's address (`spark.driver.host`, `SPARK_LOCAL_IP`).
+    pub fn driver_address(self) -> String {
+        match self {
+            SparkHosts::Loopback => "127.0.0.1".into(),
+            SparkHosts::Netns => crate::spark::hosts::address(0).to_string(),
+        }
+    }
+}
+
 /// The data: `mappers` map tasks of `pairs_per_mapper` (int, byte[value_bytes]) pairs, `reducers` reduce tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Workload {
@@ -144,12 +178,17 @@ pub struct SparkRun {
     pub timeout: Duration,
     pub log_dir: PathBuf,
     pub progress: bool,
+    pub hosts: SparkHosts,
 }
 
 impl SparkRun {
-    /// `local-cluster[2,1,MEM]`: each worker offers exactly the executor's memory.
+    /// `local-cluster[2,1,MEM]`: each worker offers exactly the executor's memory; with `--hosts
+    /// netns` the standalone Master on host 0, whose Workers do the same.
     pub fn master(&self) -> String {
-        format!("local-cluster[{EXECUTORS},1,{}]", self.executor_memory_mib)
+        match self.hosts {
+            SparkHosts::Loopback => format!("local-cluster[{EXECUTORS},1,{}]", self.executor_memory_mib),
+            SparkHosts::Netns => crate::spark::hosts::master_url(),
+        }
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -205,8 +244,8 @@ impl SparkRun {
     pub fn spark_conf(&self, config: SparkConfig) -> Vec<(String, String)> {
         let mut conf: Vec<(String, String)> = [
             ("spark.executor.memory", format!("{}m", self.executor_memory_mib)),
-            ("spark.driver.host", "127.0.0.1".to_string()),
-            ("spark.driver.bindAddress", "127.0.0.1".to_string()),
+            ("spark.driver.host", self.hosts.driver_address()),
+            ("spark.driver.bindAddress", self.hosts.driver_address()),
             ("spark.ui.enabled", "false".to_string()),
             // The executors load the applications' classes from here (the driver serves the jar).
             ("spark.jars", self.app_jar.display().to_string()),
@@ -222,6 +261,11 @@ impl SparkRun {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        if self.hosts == SparkHosts::Netns {
+            // local-cluster's shape on the standalone cluster: two executors of one core, one per Worker.
+            conf.push(("spark.cores.max".into(), EXECUTORS.to_string()));
+            conf.push(("spark.executor.cores".into(), "1".into()));
+        }
         if config.uses_plugin() {
             let jar = self.plugin_jar.display().to_string();
             conf.push(("spark.shuffle.manager".into(), PLUGIN_SHUFFLE_MANAGER.into()));
@@ -315,6 +359,21 @@ mod tests {
         let with_extra = SparkRun { extra_conf: vec![("spark.shuffle.readHostLocalDisk".into(), "true".into())], ..sample_run() };
         let last = with_extra.spark_conf(SparkConfig::Vanilla).into_iter().rev().find(|(k, _)| k == "spark.shuffle.readHostLocalDisk");
         assert_eq!(last.unwrap().1, "true", "--conf comes last and wins");
+    }
+
+    #[test]
+    fn netns_runs_on_the_standalone_master_with_the_driver_on_host_0() {
+        let run = SparkRun { hosts: SparkHosts::Netns, ..sample_run() };
+        assert_eq!(run.master(), "spark://198.18.79.1:7077");
+        let conf = run.spark_conf(SparkConfig::Plugin);
+        let get = |k: &str| conf.iter().rev().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("spark.driver.host"), Some("198.18.79.1"));
+        assert_eq!(get("spark.driver.bindAddress"), Some("198.18.79.1"));
+        assert_eq!((get("spark.cores.max"), get("spark.executor.cores")), (Some("2"), Some("1")));
+        assert_eq!(get("spark.slipstream.fallback"), Some("never"));
+        assert_eq!(sample_run().spark_conf(SparkConfig::Plugin).iter().find(|(k, _)| k == "spark.cores.max"), None);
+        assert_eq!(SparkHosts::parse("netns"), Some(SparkHosts::Netns));
+        assert_eq!(SparkHosts::parse("mars"), None);
     }
 
     #[test]

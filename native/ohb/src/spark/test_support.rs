@@ -26,6 +26,7 @@ pub(super) fn sample_run() -> SparkRun {
         timeout: APP_TIMEOUT_DEFAULT,
         log_dir: PathBuf::from("/tmp/ohb-spark-test"),
         progress: false,
+        hosts: crate::spark::run::SparkHosts::Loopback,
     }
 }
 

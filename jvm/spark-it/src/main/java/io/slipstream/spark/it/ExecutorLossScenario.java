@@ -1,13 +1,16 @@
 package io.slipstream.spark.it;
 
 import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.Collections;
 import java.util.Iterator;
-import java.util.Optional;
 import org.apache.spark.HashPartitioner;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaPairRDD;
@@ -25,8 +28,10 @@ import org.apache.spark.sql.SparkSession;
  * fetch. So a first job reads the whole shuffle (every executor now caches its map statuses), and a second job
  * reads it again with a gate in front of each reducer: the task of partition 0 halts its executor, the others wait
  * until that process is gone, then read with the cached statuses, which still list the dead executor's blocks.
- * Only the reduce stage's first attempt is gated; Spark's retry of it runs straight through. (The gate's marker file
- * and process check need local-cluster: every executor on this host.)
+ * Only the reduce stage's first attempt is gated; Spark's retry of it runs straight through. The victim's death is
+ * seen as the release of a lock it took on a file (the kernel drops a process's locks when it ends), so the gate
+ * needs only a file system the executors share: it works on one host (local-cluster) and across hosts with PID
+ * namespaces of their own (SeparateHostsTest), where the victim's process id means nothing to the others.
  */
 final class ExecutorLossScenario extends Scenario {
 
@@ -76,28 +81,44 @@ final class ExecutorLossScenario extends Scenario {
         if (task.stageAttemptNumber() != 0 || task.attemptNumber() != 0) {
             return Collections.emptyIterator();
         }
-        Path victim = Path.of(markerDirectory, "victim-pid");
+        Path victim = Path.of(markerDirectory, "victim");
+        Path victimLock = Path.of(markerDirectory, "victim.lock");
         if (task.partitionId() == 0) {
-            Path written = Path.of(markerDirectory, "victim-pid.tmp");
-            Files.writeString(written, Long.toString(ProcessHandle.current().pid()), StandardCharsets.US_ASCII);
+            // Taken before the marker appears and never released: it goes when the process ends.
+            FileChannel lockFile = FileChannel.open(victimLock, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+            if (lockFile.lock() == null) {
+                throw new IllegalStateException("no lock on " + victimLock);
+            }
+            Path written = Path.of(markerDirectory, "victim.tmp");
+            Files.writeString(written, "partition 0", StandardCharsets.US_ASCII);
             Files.move(written, victim, StandardCopyOption.ATOMIC_MOVE);
             System.err.println("executorLoss: partition 0 halts this executor");
             Runtime.getRuntime().halt(VICTIM_EXIT_STATUS);
         }
         long deadline = System.currentTimeMillis() + VICTIM_DEATH_WAIT_MS;
         while (System.currentTimeMillis() < deadline) {
-            if (Files.exists(victim)) {
-                long pid = Long.parseLong(Files.readString(victim, StandardCharsets.US_ASCII).trim());
-                Optional<ProcessHandle> process = ProcessHandle.of(pid);
-                if (process.isEmpty() || !process.get().isAlive()) {
-                    System.err.println("executorLoss: partition " + task.partitionId() + " reads, the victim is dead");
-                    return Collections.emptyIterator();
-                }
+            if (Files.exists(victim) && victimLockIsFree(victimLock)) {
+                System.err.println("executorLoss: partition " + task.partitionId() + " reads, the victim is dead");
+                return Collections.emptyIterator();
             }
             Thread.sleep(50);
         }
         System.err.println("executorLoss: partition " + task.partitionId() + " saw no victim die; reading anyway");
         return Collections.emptyIterator();
+    }
+
+    /** Whether no process holds the victim's lock (tried and released at once). */
+    private static boolean victimLockIsFree(Path victimLock) throws IOException {
+        try (FileChannel lockFile = FileChannel.open(victimLock, StandardOpenOption.WRITE)) {
+            FileLock lock = lockFile.tryLock();
+            if (lock == null) {
+                return false;
+            }
+            lock.release();
+            return true;
+        } catch (OverlappingFileLockException e) {
+            return false; // this very JVM holds it: the victim is alive
+        }
     }
 
     @Override

@@ -32,11 +32,15 @@ import io.slipstream.ohb.spark.FabricReadProbe;
  * FABRIC_COUNTERS 123456 64 2 2 8388608 (the plugin's executors: bytes, blocks received over the fabric; executors
  *                                     with counters, executors probed; the largest fabric memory peak; after the
  *                                     scenarios)
+ * FABRIC_COUNTERS_BEFORE executorLoss 123456 64 2 2 8388608  (the same, before that scenario ran: asked for with
+ *                                     --fabric-counters-before; a scenario that kills an executor takes its
+ *                                     counters with it)
  * </pre>
  *
- * Arguments: {@code --conf key=value} (any number; over the defaults below) and {@code --scenarios a,b,c}
- * (default: all, in {@link Scenario#all()}'s order). The application's own classes reach the executors through
- * {@code spark.executor.extraClassPath}, appended to whatever the caller put there (the plugin jar).
+ * Arguments: {@code --conf key=value} (any number; over the defaults below), {@code --scenarios a,b,c}
+ * (default: all, in {@link Scenario#all()}'s order) and {@code --fabric-counters-before scenario}. The application's
+ * own classes reach the executors through {@code spark.executor.extraClassPath}, appended to whatever the caller put
+ * there (the plugin jar).
  */
 public final class ScenarioApp {
 
@@ -80,6 +84,7 @@ public final class ScenarioApp {
         SparkConf conf = new SparkConf();
         DEFAULTS.forEach(conf::set);
         List<Scenario> scenarios = Scenario.all();
+        String fabricCountersBefore = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--conf" -> {
@@ -96,6 +101,7 @@ public final class ScenarioApp {
                         scenarios.add(Scenario.named(name));
                     }
                 }
+                case "--fabric-counters-before" -> fabricCountersBefore = args[++i];
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
@@ -115,6 +121,9 @@ public final class ScenarioApp {
             System.out.println("SHUFFLE_MANAGER " + SparkEnv.get().shuffleManager().getClass().getName());
             System.out.println("EXECUTOR_SHUFFLE_MANAGER " + String.join(",", executorShuffleManagers(context)));
             for (Scenario scenario : scenarios) {
+                if (scenario.name.equals(fabricCountersBefore)) {
+                    printFabricCounters("FABRIC_COUNTERS_BEFORE " + scenario.name, context);
+                }
                 context.setLocalProperty(ShuffleMetricsListener.SCENARIO_PROPERTY, scenario.name);
                 long started = System.nanoTime();
                 try {
@@ -128,9 +137,7 @@ public final class ScenarioApp {
                 System.out.println("TIME " + scenario.name + " " + (System.nanoTime() - started) / 1_000_000);
             }
             // What the plugin's executors say the fabric carried (absent with Spark's own shuffle), before they stop.
-            FabricReadProbe.Totals fabric = FabricReadProbe.read(JavaSparkContext.fromSparkContext(context), 2);
-            System.out.println("FABRIC_COUNTERS " + fabric.bytes() + " " + fabric.blocks() + " " + fabric.executorsWithCounters()
-                    + " " + fabric.executors() + " " + fabric.poolPeakBytesMax());
+            printFabricCounters("FABRIC_COUNTERS", context);
         } finally {
             spark.stop(); // drains the listener bus: the metrics are complete after this
         }
@@ -143,6 +150,13 @@ public final class ScenarioApp {
         });
         System.out.flush();
         System.exit(failures == 0 ? 0 : 1);
+    }
+
+    /** What the plugin's executors say the fabric carried so far, as one line after {@code label}. */
+    private static void printFabricCounters(String label, SparkContext context) {
+        FabricReadProbe.Totals fabric = FabricReadProbe.read(JavaSparkContext.fromSparkContext(context), 2);
+        System.out.println(label + " " + fabric.bytes() + " " + fabric.blocks() + " " + fabric.executorsWithCounters() + " "
+                + fabric.executors() + " " + fabric.poolPeakBytesMax());
     }
 
     /** The folder or jar a class was loaded from (for the executors' class path). */

@@ -31,11 +31,18 @@ final class ApplicationRun {
     static final int LOG_TAIL_LINES = 60;
     /**
      * The driver's and executors' JVMs here live a minute or less: C1 alone and the serial collector start them
-     * with less CPU than C2 and G1 on a machine of two cores (docs/testing.md has the measurement). The system
-     * property of this name replaces them (empty: the JVM's defaults).
+     * with less CPU than C2 and G1 on a machine of two cores (docs/testing.md has the measurement); a standalone
+     * cluster's Master and Workers get them too. The system property of this name replaces them (empty: the JVM's
+     * defaults).
      */
     static final String JVM_OPTS_PROPERTY = "slipstream.it.jvmOpts";
     static final String JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
+
+    /** The options of {@link #JVM_OPTS_PROPERTY}, or {@link #JVM_OPTS}, as words (none for the JVM's defaults). */
+    static List<String> jvmOpts() {
+        String jvmOpts = System.getProperty(JVM_OPTS_PROPERTY, JVM_OPTS).trim();
+        return jvmOpts.isEmpty() ? List.of() : List.of(jvmOpts.split("\\s+"));
+    }
 
     final String name;
     final Path folder;
@@ -75,6 +82,11 @@ final class ApplicationRun {
                     metrics.put("fabricProbedExecutors", Long.parseLong(words[4]));
                     metrics.put("fabricPoolPeakBytes", Long.parseLong(words[5]));
                 }
+                case "FABRIC_COUNTERS_BEFORE" -> {
+                    metrics.put("fabricRemoteBytesBefore " + words[1], Long.parseLong(words[2]));
+                    metrics.put("fabricRemoteBlocksBefore " + words[1], Long.parseLong(words[3]));
+                    metrics.put("fabricCountingExecutorsBefore " + words[1], Long.parseLong(words[4]));
+                }
                 default -> {
                 }
             }
@@ -88,6 +100,15 @@ final class ApplicationRun {
      */
     static ApplicationRun start(String name, SparkHome home, List<Path> extraClassPath, Map<String, String> conf,
             List<String> scenarios) throws Exception {
+        return start(name, home, Host.LOOPBACK, extraClassPath, conf, scenarios, List.of());
+    }
+
+    /**
+     * As above, the driver on {@code host} (bound to its address), with {@code arguments} after the scenarios (e.g.
+     * {@code --fabric-counters-before executorLoss}).
+     */
+    static ApplicationRun start(String name, SparkHome home, Host host, List<Path> extraClassPath, Map<String, String> conf,
+            List<String> scenarios, List<String> arguments) throws Exception {
         Path folder = Path.of(System.getProperty("slipstream.it.workDir", "target/spark-it")).resolve(name);
         deleteRecursively(folder);
         Path privateHome = folder.resolve("home");
@@ -105,10 +126,8 @@ final class ApplicationRun {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.add("-Xmx1g");
-        String jvmOpts = System.getProperty(JVM_OPTS_PROPERTY, JVM_OPTS).trim();
-        if (!jvmOpts.isEmpty()) {
-            command.addAll(List.of(jvmOpts.split("\\s+")));
-        }
+        String jvmOpts = String.join(" ", jvmOpts());
+        command.addAll(jvmOpts());
         command.addAll(home.driverModuleOptions());
         command.add("-cp");
         command.add(String.join(File.pathSeparator, classPath));
@@ -127,15 +146,16 @@ final class ApplicationRun {
             command.add("--scenarios");
             command.add(String.join(",", scenarios));
         }
+        command.addAll(arguments);
 
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        ProcessBuilder builder = new ProcessBuilder(host.command(command)).redirectErrorStream(true)
                 .redirectOutput(folder.resolve("driver.log").toFile());
         builder.environment().put("SPARK_HOME", privateHome.toString());
         builder.environment().put("SPARK_SCALA_VERSION", "2.13");
-        // Everything on loopback: the only addresses tests may send traffic to here, and the fabric's default
-        // network device (otherwise Spark binds the host's address, which UCX on lo cannot reach).
-        builder.environment().put("SPARK_LOCAL_IP", "127.0.0.1");
-        Files.writeString(folder.resolve("command.txt"), String.join(" ", command) + "\n");
+        // Loopback, or the address of the driver's own host: the only addresses tests may send traffic to here, and
+        // the fabric's network device (otherwise Spark binds the machine's address, which UCX on lo cannot reach).
+        builder.environment().put("SPARK_LOCAL_IP", host.address());
+        Files.writeString(folder.resolve("command.txt"), String.join(" ", builder.command()) + "\n");
 
         long started = System.nanoTime();
         Process driver = builder.start();
