@@ -445,3 +445,54 @@ fn same_host_descriptors_and_control_messages_are_checked() {
     assert!(!raw.closed_within(Duration::from_millis(200)), "a failed pull must not close the connection");
     assert_served(&endpoint, "after");
 }
+
+/// Bundles (`Kind::Bundle`, sent by fabric nodes over TCP) are checked whole before any of their
+/// frames is served: a bad frame anywhere closes the connection with none of the bundle served,
+/// and a good bundle's requests are each served.
+#[test]
+fn bundles_are_checked_whole_before_any_of_their_frames_is_served() {
+    let server = echo_server(Config { max_message_bytes: 1 << 20, pool_cap_bytes: 16 << 20, ..Config::default() });
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    let frame = |kind: Kind, chunk_count: u32, payload: &[u8]| {
+        let header = Header { kind, op: 1, status: 0, chunk_index: 0, chunk_count, request_id: 7, total_len: payload.len() as u64, offset: 0 };
+        [&header.encode()[..], payload].concat()
+    };
+    let request = |payload: &[u8]| frame(Kind::Request, 1, payload);
+    let bundle = |frames: &[Vec<u8>], count: usize| (Header::bundle(count as u32, frames.concat().len()).encode(), frames.concat());
+
+    let served = server.stats().requests_served;
+    let (header, data) = bundle(&[request(b"one"), request(b""), request(&[9; 5000])], 3);
+    let raw = RawClient::connect(addr);
+    raw.send(&header, &data, Duration::from_secs(5));
+    until(&server, "the good bundle's three requests served", |s| s.requests_served == served + 3);
+    drop(raw);
+
+    let mut bad_magic = request(b"three");
+    bad_magic[0] ^= 0xff;
+    let mut chunked = request(&[1; 8192]);
+    chunked[12] = 2; // chunk 0 of 2: not a whole message
+    let nested = frame(Kind::Bundle, 1, &request(b"inner"));
+    let cases: [(&str, Vec<Vec<u8>>, usize); 5] = [
+        ("a bad frame after good ones", vec![request(b"one"), request(b"two"), bad_magic], 3),
+        ("bytes after the last frame", vec![request(b"one"), request(b"two")], 1),
+        ("fewer frames than announced", vec![request(b"one"), request(b"two")], 3),
+        ("a chunk of a larger message", vec![request(b"one"), chunked], 2),
+        ("a bundle in a bundle", vec![request(b"one"), nested], 2),
+    ];
+    let served = server.stats().requests_served;
+    for (i, (name, frames, count)) in cases.iter().enumerate() {
+        let (header, data) = bundle(frames, *count);
+        let errors = server.stats().protocol_errors;
+        let _ = send_raw(addr, &header, &data, Duration::from_secs(5));
+        until(&server, name, |s| s.protocol_errors == errors + 1);
+        // (The good client's request after each case is the only one served.)
+        assert_eq!(server.stats().requests_served, served + i as u64, "{name}: a frame of a bad bundle was served");
+        assert_served(&endpoint, name);
+    }
+    // Handler threads answer asynchronously: nothing of the bad bundles may be answered later either.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(server.stats().requests_served, served + cases.len() as u64);
+}
