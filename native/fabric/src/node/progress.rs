@@ -622,12 +622,14 @@ impl Default for AdaptiveSpin {
 
 impl AdaptiveSpin {
     /// Whether the next wait spins (else it sleeps at once). A wait that spins is followed by one
-    /// `spun(caught)`.
+    /// `spun(caught)`, or by none when it was cut short and tells nothing (the progress thread's
+    /// idle spin when helpers come in): a probe dropped so is made again at the next wait.
     fn spins(&mut self) -> bool {
-        if self.misses < MISSES_TO_STOP {
+        if self.misses < MISSES_TO_STOP || self.probing {
             return true;
         }
-        self.until_probe -= 1;
+        debug_assert!(self.until_probe > 0, "{self:?}");
+        self.until_probe = self.until_probe.saturating_sub(1);
         if self.until_probe > 0 {
             return false;
         }
@@ -893,6 +895,23 @@ mod tests {
             while !wait(&mut spin, true) {}
             assert_eq!(spin, AdaptiveSpin::default());
             assert!(spin.spins());
+        }
+
+        /// The progress thread drops an idle spin that helpers cut short without reporting it
+        /// (`progress_loop`): when that spin was a probe, the next wait must probe again, and the
+        /// probes must keep coming. (The count of waits to the next probe was 0 then, and the next
+        /// `spins` took 1 from it: an overflow panic in a debug build, no probe for 2^32 waits in a
+        /// release build.)
+        #[test]
+        fn a_probe_dropped_without_its_outcome_is_made_again_and_the_probes_go_on() {
+            let mut spin = AdaptiveSpin::default();
+            while wait(&mut spin, false) {}
+            while !spin.spins() {}
+            // The probe is dropped: no `spun`.
+            assert!(spin.spins(), "the dropped probe is made again");
+            spin.spun(false);
+            let waits_to_next_probe = (1..=2 * PROBE_INTERVAL_MAX).find(|_| wait(&mut spin, false));
+            assert_eq!(waits_to_next_probe, Some(2 * PROBE_INTERVAL_MIN), "{spin:?}");
         }
 
         #[test]
