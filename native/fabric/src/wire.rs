@@ -15,12 +15,21 @@
 //!  6     2    status       0 in requests and responses; an error code in error responses
 //!  8     4    chunk_index  0-based
 //! 12     4    chunk_count  >= 1
-//! 16     8    request_id   chosen by the requester, unique among its requests in flight
+//! 16     8    request_id   chosen by the requester, unique among its requests in flight; bit 63
+//!                          (`REQUEST_ID_TAKES_BUNDLES`) set: the requester takes its answers in
+//!                          bundles (kind 7). Answers echo it.
 //! 24     8    total_len    bytes of the whole message
 //! 32     8    offset       where this chunk's bytes go in the message
 //! ```
 //! All integers little-endian. This parser sees untrusted input: it checks every field and
-//! never panics (a fuzz target covers it).
+//! never panics (`fuzz/`: cargo-fuzz targets for every decoder here; and a stable-Rust fuzz test
+//! below).
+//!
+//! Versions: the version byte is 1 in every fabric so far, and a fabric refuses any other (the
+//! connection closes). Kind 7 came later than the others: a fabric from before it refuses it as an
+//! unknown kind, so a node sends bundles only on a connection whose peer announced it takes them,
+//! in its requests' ids (`REQUEST_ID_TAKES_BUNDLES`: fabrics from before bundles count their ids up
+//! from 1 and never set that bit, and echo it untouched in their answers).
 use crate::error::{Error, Result};
 
 pub const HEADER_LEN: usize = 40;
@@ -60,6 +69,11 @@ pub const CONTROL_RELEASE: u16 = 3;
 pub const STATUS_PULL_REFUSED: u16 = 5;
 /// Most tokens one release message carries.
 pub const RELEASE_TOKENS_MAX: usize = 512;
+
+/// Bit 63 of a request's id: the requester takes answers in bundles (`Kind::Bundle`). A fabric
+/// sets it on every request id it chooses; a responder bundles only answers to requests with it,
+/// so a peer from before bundles (ids from 1 up) never receives one.
+pub const REQUEST_ID_TAKES_BUNDLES: u64 = 1 << 63;
 
 /// Most frames a bundle carries.
 pub const BUNDLE_FRAMES_MAX: u32 = 1024;
@@ -544,6 +558,17 @@ mod tests {
         }
         let (tiny, tiny_data) = bundle_of(&[(Kind::Request, 1, b"")]);
         assert!(Header::decode(&Header { chunk_count: 2, ..tiny }.encode(), tiny_data.len(), 1 << 20).is_err(), "no room for two headers");
+    }
+
+    /// At the limit: `BUNDLE_FRAMES_MAX` frames are a bundle, one more is not.
+    #[test]
+    fn a_bundle_holds_at_most_bundle_frames_max_frames() {
+        let frames: Vec<(Kind, u64, &[u8])> = (0..BUNDLE_FRAMES_MAX as u64).map(|id| (Kind::Response, id, &b""[..])).collect();
+        let (bundle, data) = bundle_of(&frames);
+        assert_eq!(Header::decode(&bundle.encode(), data.len(), 1 << 20), Ok(bundle));
+        assert_eq!(BundleFrames::new(&bundle, &data, 1 << 20).filter(Result::is_ok).count(), BUNDLE_FRAMES_MAX as usize);
+        let (more, more_data) = bundle_of(&[frames.as_slice(), &[(Kind::Response, 0, &b""[..])]].concat());
+        assert!(Header::decode(&more.encode(), more_data.len(), 1 << 20).is_err());
     }
 
     #[test]

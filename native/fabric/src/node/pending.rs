@@ -374,7 +374,9 @@ impl NodeInner {
                     return Ok(None);
                 }
                 let conn_id = inner.connection_to(state, peer)?;
-                let request_id = state.next_request_id;
+                // The counter stays far below bit 63, which says this node takes bundled answers.
+                debug_assert!(state.next_request_id < wire::REQUEST_ID_TAKES_BUNDLES);
+                let request_id = state.next_request_id | wire::REQUEST_ID_TAKES_BUNDLES;
                 state.next_request_id += 1;
                 let conn = state.conns.get_mut(&conn_id).expect("connection just looked up");
                 conn.last_used_ms = now_ms;

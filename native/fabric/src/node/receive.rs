@@ -51,7 +51,9 @@ impl NodeInner {
         };
         let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
         // The bytes of a message sent eagerly (not a rendezvous descriptor).
-        let eager_bytes = || if length == 0 { &[][..] } else { std::slice::from_raw_parts(data as *const u8, length) };
+        // SAFETY: called only where `rndv` is false: then `data` holds `length` bytes (this
+        // function's contract), alive until the callback returns, which the slice does not outlive.
+        let eager_bytes = || if length == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data as *const u8, length) } };
         if matches!(header.kind, Kind::Control | Kind::PulledRequest | Kind::PulledResponse) {
             if rndv {
                 return self.same_host_protocol_error(state, conn_id, "same-host control or descriptor sent by rendezvous");

@@ -318,8 +318,8 @@ impl NodeInner {
 
     /// How many of the answers after `first` in the outbox join it in a bundle (0: `first` goes
     /// alone), and the bundle's length: the following answers to the same connection, while they
-    /// and the bundle stay small, the connection bundles (over TCP, wired up, healthy), and none
-    /// closes the connection.
+    /// and the bundle stay small, the connection bundles (over TCP, wired up, healthy), the peer
+    /// announced it takes bundles, and none closes the connection.
     fn bundle_run(&self, state: &NodeState, first: &Outgoing) -> (usize, usize) {
         let Some(conn) = state.conns.get(&first.conn_id) else { return (0, 0) };
         if !conn.bundles || !conn.ready || conn.failed {
@@ -327,7 +327,14 @@ impl NodeInner {
         }
         // A bundle must travel as one chunk.
         let limit = wire::BUNDLE_BYTES_MAX.min(conn.chunk_bytes);
-        let fits = |o: &Outgoing| o.conn_id == first.conn_id && !o.then_close && o.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX;
+        // Only answers to requests whose id says their sender takes bundles: a fabric from before
+        // bundles refuses kind 7 and would close the connection (`wire`, "Versions").
+        let fits = |o: &Outgoing| {
+            o.conn_id == first.conn_id
+                && o.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0
+                && !o.then_close
+                && o.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
+        };
         if !fits(first) {
             return (0, 0);
         }
