@@ -128,11 +128,15 @@ spark-homes: deps
 	tools/spark-home.sh $(SPARK4_VERSION) $(SPARK_HOMES_DIR)/$(SPARK4_VERSION)
 	printf '%s\n' $(SPARK35_VERSION) $(SPARK4_VERSION) > $(SPARK_HOMES_DIR)/homes.txt
 
-# The cache's protocol parsers under libFuzzer, a bounded time each (a crash fails the build and
-# leaves its input in native/cache-proto/fuzz/artifacts/).
+# The parsers of network input under libFuzzer, a bounded time each: the cache's protocols and the
+# fabric's wire format (a crash fails the build and leaves its input in
+# native/cache-proto/fuzz/artifacts/ or native/fabric/fuzz/artifacts/). Both run even if the first fails.
 FUZZ_SECONDS ?= 30
 test-fuzz: deps
-	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS)
+	status=0
+	native/cache-proto/fuzz/run.sh $(FUZZ_SECONDS) || status=1
+	native/fabric/fuzz/run.sh $(FUZZ_SECONDS) || status=1
+	exit $$status
 
 # The benchmark harness end to end, briefly (figures are not checked: targets live in benchmarks).
 # Tables go to build/smoke-*.txt; stderr stays on the terminal: a failed point makes ohb exit

@@ -8,17 +8,28 @@
 //!  3     1    kind         1 = request, 2 = response, 3 = error response (payload = UTF-8 message),
 //!                          4 = same-host control (op: 1 hello, 2 hello reply, 3 release),
 //!                          5 = pulled request, 6 = pulled response (data = a `PullDescriptor`;
-//!                          the receiver pulls the `total_len` bytes with process_vm_readv)
+//!                          the receiver pulls the `total_len` bytes with process_vm_readv),
+//!                          7 = bundle (data = whole single-chunk requests and responses, each a
+//!                          header and its payload; `chunk_count` = how many: `BundleFrames`)
 //!  4     2    op           caller-defined operation code (requests); echoed in responses
 //!  6     2    status       0 in requests and responses; an error code in error responses
 //!  8     4    chunk_index  0-based
 //! 12     4    chunk_count  >= 1
-//! 16     8    request_id   chosen by the requester, unique among its requests in flight
+//! 16     8    request_id   chosen by the requester, unique among its requests in flight; bit 63
+//!                          (`REQUEST_ID_TAKES_BUNDLES`) set: the requester takes its answers in
+//!                          bundles (kind 7). Answers echo it.
 //! 24     8    total_len    bytes of the whole message
 //! 32     8    offset       where this chunk's bytes go in the message
 //! ```
 //! All integers little-endian. This parser sees untrusted input: it checks every field and
-//! never panics (a fuzz target covers it).
+//! never panics (`fuzz/`: cargo-fuzz targets for every decoder here; and a stable-Rust fuzz test
+//! below).
+//!
+//! Versions: the version byte is 1 in every fabric so far, and a fabric refuses any other (the
+//! connection closes). Kind 7 came later than the others: a fabric from before it refuses it as an
+//! unknown kind, so a node sends bundles only on a connection whose peer announced it takes them,
+//! in its requests' ids (`REQUEST_ID_TAKES_BUNDLES`: fabrics from before bundles count their ids up
+//! from 1 and never set that bit, and echo it untouched in their answers).
 use crate::error::{Error, Result};
 
 pub const HEADER_LEN: usize = 40;
@@ -41,6 +52,13 @@ pub enum Kind {
     PulledRequest = 5,
     /// A response whose bytes the receiver pulls (data = `PullDescriptor`).
     PulledResponse = 6,
+    /// Several whole single-chunk requests, responses and error responses to one peer in one
+    /// active message, sent on connections over TCP only, where every message costs a `sendmsg`
+    /// system call on the sender and a trip through the kernel's TCP stack (docs/fabric.md, "Forced
+    /// to TCP: where the time goes"). Data = `chunk_count` frames, each a header and its
+    /// `total_len` bytes (`BundleFrames`); the bundle's own op, status, request id and offset are 0,
+    /// its `total_len` the data's length.
+    Bundle = 7,
 }
 
 /// Control ops (kind 4).
@@ -51,6 +69,17 @@ pub const CONTROL_RELEASE: u16 = 3;
 pub const STATUS_PULL_REFUSED: u16 = 5;
 /// Most tokens one release message carries.
 pub const RELEASE_TOKENS_MAX: usize = 512;
+
+/// Bit 63 of a request's id: the requester takes answers in bundles (`Kind::Bundle`). A fabric
+/// sets it on every request id it chooses; a responder bundles only answers to requests with it,
+/// so a peer from before bundles (ids from 1 up) never receives one.
+pub const REQUEST_ID_TAKES_BUNDLES: u64 = 1 << 63;
+
+/// Most frames a bundle carries.
+pub const BUNDLE_FRAMES_MAX: u32 = 1024;
+/// Most bytes (headers and payloads) a sender puts in one bundle: far below UCX's TCP receive
+/// segment (`ucx::TCP_RX_SEG_BYTES`), so a bundle reaches the receiver as one fragment.
+pub const BUNDLE_BYTES_MAX: usize = 64 << 10;
 
 /// Status codes of error responses.
 pub const STATUS_OK: u16 = 0;
@@ -110,6 +139,7 @@ impl Header {
             4 => Kind::Control,
             5 => Kind::PulledRequest,
             6 => Kind::PulledResponse,
+            7 => Kind::Bundle,
             other => return bad(format!("unknown kind {other}")),
         };
         let header = Header {
@@ -124,6 +154,19 @@ impl Header {
         };
         if header.chunk_count == 0 || header.chunk_index >= header.chunk_count {
             return bad(format!("chunk {} of {}", header.chunk_index, header.chunk_count));
+        }
+        if kind == Kind::Bundle {
+            // The frames are checked one by one (`BundleFrames`), each against the length limit;
+            // here the envelope: all of the data (already received: nothing is allocated for it),
+            // room for a header per frame, nothing else set.
+            let plain = header.op == 0 && header.status == STATUS_OK && header.request_id == 0 && header.offset == 0 && header.chunk_index == 0;
+            if !plain || header.chunk_count > BUNDLE_FRAMES_MAX || header.total_len != data_len as u64 {
+                return bad(format!("bundle of {} frames in {data_len} bytes (total {})", header.chunk_count, header.total_len));
+            }
+            if (data_len as u64) < header.chunk_count as u64 * HEADER_LEN as u64 {
+                return bad(format!("bundle of {} frames in {data_len} bytes", header.chunk_count));
+            }
+            return Ok(header);
         }
         if header.total_len > max_message_bytes as u64 {
             return bad(format!("message of {} bytes exceeds the limit of {max_message_bytes}", header.total_len));
@@ -171,6 +214,70 @@ impl Header {
             return bad(format!("request with status {}", header.status));
         }
         Ok(header)
+    }
+}
+
+impl Header {
+    /// The header of a bundle of `frames` frames in `len` bytes.
+    pub fn bundle(frames: u32, len: usize) -> Header {
+        Header { kind: Kind::Bundle, op: 0, status: STATUS_OK, chunk_index: 0, chunk_count: frames, request_id: 0, total_len: len as u64, offset: 0 }
+    }
+}
+
+/// The frames of a bundle (`Kind::Bundle`), in order: each a header, checked by `Header::decode`
+/// like a message of its own, that must be a whole single-chunk request, response or error
+/// response, and its payload. An error ends the iteration; so do the bundle's last frame and
+/// bytes left after it (an error too). Nothing is allocated or copied.
+pub struct BundleFrames<'a> {
+    rest: &'a [u8],
+    left: u32,
+    max_message_bytes: usize,
+}
+
+impl<'a> BundleFrames<'a> {
+    /// The frames of `data`, which came with `bundle` (a header `Header::decode` accepted).
+    pub fn new(bundle: &Header, data: &'a [u8], max_message_bytes: usize) -> BundleFrames<'a> {
+        debug_assert_eq!(bundle.kind, Kind::Bundle);
+        BundleFrames { rest: data, left: bundle.chunk_count, max_message_bytes }
+    }
+
+    fn frame(&mut self) -> Result<(Header, &'a [u8])> {
+        let bad = |m: String| Err(Error::Protocol(m));
+        if self.rest.len() < HEADER_LEN {
+            return bad(format!("bundle frame of {} bytes, shorter than a header", self.rest.len()));
+        }
+        let (head, after) = self.rest.split_at(HEADER_LEN);
+        let len = u64::from_le_bytes(head[24..32].try_into().unwrap());
+        if len > after.len() as u64 {
+            return bad(format!("bundle frame of {len} bytes overruns the bundle ({} left)", after.len()));
+        }
+        let (payload, rest) = after.split_at(len as usize);
+        let header = Header::decode(head, payload.len(), self.max_message_bytes)?;
+        if !matches!(header.kind, Kind::Request | Kind::Response | Kind::ErrorResponse) || header.chunk_count != 1 {
+            return bad(format!("bundle frame of kind {:?} in {} chunks", header.kind, header.chunk_count));
+        }
+        self.rest = rest;
+        Ok((header, payload))
+    }
+}
+
+impl<'a> Iterator for BundleFrames<'a> {
+    type Item = Result<(Header, &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let left = std::mem::take(&mut self.rest).len();
+            return Some(Err(Error::Protocol(format!("{left} bytes after the last frame of a bundle"))));
+        }
+        self.left -= 1;
+        let frame = self.frame();
+        if frame.is_err() {
+            (self.left, self.rest) = (0, &[]);
+        }
+        Some(frame)
     }
 }
 
@@ -407,6 +514,130 @@ mod tests {
         assert_eq!(chunking(4 << 20, 1 << 20), (4, 1 << 20));
     }
 
+    /// A bundle's bytes: each frame a single-chunk message of `kind` with its payload.
+    fn bundle_of(frames: &[(Kind, u64, &[u8])]) -> (Header, Vec<u8>) {
+        let mut data = Vec::new();
+        for &(kind, request_id, payload) in frames {
+            let h = Header { kind, op: 3, status: 0, chunk_index: 0, chunk_count: 1, request_id, total_len: payload.len() as u64, offset: 0 };
+            data.extend_from_slice(&h.encode());
+            data.extend_from_slice(payload);
+        }
+        (Header::bundle(frames.len() as u32, data.len()), data)
+    }
+
+    #[test]
+    fn a_bundle_round_trips_frame_by_frame() {
+        let (bundle, data) = bundle_of(&[(Kind::Request, 1, b"one"), (Kind::Response, 2, b""), (Kind::Request, 3, &[7; 100])]);
+        assert_eq!(Header::decode(&bundle.encode(), data.len(), 1 << 20), Ok(bundle));
+        let frames: Vec<(Header, &[u8])> = BundleFrames::new(&bundle, &data, 1 << 20).map(Result::unwrap).collect();
+        assert_eq!(frames.len(), 3);
+        assert_eq!((frames[0].0.request_id, frames[0].1), (1, &b"one"[..]));
+        assert_eq!((frames[1].0.kind, frames[1].1.len()), (Kind::Response, 0));
+        assert_eq!((frames[2].0.request_id, frames[2].1), (3, &[7u8; 100][..]));
+    }
+
+    #[test]
+    fn a_bundle_envelope_must_hold_all_its_data_and_nothing_else() {
+        let (bundle, data) = bundle_of(&[(Kind::Request, 1, b"one"), (Kind::Request, 2, b"two")]);
+        let len = data.len();
+        assert!(Header::decode(&bundle.encode(), len - 1, 1 << 20).is_err(), "total_len is the data's length");
+        // The length limit applies to each frame (a bundle may be longer than any one message).
+        assert!(Header::decode(&bundle.encode(), len, 8).is_ok());
+        assert!(BundleFrames::new(&bundle, &data, 3).all(|f| f.is_ok()));
+        assert!(BundleFrames::new(&bundle, &data, 2).any(|f| f.is_err()));
+        for bad in [
+            Header { op: 1, ..bundle },
+            Header { status: 1, ..bundle },
+            Header { request_id: 9, ..bundle },
+            Header { offset: 1, ..bundle },
+            Header { chunk_index: 1, ..bundle },
+            Header { chunk_count: BUNDLE_FRAMES_MAX + 1, ..bundle },
+            Header { chunk_count: 0, ..bundle },
+        ] {
+            assert!(Header::decode(&bad.encode(), len, 1 << 20).is_err(), "{bad:?}");
+        }
+        let (tiny, tiny_data) = bundle_of(&[(Kind::Request, 1, b"")]);
+        assert!(Header::decode(&Header { chunk_count: 2, ..tiny }.encode(), tiny_data.len(), 1 << 20).is_err(), "no room for two headers");
+    }
+
+    /// At the limit: `BUNDLE_FRAMES_MAX` frames are a bundle, one more is not.
+    #[test]
+    fn a_bundle_holds_at_most_bundle_frames_max_frames() {
+        let frames: Vec<(Kind, u64, &[u8])> = (0..BUNDLE_FRAMES_MAX as u64).map(|id| (Kind::Response, id, &b""[..])).collect();
+        let (bundle, data) = bundle_of(&frames);
+        assert_eq!(Header::decode(&bundle.encode(), data.len(), 1 << 20), Ok(bundle));
+        assert_eq!(BundleFrames::new(&bundle, &data, 1 << 20).filter(Result::is_ok).count(), BUNDLE_FRAMES_MAX as usize);
+        let (more, more_data) = bundle_of(&[frames.as_slice(), &[(Kind::Response, 0, &b""[..])]].concat());
+        assert!(Header::decode(&more.encode(), more_data.len(), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn bad_frames_end_a_bundle_with_an_error() {
+        let errors = |bundle: &Header, data: &[u8]| BundleFrames::new(bundle, data, 1 << 20).filter(Result::is_err).count();
+        let (bundle, data) = bundle_of(&[(Kind::Request, 1, b"one"), (Kind::Response, 2, b"two")]);
+        assert_eq!(errors(&bundle, &data), 0);
+        // More bytes than the frames take, fewer frames than announced.
+        assert_eq!(errors(&Header { chunk_count: 1, ..bundle }, &data), 1);
+        assert_eq!(errors(&Header { chunk_count: 3, ..bundle }, &data), 1);
+        // A frame that overruns the bundle, a frame that is not a whole message of the three kinds.
+        let (_, mut overrun) = bundle_of(&[(Kind::Request, 1, b"one")]);
+        overrun[24] = 200;
+        assert_eq!(errors(&Header::bundle(1, overrun.len()), &overrun), 1);
+        for (kind, chunks) in [(Kind::Bundle, 1), (Kind::Control, 1), (Kind::PulledRequest, 1), (Kind::Request, 2)] {
+            let inner = Header { kind, op: CONTROL_RELEASE, status: 0, chunk_index: 0, chunk_count: chunks, request_id: 0, total_len: 8192, offset: 0 };
+            let mut frame = inner.encode().to_vec();
+            frame.extend_from_slice(&[0; 8192]);
+            assert_eq!(errors(&Header::bundle(1, frame.len()), &frame), 1, "{kind:?} in {chunks} chunks");
+        }
+        // The first error ends the iteration: nothing after it is read.
+        let (bundle, mut data) = bundle_of(&[(Kind::Request, 1, b"one"), (Kind::Request, 2, b"two"), (Kind::Request, 3, b"three")]);
+        data[HEADER_LEN + 3] = 0; // the second frame's magic
+        let results: Vec<bool> = BundleFrames::new(&bundle, &data, 1 << 20).map(|f| f.is_ok()).collect();
+        assert_eq!(results, [true, false]);
+    }
+
+    /// Random mutations of a valid bundle through `BundleFrames`: it never panics, and every frame
+    /// it yields is a whole message of a kind a bundle may carry.
+    #[test]
+    fn bundle_frames_fuzz() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let payloads: Vec<Vec<u8>> = (0..6).map(|i| vec![i as u8; i * 37]).collect();
+        let frames: Vec<(Kind, u64, &[u8])> = payloads.iter().enumerate().map(|(i, p)| (if i % 2 == 0 { Kind::Request } else { Kind::Response }, i as u64, &p[..])).collect();
+        let (bundle, valid) = bundle_of(&frames);
+        let (mut yielded, mut clean) = (0, 0);
+        for _ in 0..50_000 {
+            let mut data = valid.clone();
+            for _ in 0..(next() % 4) {
+                let i = (next() as usize) % data.len();
+                data[i] = next() as u8;
+            }
+            if next() % 8 == 0 {
+                data.truncate((next() as usize) % (data.len() + 1));
+            }
+            let count = if next() % 8 == 0 { (next() % 10) as u32 } else { bundle.chunk_count };
+            let mut errors = 0;
+            for frame in BundleFrames::new(&Header { chunk_count: count, ..bundle }, &data, 1 << 20) {
+                match frame {
+                    Ok((h, payload)) => {
+                        yielded += 1;
+                        assert!(matches!(h.kind, Kind::Request | Kind::Response | Kind::ErrorResponse));
+                        assert_eq!((h.chunk_count, h.offset, payload.len() as u64), (1, 0, h.total_len));
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            assert!(errors <= 1, "an error ends the iteration");
+            clean += (errors == 0) as u32;
+        }
+        assert!(yielded > 10_000 && clean > 1000, "the fuzzer must reach whole bundles too ({yielded} frames, {clean} clean)");
+    }
+
     /// Fuzzing on stable Rust: random and mutated headers through `decode`. It must never panic,
     /// and whatever it accepts must satisfy the invariants the receive path relies on.
     #[test]
@@ -438,8 +669,11 @@ mod tests {
             if let Ok(h) = Header::decode(&bytes, data_len, max) {
                 accepted += 1;
                 assert!(h.chunk_count >= 1 && h.chunk_index < h.chunk_count);
-                assert!(h.total_len <= max as u64);
-                if !matches!(h.kind, Kind::PulledRequest | Kind::PulledResponse) {
+                assert!(h.total_len <= max as u64 || h.kind == Kind::Bundle);
+                if h.kind == Kind::Bundle {
+                    assert_eq!((h.total_len, h.offset), (data_len as u64, 0), "a bundle's frames are all of its data");
+                    assert!(h.chunk_count as u64 * HEADER_LEN as u64 <= data_len as u64);
+                } else if !matches!(h.kind, Kind::PulledRequest | Kind::PulledResponse) {
                     assert!(h.offset + data_len as u64 <= h.total_len);
                 } else {
                     assert_eq!((h.offset, data_len), (0, PULL_DESCRIPTOR_LEN), "a pulled message carries its descriptor only");

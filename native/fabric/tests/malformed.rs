@@ -1,153 +1,15 @@
 //! A raw UCX client (no fabric code on its side) sends frames that break the wire format. The
 //! fabric node must close that connection, log it, count it, and keep serving everyone else.
-use std::ffi::c_void;
-use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::wire::{self, Header, Kind};
 use fabric::{Config, Node, Request};
-use ucx_sys as u;
 
-/// A connection from plain UCX (no fabric code): sends whatever frames a test makes.
-struct RawClient {
-    context: u::ucp_context_h,
-    worker: u::ucp_worker_h,
-    ep: u::ucp_ep_h,
-    /// Set by UCX's error callback: the server closed (or reset) the connection.
-    failed: Box<AtomicBool>,
-}
-
-// SAFETY: UCX calls this only as registered: `arg` is the address of the client's boxed flag, which outlives
-// the endpoint (closed in Drop before the box goes).
-unsafe extern "C" fn on_error(arg: *mut c_void, _ep: u::ucp_ep_h, _status: u::ucs_status_t) {
-    // SAFETY: `arg` is the address of the client's boxed flag, which outlives its endpoint.
-    unsafe { (*(arg as *const AtomicBool)).store(true, Ordering::SeqCst) };
-}
-
-// SAFETY: UCX calls this only as registered, with valid arguments for the call; it touches none.
-unsafe extern "C" fn drop_message(
-    _arg: *mut c_void,
-    _header: *const c_void,
-    _header_length: usize,
-    _data: *mut c_void,
-    _length: usize,
-    _param: *const u::ucp_am_recv_param_t,
-) -> u::ucs_status_t {
-    u::UCS_OK
-}
-
-impl RawClient {
-    fn connect(addr: std::net::SocketAddr) -> RawClient {
-        // SAFETY: plain UCX setup; every out-pointer is a local, every status is checked, and the
-        // sockaddr and params live across the calls that read them.
-        unsafe {
-            let mut config: *mut u::ucp_config_t = ptr::null_mut();
-            assert_eq!(u::ucp_config_read(ptr::null(), ptr::null(), &mut config), u::UCS_OK);
-            let mut params: u::ucp_params_t = std::mem::zeroed();
-            params.field_mask = u::UCP_PARAM_FIELD_FEATURES as u64;
-            params.features = u::UCP_FEATURE_AM as u64;
-            let mut context: u::ucp_context_h = ptr::null_mut();
-            assert_eq!(u::ucp_init(&params, config, &mut context), u::UCS_OK);
-            u::ucp_config_release(config);
-            let mut wparams: u::ucp_worker_params_t = std::mem::zeroed();
-            let mut worker: u::ucp_worker_h = ptr::null_mut();
-            assert_eq!(u::ucp_worker_create(context, &mut wparams, &mut worker), u::UCS_OK);
-            // The server says hello to peers on this host: UCX 1.13 dereferences a null handler
-            // table for an active message no handler was ever set for, so take them and drop them.
-            let mut am: u::ucp_am_handler_param_t = std::mem::zeroed();
-            am.field_mask = (u::UCP_AM_HANDLER_PARAM_FIELD_ID | u::UCP_AM_HANDLER_PARAM_FIELD_CB) as u64;
-            am.id = wire::AM_ID;
-            am.cb = Some(drop_message);
-            assert_eq!(u::ucp_worker_set_am_recv_handler(worker, &am), u::UCS_OK);
-            let std::net::SocketAddr::V4(v4) = addr else { panic!("IPv4 only") };
-            let mut sin: libc::sockaddr_in = std::mem::zeroed();
-            sin.sin_family = libc::AF_INET as u16;
-            sin.sin_port = v4.port().to_be();
-            sin.sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
-            let failed = Box::new(AtomicBool::new(false));
-            let mut eparams: u::ucp_ep_params_t = std::mem::zeroed();
-            eparams.field_mask = (u::UCP_EP_PARAM_FIELD_FLAGS
-                | u::UCP_EP_PARAM_FIELD_SOCK_ADDR
-                | u::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
-                | u::UCP_EP_PARAM_FIELD_ERR_HANDLER) as u64;
-            eparams.flags = u::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-            eparams.sockaddr.addr = &sin as *const _ as *const u::sockaddr;
-            eparams.sockaddr.addrlen = std::mem::size_of::<libc::sockaddr_in>() as u32;
-            eparams.err_mode = u::UCP_ERR_HANDLING_MODE_PEER;
-            eparams.err_handler.cb = Some(on_error);
-            eparams.err_handler.arg = &*failed as *const AtomicBool as *mut c_void;
-            let mut ep: u::ucp_ep_h = ptr::null_mut();
-            assert_eq!(u::ucp_ep_create(worker, &eparams, &mut ep), u::UCS_OK);
-            RawClient { context, worker, ep, failed }
-        }
-    }
-
-    /// Sends one active message and drives progress until it has left (or `wait` passed).
-    fn send(&self, header: &[u8], data: &[u8], wait: Duration) {
-        // SAFETY: `header` and `data` outlive the send: it is completed or cancelled before return.
-        unsafe {
-            let mut rparam: u::ucp_request_param_t = std::mem::zeroed();
-            rparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
-            rparam.flags = u::UCP_AM_SEND_FLAG_REPLY;
-            let request = u::ucp_am_send_nbx(
-                self.ep,
-                wire::AM_ID,
-                header.as_ptr() as *const c_void,
-                header.len(),
-                data.as_ptr() as *const c_void,
-                data.len(),
-                &rparam,
-            );
-            assert!(!u::ucs_ptr_is_err(request));
-            if u::ucs_ptr_is_ptr(request) {
-                let deadline = Instant::now() + wait;
-                while u::ucp_request_check_status(request) == u::UCS_INPROGRESS && Instant::now() < deadline {
-                    u::ucp_worker_progress(self.worker);
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-                if u::ucp_request_check_status(request) == u::UCS_INPROGRESS {
-                    u::ucp_request_cancel(self.worker, request);
-                    u::ucp_worker_progress(self.worker);
-                }
-                u::ucp_request_free(request);
-            }
-        }
-    }
-
-    /// Drives progress for up to `wait`; true once the server has closed the connection.
-    fn closed_within(&self, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
-        while !self.failed.load(Ordering::SeqCst) && Instant::now() < deadline {
-            // SAFETY: the worker is alive until drop.
-            unsafe { u::ucp_worker_progress(self.worker) };
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        self.failed.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for RawClient {
-    fn drop(&mut self) {
-        // SAFETY: the endpoint is closed (and the close request freed) before the worker and the
-        // context it belongs to are destroyed; nothing uses them afterwards.
-        unsafe {
-            let mut cparam: u::ucp_request_param_t = std::mem::zeroed();
-            cparam.op_attr_mask = u::UCP_OP_ATTR_FIELD_FLAGS;
-            cparam.flags = u::UCP_EP_CLOSE_FLAG_FORCE;
-            let close = u::ucp_ep_close_nbx(self.ep, &cparam);
-            if u::ucs_ptr_is_ptr(close) {
-                while u::ucp_request_check_status(close) == u::UCS_INPROGRESS {
-                    u::ucp_worker_progress(self.worker);
-                }
-                u::ucp_request_free(close);
-            }
-            u::ucp_worker_destroy(self.worker);
-            u::ucp_cleanup(self.context);
-        }
-    }
-}
+#[path = "support/raw_client.rs"]
+mod raw_client;
+use raw_client::RawClient;
 
 /// Connects to `addr` with plain UCX and sends one active message with the given header and data.
 /// Returns whether the server closed the connection within `wait`.
@@ -444,4 +306,55 @@ fn same_host_descriptors_and_control_messages_are_checked() {
     assert_eq!(server.stats().protocol_errors, errors, "failed pulls are not protocol errors");
     assert!(!raw.closed_within(Duration::from_millis(200)), "a failed pull must not close the connection");
     assert_served(&endpoint, "after");
+}
+
+/// Bundles (`Kind::Bundle`, sent by fabric nodes over TCP) are checked whole before any of their
+/// frames is served: a bad frame anywhere closes the connection with none of the bundle served,
+/// and a good bundle's requests are each served.
+#[test]
+fn bundles_are_checked_whole_before_any_of_their_frames_is_served() {
+    let server = echo_server(Config { max_message_bytes: 1 << 20, pool_cap_bytes: 16 << 20, ..Config::default() });
+    let addr = server.local_addr().unwrap();
+    let client = Node::start(Config::default(), None).unwrap();
+    let endpoint = client.endpoint(addr).unwrap();
+    assert_served(&endpoint, "before");
+    let frame = |kind: Kind, chunk_count: u32, payload: &[u8]| {
+        let header = Header { kind, op: 1, status: 0, chunk_index: 0, chunk_count, request_id: 7, total_len: payload.len() as u64, offset: 0 };
+        [&header.encode()[..], payload].concat()
+    };
+    let request = |payload: &[u8]| frame(Kind::Request, 1, payload);
+    let bundle = |frames: &[Vec<u8>], count: usize| (Header::bundle(count as u32, frames.concat().len()).encode(), frames.concat());
+
+    let served = server.stats().requests_served;
+    let (header, data) = bundle(&[request(b"one"), request(b""), request(&[9; 5000])], 3);
+    let raw = RawClient::connect(addr);
+    raw.send(&header, &data, Duration::from_secs(5));
+    until(&server, "the good bundle's three requests served", |s| s.requests_served == served + 3);
+    drop(raw);
+
+    let mut bad_magic = request(b"three");
+    bad_magic[0] ^= 0xff;
+    let mut chunked = request(&[1; 8192]);
+    chunked[12] = 2; // chunk 0 of 2: not a whole message
+    let nested = frame(Kind::Bundle, 1, &request(b"inner"));
+    let cases: [(&str, Vec<Vec<u8>>, usize); 5] = [
+        ("a bad frame after good ones", vec![request(b"one"), request(b"two"), bad_magic], 3),
+        ("bytes after the last frame", vec![request(b"one"), request(b"two")], 1),
+        ("fewer frames than announced", vec![request(b"one"), request(b"two")], 3),
+        ("a chunk of a larger message", vec![request(b"one"), chunked], 2),
+        ("a bundle in a bundle", vec![request(b"one"), nested], 2),
+    ];
+    let served = server.stats().requests_served;
+    for (i, (name, frames, count)) in cases.iter().enumerate() {
+        let (header, data) = bundle(frames, *count);
+        let errors = server.stats().protocol_errors;
+        let _ = send_raw(addr, &header, &data, Duration::from_secs(5));
+        until(&server, name, |s| s.protocol_errors == errors + 1);
+        // (The good client's request after each case is the only one served.)
+        assert_eq!(server.stats().requests_served, served + i as u64, "{name}: a frame of a bad bundle was served");
+        assert_served(&endpoint, name);
+    }
+    // Handler threads answer asynchronously: nothing of the bad bundles may be answered later either.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(server.stats().requests_served, served + cases.len() as u64);
 }

@@ -57,3 +57,45 @@ fn the_tcp_receive_segment_reaches_ucx_unless_the_user_set_one() {
     let log = ucx_debug_log_of_a_tcp_peer(&[("UCX_TCP_RX_SEG_SIZE", "64K")]);
     assert!(!log.contains("RX_SEG_SIZE=589824"), "the user's UCX_TCP_RX_SEG_SIZE was overridden:\n{log}");
 }
+
+/// Over TCP, the answers an Inline server posts in one progress round to one client go out as
+/// bundles (`wire::Kind::Bundle`): each request gets its own answer intact, error answers
+/// included, whether it travelled in a bundle or alone (payloads above 4 KiB go alone).
+#[test]
+fn answers_of_one_round_travel_as_bundles_and_arrive_whole() {
+    let listen = Some("127.0.0.1:0".parse().unwrap());
+    let server_config = Config { listen, handler_mode: HandlerMode::Inline, transport: Transport::Tcp, ..Config::default() };
+    let server = Node::start(
+        server_config,
+        Some(Arc::new(|request: Request| match request.op() {
+            2 => {
+                let message = format!("refused {}", request.payload().len());
+                request.fail(&message)
+            }
+            _ => echo(request),
+        })),
+    )
+    .unwrap();
+    let client = Node::start(Config { transport: Transport::Tcp, request_timeout: Duration::from_secs(20), ..Config::default() }, None).unwrap();
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    let payload = |i: usize| -> Vec<u8> { (0..(i * 97) % 6000).map(|j| (i as u8).wrapping_mul(13) ^ j as u8).collect() };
+    // A burst of requests in flight makes the server receive several in one progress round; a
+    // few bursts in case the first ones arrive one by one.
+    for _burst in 0..20 {
+        let pending: Vec<_> = (0..512).map(|i| endpoint.request(if i % 7 == 3 { 2 } else { 1 }, &payload(i)).unwrap()).collect();
+        for (i, p) in pending.into_iter().enumerate() {
+            match (i % 7 == 3, p.wait()) {
+                (false, Ok(response)) => assert!(response[..] == payload(i)[..], "answer {i} corrupted"),
+                (true, Err(fabric::Error::Remote(message))) => assert_eq!(message, format!("refused {}", payload(i).len())),
+                (_, other) => panic!("request {i}: {:?}", other.map(|r| r.len())),
+            }
+        }
+        if server.stats().bundles_sent > 0 {
+            break;
+        }
+    }
+    let stats = server.stats();
+    assert!(stats.bundles_sent > 0, "no bundle sent: {stats:?}");
+    assert!(stats.answers_bundled >= 2 * stats.bundles_sent, "a bundle carries at least two answers: {stats:?}");
+    assert_eq!((client.stats().protocol_errors, stats.protocol_errors), (0, 0));
+}

@@ -74,6 +74,10 @@ pub(super) struct Conn {
     /// Payloads above this are cut into chunks: `Config::chunk_size_bytes`, or at most
     /// `ucx::TCP_CHUNK_BYTES` on connections that send eagerly over TCP (`tcp_chunk_bytes`).
     pub(super) chunk_bytes: usize,
+    /// The connection runs over TCP only (`Transport::Tcp`, or a peer on another host without
+    /// RDMA): small responses posted in one progress round go out as one bundle
+    /// (`wire::Kind::Bundle`, `NodeInner::send_outbox`).
+    pub(super) bundles: bool,
 }
 
 /// The chunk size of a connection that sends everything eagerly over TCP: each chunk then fits
@@ -173,6 +177,7 @@ impl NodeInner {
                 backlog: VecDeque::new(),
                 send_flags,
                 chunk_bytes,
+                bundles: self.config.transport == crate::config::Transport::Tcp,
             },
         );
         // SAFETY: under the runtime's lock (the caller holds `state`).
@@ -236,6 +241,7 @@ impl NodeInner {
             if conn.send_flags == 0 && !same_host && rendezvous_is_emulated(&lanes) {
                 conn.send_flags = u::UCP_AM_SEND_FLAG_EAGER;
                 conn.chunk_bytes = tcp_chunk_bytes(self.config.chunk_size_bytes);
+                conn.bundles = true;
                 log_debug!("connection {conn_id} to {}: TCP only, sending eagerly", conn.peer_name);
             }
         }
@@ -657,6 +663,7 @@ mod tests {
             backlog: VecDeque::new(),
             send_flags: 0,
             chunk_bytes: 1 << 20,
+            bundles: false,
         }
     }
 

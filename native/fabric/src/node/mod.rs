@@ -124,6 +124,11 @@ pub struct Stats {
     pub event_fd_sleeps: u64,
     /// Outgoing connections made again after their handshake was reset (`HANDSHAKE_RETRIES`).
     pub handshakes_retried: u64,
+    /// Bundles this node sent: several small answers posted in one progress round to one peer over
+    /// TCP, in one message (`wire::Kind::Bundle`, docs/fabric.md "Forced to TCP").
+    pub bundles_sent: u64,
+    /// The answers those bundles carried.
+    pub answers_bundled: u64,
 }
 
 #[derive(Default)]
@@ -143,6 +148,10 @@ struct Counters {
     same_host_pull_refused: AtomicU64,
     same_host_connections_with_tcp: AtomicU64,
     handshakes_retried: AtomicU64,
+    /// Written under the runtime's lock only (`count_under_lock`).
+    bundles_sent: AtomicU64,
+    /// Written under the runtime's lock only.
+    answers_bundled: AtomicU64,
 }
 
 /// Adds one to a counter that only the holder of the runtime's lock writes: a load and a store
@@ -446,6 +455,8 @@ impl Node {
             same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
             event_fd_sleeps: self.inner.runtime.fd_sleeps.load(Ordering::Relaxed),
             handshakes_retried: c.handshakes_retried.load(Ordering::Relaxed),
+            bundles_sent: c.bundles_sent.load(Ordering::Relaxed),
+            answers_bundled: c.answers_bundled.load(Ordering::Relaxed),
         }
     }
 

@@ -374,7 +374,9 @@ impl NodeInner {
                     return Ok(None);
                 }
                 let conn_id = inner.connection_to(state, peer)?;
-                let request_id = state.next_request_id;
+                // The counter stays far below bit 63, which says this node takes bundled answers.
+                debug_assert!(state.next_request_id < wire::REQUEST_ID_TAKES_BUNDLES);
+                let request_id = state.next_request_id | wire::REQUEST_ID_TAKES_BUNDLES;
                 state.next_request_id += 1;
                 let conn = state.conns.get_mut(&conn_id).expect("connection just looked up");
                 conn.last_used_ms = now_ms;
@@ -394,10 +396,19 @@ impl NodeInner {
                 };
                 super::count_under_lock(&inner.counters.requests_sent);
                 inner.send_message(state, conn_id, header, payload.take().unwrap(), Some(request_id));
-                Ok(Some(request_id))
+                // Only work left behind (a send UCX did not finish at once, a new connection's
+                // wire-up) needs the progress thread, or the caller asleep on the event fd in its
+                // place, now: the response wakes whoever sleeps on the fd when it arrives. A wake
+                // per request cost the sleeper a wake-up and the submitting thread a system call
+                // (`ucp_worker_signal`) whenever the waits around it did not spin (forced TCP on
+                // shared cores: `AdaptiveSpin` in progress.rs), as on the respond path before.
+                let left_work = Self::ucx_busy(state) || inner.has_deferred_work(state);
+                Ok(Some((request_id, left_work)))
             })?;
-            if let Some(request_id) = submitted {
-                self.wake();
+            if let Some((request_id, left_work)) = submitted {
+                if left_work {
+                    self.wake();
+                }
                 return Ok((request_id, deadline_ms));
             }
             // Too many in flight: let responses come in, bounded by the deadline.

@@ -4,6 +4,7 @@
 //! share of a progress round: its Inline handlers (run after `ucp_worker_progress` returns), its
 //! respond stage, deferred work and timers (request deadlines, idle connections, expired
 //! reassembly).
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -91,6 +92,12 @@ pub(super) struct Round {
     pub(super) events: usize,
     /// A node whose full dispatch queue kept this round from receiving (backpressure).
     blocked_by: Option<Arc<NodeInner>>,
+    /// A message was on its way: UCX moved bytes without handing over a whole message (part of a
+    /// large one arrived), a message's first chunks are in reassembly and the rest is coming, or
+    /// operations were in flight (a send waiting for room in the socket). Over TCP the gaps in such
+    /// a transfer are short, and a thread that slept in each would pay a wake-up per gap: spins
+    /// through them count as paid (`AdaptiveSpin`).
+    moving: bool,
 }
 
 impl Runtime {
@@ -113,35 +120,42 @@ impl Runtime {
     pub(super) fn spin_as_helper(&self, spin: Duration, closed: &AtomicBool, mut done: impl FnMut(usize) -> bool) -> bool {
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
-        let reached = self.spin_rounds(spin, closed, &mut done, &mut None);
+        let (reached, _) = self.spin_rounds(spin, closed, &mut done, &mut None);
         self.leave_helpers(!reached);
         reached
     }
 
     /// The helper's spin (see `spin_as_helper`), inside a helper session. Nothing when `spin` is 0.
     /// `began` gets the spin's first clock reading (at its 64th round), if it got that far.
-    fn spin_rounds(&self, spin: Duration, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool, began: &mut Option<Instant>) -> bool {
+    /// Returns whether `done` was reached, and whether a message was on its way in any round
+    /// (`Round::moving`).
+    fn spin_rounds(&self, spin: Duration, closed: &AtomicBool, done: &mut impl FnMut(usize) -> bool, began: &mut Option<Instant>) -> (bool, bool) {
         if spin.is_zero() {
-            return done(0);
+            return (done(0), false);
         }
         let mut rounds = 0u32;
         let mut events = 0;
+        let mut moving = false;
         loop {
             if done(events) {
-                return true;
+                return (true, moving);
             }
             if closed.load(Ordering::SeqCst) {
-                return false;
+                return (false, moving);
             }
             rounds = rounds.wrapping_add(1);
             if rounds.is_multiple_of(64) {
                 let now = Instant::now();
                 if now >= *began.get_or_insert(now) + spin {
-                    return false;
+                    return (false, moving);
                 }
             }
             events = match self.lock.try_lock() {
-                Ok(guard) => self.progress_once(&guard, false).events,
+                Ok(guard) => {
+                    let round = self.progress_once(&guard, false);
+                    moving |= round.moving;
+                    round.events
+                }
                 Err(_) => {
                     std::hint::spin_loop();
                     0
@@ -163,12 +177,17 @@ impl Runtime {
             None
         };
         let mut events = 0usize;
+        let mut partial = false;
         // No worker: renewing it failed (`wedge.rs`); nothing to progress.
         if blocked_by.is_none() && !self.worker().is_null() {
+            // Written only under the lock (`am_recv_callback`): comparable across the call.
+            let received = self.messages_received.load(Ordering::Relaxed);
             // SAFETY: under the lock, with no borrow of the shared state or of a node's state live:
             // the callbacks this runs (of any node of the runtime) borrow the endpoint map and the
             // state of the node they name themselves.
-            events += unsafe { u::ucp_worker_progress(self.worker()) } as usize;
+            let ucx_events = unsafe { u::ucp_worker_progress(self.worker()) } as usize;
+            partial = ucx_events > 0 && self.messages_received.load(Ordering::Relaxed) == received;
+            events += ucx_events;
         }
         // Indexes, not an iterator: each node's round may reach `shared` again (the endpoint map),
         // and an Inline handler may call any node of the runtime.
@@ -179,17 +198,19 @@ impl Runtime {
         // lock, from outside a round); the borrow of the list ends within the call.
         let node_at = |i: usize| unsafe { &*Arc::as_ptr(&self.shared().nodes[i]) };
         let mut busy = false;
+        let mut reassembling = false;
         for i in 0..node_count {
             let node = node_at(i);
             // No borrow of any node's state is live here: the handlers may use this node or another.
             events += node.run_inline_handlers();
             // SAFETY: under the lock; the handlers above have returned and no other reference to
             // this node's state is alive; this one ends with the call.
-            let (node_events, node_busy) = node.round(unsafe { node.state() });
+            let (node_events, node_busy, node_reassembling) = node.round(unsafe { node.state() });
             events += node_events;
             // Completion callbacks of responses received above, with no borrow live.
             events += node.run_ready_callbacks();
             busy |= node_busy;
+            reassembling |= node_reassembling;
         }
         // SAFETY: under the lock; no reference from the loop above is alive.
         let shared = unsafe { self.shared() };
@@ -220,7 +241,7 @@ impl Runtime {
             self.wake_fd_sleeper_elsewhere();
         }
         let events = if busy { events.max(1) } else { events };
-        Round { events, blocked_by }
+        Round { events, blocked_by, moving: partial || busy || reassembling }
     }
 
     /// Drops closed nodes that UCX no longer holds pointers into.
@@ -296,12 +317,29 @@ impl Runtime {
         closed: &AtomicBool,
         mut done: impl FnMut(usize) -> bool,
     ) -> Option<bool> {
+        // On a worker polled by system calls this thread spins only while spinning has been paying
+        // (`AdaptiveSpin`). A wait answered before any spin tells nothing about that.
         self.helpers.fetch_add(1, Ordering::SeqCst);
         self.helper_sessions.fetch_add(1, Ordering::Relaxed);
+        let adaptive = self.polls_by_syscall && !spin.is_zero();
+        if adaptive && done(0) {
+            self.leave_helpers(false);
+            return Some(true);
+        }
+        let spin = if adaptive && !waiter_spins() { Duration::ZERO } else { spin };
         // `max` counts from the spin's first clock reading (64 rounds, a few microseconds, after
         // the start): a wait answered within those rounds, the common case, reads no clock.
         let mut began = None;
-        if self.spin_rounds(spin.min(max), closed, &mut done, &mut began) {
+        let (caught, moving) = self.spin_rounds(spin.min(max), closed, &mut done, &mut began);
+        if adaptive && !spin.is_zero() {
+            // An answer found after the spin's time is no catch of the spin's: this thread was
+            // preempted meanwhile, and the peer answered while it did not run (one core shared).
+            // A spin that ran out while a message was on its way (`Round::moving`) paid too: it
+            // kept a large transfer going between the socket's moments of room or data.
+            let in_time = began.is_none_or(|began| began.elapsed() <= spin);
+            waiter_spun(if caught { in_time } else { moving });
+        }
+        if caught {
             self.leave_helpers(false);
             return Some(true);
         }
@@ -403,13 +441,35 @@ impl Runtime {
         // the first, the clock cost it a read per message.
         let mut idle_since: Option<Instant> = None;
         let mut idle_rounds = 0u32;
+        // On a worker polled by system calls: this thread's record of its idle spins, and whether
+        // the idle time under way spins (None until it is decided; false after a sleep, until
+        // events come again).
+        let mut idle_spins = AdaptiveSpin::default();
+        let mut idle_spinning: Option<bool> = None;
+        // The last round with events had a message on its way (`Round::moving`).
+        let mut moving = false;
         let mut helper_sessions_seen = 0u64;
         let mut give_ups_seen = 0u64;
         while !self.stopped.load(Ordering::SeqCst) {
-            let round = {
-                let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            // While callers drive progress (or did since the last look) and none gave up, this
+            // round only comes before another wait for them (below). With the lock busy then (a
+            // caller's round or its next request), it is skipped instead of queueing on the mutex:
+            // the caller's unlock then had to wake this thread, a futex system call and a
+            // context switch in the caller's path (forced TCP: 0.3 us per message at 8 B, 8 us per
+            // 64 KiB message; docs/fabric.md, "Forced to TCP: where the time goes").
+            let callers_active = (self.helpers.load(Ordering::SeqCst) > 0
+                || self.helper_sessions.load(Ordering::Relaxed) != helper_sessions_seen)
+                && self.helper_give_ups.load(Ordering::SeqCst) == give_ups_seen;
+            let guard = match self.lock.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) if callers_active => None,
+                Err(std::sync::TryLockError::WouldBlock) => Some(self.lock.lock().unwrap_or_else(|e| e.into_inner())),
+            };
+            let round = match guard {
                 // Backpressure: with a dispatch queue full, stop taking messages off the wire.
-                self.progress_once(&guard, true)
+                Some(guard) => self.progress_once(&guard, true),
+                None => Round { events: 0, blocked_by: None, moving: false },
             };
             // Callers spinning on their own responses drive progress: stay out of their way, also
             // in the moments between their requests.
@@ -425,11 +485,22 @@ impl Runtime {
                 let gave_up = give_ups != give_ups_seen;
                 give_ups_seen = give_ups;
                 if helpers_in || !gave_up {
+                    if self.polls_by_syscall {
+                        // An idle spin cut short by the helpers tells nothing.
+                        (idle_spinning, idle_since) = (None, None);
+                    }
                     self.wait_while_helpers();
                     continue;
                 }
             }
             if round.events > 0 {
+                if idle_spinning == Some(true) && !moving {
+                    // Events after the spin's time came while this thread was preempted: no catch.
+                    let spin = Duration::from_micros(self.spin_us.load(Ordering::Relaxed));
+                    idle_spins.spun(idle_since.is_none_or(|since| since.elapsed() <= spin));
+                }
+                moving = round.moving;
+                idle_spinning = None;
                 idle_rounds = 0;
                 idle_since = None;
                 continue;
@@ -440,6 +511,14 @@ impl Runtime {
             }
             if let Some(node) = round.blocked_by {
                 node.dispatch.wait_not_full(Duration::from_millis(1));
+                continue;
+            }
+            // On a worker polled by system calls, whether this idle time spins at all
+            // (`AdaptiveSpin`); in the middle of a transfer it does, outside the record.
+            if self.polls_by_syscall
+                && !*idle_spinning.get_or_insert_with(|| moving || idle_spins.spins())
+            {
+                self.sleep_on_event_fd();
                 continue;
             }
             // The spin's clock starts at the 32nd idle round after activity (`idle_since`).
@@ -453,6 +532,14 @@ impl Runtime {
             if now.duration_since(*idle_since.get_or_insert(now)) < spin {
                 std::hint::spin_loop();
                 continue;
+            }
+            if self.polls_by_syscall {
+                if idle_spinning == Some(true) && !moving {
+                    idle_spins.spun(false);
+                }
+                // Asleep again at once while nothing happens (a sleep ends at least every
+                // SLEEP_MAX_MS for the timers).
+                idle_spinning = Some(false);
             }
             self.sleep_on_event_fd();
             // After a sleep, go back to sleep quickly if idle.
@@ -481,22 +568,131 @@ impl Runtime {
     }
 }
 
+/// Spins in a row that must run out before the thread stops spinning: a spin that catches some
+/// of its answers pays (a 1 MiB echo server's idle spin over TCP catches about three next
+/// requests in four on the quiet VM; stopping after each miss, tried first, left it asleep before
+/// almost every request), while on a shared core every spin runs out.
+const MISSES_TO_STOP: u8 = 8;
+/// Waits without a spin before the first probe.
+const PROBE_INTERVAL_MIN: u32 = 16;
+/// The longest interval between probes, in waits: while the cores stay shared, a probe costs a
+/// full spin on this share of the waits (under 0.1 %).
+const PROBE_INTERVAL_MAX: u32 = 1024;
+
+/// One thread's record of its spins on a worker whose every poll is a system call
+/// (`Transport::Tcp`): whether it spins before it sleeps on the event fd, as long as spinning
+/// pays, judged by what its last spins got.
+///
+/// Why: over shared memory a poll is a few loads, and a spin catches the peer's message a
+/// fraction of a microsecond after it lands. Over TCP every poll is an `epoll_wait` system call,
+/// and the kernel wakes a thread sleeping on the socket as it wakes a blocking socket reader. A
+/// spin still pays while both ends have a core each: it saves the wake-up (a halted vCPU takes
+/// tens of microseconds to wake on the VM). It is pure loss when they share one core, because
+/// then the peer cannot run, and so cannot answer, until the spinner stops: on the 2-core VM with
+/// a third busy process, a forced-TCP round trip took the waiter's 100 us spin plus the server's
+/// 50 us spin (p50 174 us against 8 us without spins), and the message rate halved
+/// (docs/fabric.md, "Forced to TCP: where the time goes"). Which of the two holds changes with the
+/// load of the machine, so each spinning thread keeps its own record:
+///
+/// - it spins as it always did (the caller's 100 us, the progress thread's `spin_us`) until
+///   `MISSES_TO_STOP` spins in a row ran out without what they waited for; a catch clears the count;
+/// - then it sleeps on the fd at once, and every `probe_interval`-th wait spins again (a probe), so
+///   that a return to spare cores is noticed; a probe that runs out doubles the interval (up to
+///   `PROBE_INTERVAL_MAX`), so that probes cost little while the cores stay shared, and one that
+///   catches its answer brings the spins back.
+///
+/// A wait that finds its answer before any spin tells nothing and changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AdaptiveSpin {
+    /// Spins in a row that ran out; at `MISSES_TO_STOP`, no spin (but probes).
+    misses: u8,
+    /// Waits left until the next probe (while not spinning).
+    until_probe: u32,
+    /// Waits between probes.
+    probe_interval: u32,
+    /// The current spin is a probe.
+    probing: bool,
+}
+
+impl Default for AdaptiveSpin {
+    fn default() -> AdaptiveSpin {
+        AdaptiveSpin { misses: 0, until_probe: PROBE_INTERVAL_MIN, probe_interval: PROBE_INTERVAL_MIN, probing: false }
+    }
+}
+
+impl AdaptiveSpin {
+    /// Whether the next wait spins (else it sleeps at once). A wait that spins is followed by one
+    /// `spun(caught)`, or by none when it was cut short and tells nothing (the progress thread's
+    /// idle spin when helpers come in): a probe dropped so is made again at the next wait.
+    fn spins(&mut self) -> bool {
+        if self.misses < MISSES_TO_STOP || self.probing {
+            return true;
+        }
+        debug_assert!(self.until_probe > 0, "{self:?}");
+        self.until_probe = self.until_probe.saturating_sub(1);
+        if self.until_probe > 0 {
+            return false;
+        }
+        self.probing = true;
+        true
+    }
+
+    /// The outcome of a spin `spins` allowed: `caught` when what the thread waited for came while
+    /// it spun.
+    fn spun(&mut self, caught: bool) {
+        let probing = std::mem::replace(&mut self.probing, false);
+        if caught {
+            *self = AdaptiveSpin::default();
+        } else if probing {
+            self.probe_interval = (self.probe_interval * 2).min(PROBE_INTERVAL_MAX);
+            self.until_probe = self.probe_interval;
+        } else {
+            self.misses += 1;
+            self.until_probe = self.probe_interval;
+        }
+    }
+}
+
+thread_local! {
+    /// The record of a thread's waits (a caller's `Pending::wait`, a puller's `next_request`, a
+    /// JVM thread's `await_progress`) on syscall-polled runtimes.
+    static WAITER: Cell<AdaptiveSpin> = Cell::new(AdaptiveSpin::default());
+}
+
+/// `AdaptiveSpin::spins` on this thread's waiter record.
+fn waiter_spins() -> bool {
+    WAITER.with(|w| {
+        let mut record = w.get();
+        let spins = record.spins();
+        w.set(record);
+        spins
+    })
+}
+
+/// `AdaptiveSpin::spun` on this thread's waiter record.
+fn waiter_spun(caught: bool) {
+    WAITER.with(|w| {
+        let mut spin = w.get();
+        spin.spun(caught);
+        w.set(spin);
+    })
+}
+
 impl NodeInner {
     /// This node's share of a progress round, after `ucp_worker_progress`: the respond stage,
     /// requests waiting for room in the dispatch queue, connections to close. Returns how much
-    /// happened and whether UCX operations of the node are in flight.
-    fn round(&self, state: &mut NodeState) -> (usize, bool) {
+    /// happened, whether UCX operations of the node are in flight, and whether a message of the
+    /// node is in reassembly.
+    fn round(&self, state: &mut NodeState) -> (usize, bool, bool) {
         // Every step looks first whether it has anything to do, without a lock or an allocation:
         // most rounds of a spinning thread have nothing (docs/fabric.md, "The cost of a spin round").
         let mut events = 0;
         self.take_responses_under_lock(&mut state.outbox);
-        while let Some(outgoing) = state.outbox.pop_front() {
-            self.send_outgoing(state, outgoing);
-            events += 1;
-        }
         while let Some(outgoing) = self.respond.try_pop() {
-            self.send_outgoing(state, outgoing);
-            events += 1;
+            state.outbox.push_back(outgoing);
+        }
+        if !state.outbox.is_empty() {
+            events += self.send_outbox(state);
         }
         if state.same_host.has_outgoing() {
             events += self.flush_same_host(state);
@@ -524,7 +720,7 @@ impl NodeInner {
             reap_closed_endpoints(state);
         }
         // Operations in flight need progress even when nothing happened this round.
-        (events, state.ucx_ops_in_flight > 0 || !state.overflow.is_empty())
+        (events, state.ucx_ops_in_flight > 0 || !state.overflow.is_empty(), !state.partials.is_empty())
     }
 
     fn run_timers(&self, state: &mut NodeState, now: Instant) {
@@ -639,5 +835,93 @@ mod tests {
         assert_eq!(node.inner.runtime.helpers.load(Ordering::SeqCst), 0, "the helper left");
         node.close();
         assert_eq!(node.help_progress(Duration::from_secs(5)), 0, "a closed node is not progressed");
+    }
+
+    /// The spin state machine of `AdaptiveSpin` (no worker involved).
+    mod adaptive_spin {
+        use super::super::*;
+
+        /// One wait: reports `caught` if it spins; returns whether it spun.
+        fn wait(spin: &mut AdaptiveSpin, caught: bool) -> bool {
+            let spins = spin.spins();
+            if spins {
+                spin.spun(caught);
+            }
+            spins
+        }
+
+        #[test]
+        fn spins_that_run_out_in_a_row_stop_the_spinning() {
+            let mut spin = AdaptiveSpin::default();
+            for i in 0..MISSES_TO_STOP {
+                assert!(wait(&mut spin, false), "miss {i} still spins");
+            }
+            assert!(!wait(&mut spin, false), "no spin after {MISSES_TO_STOP} misses in a row");
+        }
+
+        #[test]
+        fn a_catch_clears_the_misses() {
+            let mut spin = AdaptiveSpin::default();
+            for round in 0..100 {
+                for _ in 1..MISSES_TO_STOP {
+                    assert!(wait(&mut spin, false), "round {round}");
+                }
+                assert!(wait(&mut spin, true), "round {round}");
+            }
+        }
+
+        #[test]
+        fn without_spins_probes_come_at_intervals_that_double_while_they_miss() {
+            let mut spin = AdaptiveSpin::default();
+            while wait(&mut spin, false) {}
+            // Waits from one spin to the next probe; the wait that stopped the spin was the first.
+            let mut gaps = Vec::new();
+            let mut since = 1;
+            for _ in 0..5000 {
+                since += 1;
+                if wait(&mut spin, false) {
+                    gaps.push(since);
+                    since = 0;
+                }
+            }
+            assert_eq!(gaps[..7], [16, 32, 64, 128, 256, 512, 1024]);
+            assert!(gaps[7..].iter().all(|&g| g == 1024), "{gaps:?}");
+        }
+
+        #[test]
+        fn a_probe_that_catches_its_answer_brings_the_spins_back() {
+            let mut spin = AdaptiveSpin::default();
+            while wait(&mut spin, false) {}
+            while !wait(&mut spin, true) {}
+            assert_eq!(spin, AdaptiveSpin::default());
+            assert!(spin.spins());
+        }
+
+        /// The progress thread drops an idle spin that helpers cut short without reporting it
+        /// (`progress_loop`): when that spin was a probe, the next wait must probe again, and the
+        /// probes must keep coming. (The count of waits to the next probe was 0 then, and the next
+        /// `spins` took 1 from it: an overflow panic in a debug build, no probe for 2^32 waits in a
+        /// release build.)
+        #[test]
+        fn a_probe_dropped_without_its_outcome_is_made_again_and_the_probes_go_on() {
+            let mut spin = AdaptiveSpin::default();
+            while wait(&mut spin, false) {}
+            while !spin.spins() {}
+            // The probe is dropped: no `spun`.
+            assert!(spin.spins(), "the dropped probe is made again");
+            spin.spun(false);
+            let waits_to_next_probe = (1..=2 * PROBE_INTERVAL_MAX).find(|_| wait(&mut spin, false));
+            assert_eq!(waits_to_next_probe, Some(2 * PROBE_INTERVAL_MIN), "{spin:?}");
+        }
+
+        #[test]
+        fn the_waiter_record_is_per_thread() {
+            for _ in 0..MISSES_TO_STOP {
+                assert!(waiter_spins());
+                waiter_spun(false);
+            }
+            assert!(!waiter_spins(), "this thread stopped spinning");
+            assert!(std::thread::spawn(waiter_spins).join().unwrap(), "another thread starts spinning");
+        }
     }
 }

@@ -82,6 +82,11 @@ impl Reassembly {
         Reassembly { partials: IdMap::default(), usage: IdMap::default(), requests: 0, limits }
     }
 
+    /// Whether a message is in reassembly: more of its chunks are on their way.
+    pub(super) fn is_empty(&self) -> bool {
+        self.partials.is_empty()
+    }
+
     /// Accepts chunk `header` of message `key`, creating the message at its first chunk with the
     /// buffer `alloc(total_len)` gives (or none; none either beyond the connection's byte limit).
     /// `receive`: the caller will write the chunk with a rendezvous receive and report it to

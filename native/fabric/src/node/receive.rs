@@ -47,42 +47,35 @@ impl NodeInner {
         }
         let header = match Header::decode(header, length, self.config.max_message_bytes) {
             Ok(h) => h,
-            Err(e) => {
-                self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                let peer = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
-                log_warn!("closing connection from {peer}: {e}");
-                self.fail_conn(state, conn_id, &e.to_string());
-                return;
-            }
+            Err(e) => return self.protocol_error(state, conn_id, &e),
         };
         let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
+        // The bytes of a message sent eagerly (not a rendezvous descriptor).
+        // SAFETY: called only where `rndv` is false: then `data` holds `length` bytes (this
+        // function's contract), alive until the callback returns, which the slice does not outlive.
+        let eager_bytes = || if length == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data as *const u8, length) } };
         if matches!(header.kind, Kind::Control | Kind::PulledRequest | Kind::PulledResponse) {
             if rndv {
                 return self.same_host_protocol_error(state, conn_id, "same-host control or descriptor sent by rendezvous");
             }
-            let bytes = if length == 0 { &[][..] } else { std::slice::from_raw_parts(data as *const u8, length) };
             match header.kind {
-                Kind::Control => self.on_same_host_control(state, conn_id, &header, bytes),
-                _ => self.on_pulled(state, conn_id, &header, bytes),
+                Kind::Control => self.on_same_host_control(state, conn_id, &header, eager_bytes()),
+                _ => self.on_pulled(state, conn_id, &header, eager_bytes()),
             }
             return;
         }
-        if header.kind != Kind::Request {
-            match state.pending.get(header.request_id) {
-                Some(entry) if entry.conn_id == conn_id => {}
-                _ => return, // abandoned or timed out: drop
+        if header.kind == Kind::Bundle {
+            if rndv {
+                return self.protocol_error(state, conn_id, &Error::Protocol("bundle sent by rendezvous".into()));
             }
+            return self.on_bundle(state, conn_id, &header, eager_bytes());
         }
         if header.chunk_count == 1 && !rndv {
             // The common small-message path: one copy into a pooled buffer.
-            match self.pool.alloc(length, None) {
-                Ok(mut buffer) => {
-                    ptr::copy_nonoverlapping(data as *const u8, buffer.as_mut_ptr(), length);
-                    self.on_message(state, conn_id, &header, Ok(buffer));
-                }
-                Err(e) => self.on_message(state, conn_id, &header, Err(e)),
-            }
-            return;
+            return self.on_whole(state, conn_id, &header, eager_bytes());
+        }
+        if header.kind != Kind::Request && !Self::awaited(state, conn_id, &header) {
+            return; // abandoned or timed out: drop
         }
         let key: PartialKey = (conn_id, header.request_id, header.kind as u8);
         let pool = &self.pool;
@@ -133,6 +126,50 @@ impl NodeInner {
         }
     }
 
+    /// A frame that failed `wire`'s checks: the connection it came on is closed, the node goes on.
+    fn protocol_error(&self, state: &mut NodeState, conn_id: u64, e: &Error) {
+        self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        let peer = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
+        log_warn!("closing connection from {peer}: {e}");
+        self.fail_conn(state, conn_id, &e.to_string());
+    }
+
+    /// Whether a response (or error response) answers a request of this node still waiting, sent
+    /// on this connection: else it is dropped (abandoned, timed out, or a peer's mistake).
+    fn awaited(state: &NodeState, conn_id: u64, header: &Header) -> bool {
+        state.pending.get(header.request_id).is_some_and(|entry| entry.conn_id == conn_id)
+    }
+
+    /// A whole single-chunk message whose bytes came with it (eagerly, alone or in a bundle): one
+    /// copy into a pooled buffer, then on as any message.
+    fn on_whole(&self, state: &mut NodeState, conn_id: u64, header: &Header, bytes: &[u8]) {
+        if header.kind != Kind::Request && !Self::awaited(state, conn_id, header) {
+            return;
+        }
+        match self.pool.alloc(bytes.len(), None) {
+            Ok(mut buffer) => {
+                buffer.as_mut_slice().copy_from_slice(bytes);
+                self.on_message(state, conn_id, header, Ok(buffer));
+            }
+            Err(e) => self.on_message(state, conn_id, header, Err(e)),
+        }
+    }
+
+    /// A bundle (`Kind::Bundle`): its frames, each as if it had come alone. Checked whole first,
+    /// so that a bad frame closes the connection with none of the bundle served.
+    fn on_bundle(&self, state: &mut NodeState, conn_id: u64, bundle: &Header, data: &[u8]) {
+        let max = self.config.max_message_bytes;
+        if let Some(Err(e)) = wire::BundleFrames::new(bundle, data, max).find(Result::is_err) {
+            return self.protocol_error(state, conn_id, &e);
+        }
+        for (header, bytes) in wire::BundleFrames::new(bundle, data, max).flatten() {
+            if state.conns.get(&conn_id).is_some_and(|c| c.failed) {
+                return;
+            }
+            self.on_whole(state, conn_id, &header, bytes);
+        }
+    }
+
     /// `receive`: the chunk came by a rendezvous receive into the message's buffer.
     fn on_chunk_done(&self, state: &mut NodeState, key: PartialKey, len: usize, receive: bool, result: Result<()>) {
         if let Err(e) = &result {
@@ -178,6 +215,7 @@ impl NodeInner {
             }
             Kind::Response => self.complete_pending(state, header.request_id, payload.map(|buffer| Response { buffer })),
             Kind::Control | Kind::PulledRequest | Kind::PulledResponse => unreachable!("handled by same_host.rs before reassembly"),
+            Kind::Bundle => unreachable!("opened by on_bundle before reassembly"),
             Kind::ErrorResponse => {
                 let message = payload.map(|b| String::from_utf8_lossy(b.as_slice()).into_owned()).unwrap_or_default();
                 let error = match header.status {

@@ -120,6 +120,11 @@ pub(super) struct Runtime {
     users: AtomicUsize,
     /// The largest `spin_us` of the nodes on the runtime: the progress thread's spin.
     pub(super) spin_us: AtomicU64,
+    /// Every poll of the worker is a system call (`Transport::Tcp`: UCX's TCP interface calls
+    /// `epoll_wait` in each `ucp_worker_progress`), and the kernel wakes a thread asleep on the
+    /// event fd when data arrives: the progress thread and waiting threads spin only while
+    /// spinning pays (`AdaptiveSpin`, progress.rs).
+    pub(super) polls_by_syscall: bool,
     /// Set when the last node left: the progress thread ends.
     pub(super) stopped: AtomicBool,
     progress_thread: Mutex<Option<JoinHandle<()>>>,
@@ -224,6 +229,7 @@ impl Runtime {
             }),
             users: AtomicUsize::new(0),
             spin_us: AtomicU64::new(config.spin_us),
+            polls_by_syscall: config.transport == Transport::Tcp,
             stopped: AtomicBool::new(false),
             progress_thread: Mutex::new(None),
             sleeping: AtomicBool::new(false),

@@ -241,6 +241,16 @@ impl NodeInner {
     }
 
     pub(super) fn send_outgoing(&self, state: &mut NodeState, outgoing: Outgoing) {
+        let header = Self::answered(state, &outgoing);
+        self.send_message(state, outgoing.conn_id, header, outgoing.payload, None);
+        if outgoing.then_close {
+            self.close_after_answer(state, outgoing.conn_id);
+        }
+    }
+
+    /// The bookkeeping of an answer about to be sent (an accepted connection is idle again once
+    /// its requests are answered), and its header (`total_len` still to be set).
+    fn answered(state: &mut NodeState, outgoing: &Outgoing) -> Header {
         if let Some(conn) = state.conns.get_mut(&outgoing.conn_id) {
             if conn.outgoing_peer.is_none() {
                 conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
@@ -248,22 +258,103 @@ impl NodeInner {
             }
         }
         let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
-        let header = Header {
-            kind,
-            op: outgoing.op,
-            status: outgoing.status,
-            chunk_index: 0,
-            chunk_count: 1,
-            request_id: outgoing.request_id,
-            total_len: 0,
-            offset: 0,
-        };
-        self.send_message(state, outgoing.conn_id, header, outgoing.payload, None);
-        if outgoing.then_close {
-            self.close_after_answer(state, outgoing.conn_id);
+        Header { kind, op: outgoing.op, status: outgoing.status, chunk_index: 0, chunk_count: 1, request_id: outgoing.request_id, total_len: 0, offset: 0 }
+    }
+
+    /// Sends the answers queued for this round (`NodeState::outbox`), in order; returns how many.
+    /// Consecutive small ones to one connection over TCP go as one bundle (`wire::Kind::Bundle`):
+    /// there each message cost a `sendmsg` system call and a trip through both ends' TCP stacks,
+    /// which made most of a forced-TCP server's time at small sizes (docs/fabric.md, "Forced to
+    /// TCP: where the time goes"). A bundle copies the payloads once more, so only payloads up to
+    /// `BUNDLE_PAYLOAD_MAX` join one.
+    pub(super) fn send_outbox(&self, state: &mut NodeState) -> usize {
+        let mut sent = 0;
+        while let Some(first) = state.outbox.pop_front() {
+            let (followers, bytes) = self.bundle_run(state, &first);
+            if followers == 0 {
+                self.send_outgoing(state, first);
+                sent += 1;
+                continue;
+            }
+            // Registered memory, like any payload; without it (pool at its cap), one by one.
+            let Ok(mut buffer) = self.pool.alloc(bytes, None) else {
+                self.send_outgoing(state, first);
+                sent += 1;
+                continue;
+            };
+            let conn_id = first.conn_id;
+            let mut at = 0;
+            let (mut next, mut left) = (Some(first), followers);
+            while let Some(outgoing) = next.take() {
+                debug_assert_eq!(outgoing.conn_id, conn_id);
+                let header = Self::answered(state, &outgoing);
+                let payload = outgoing.payload.bytes().0;
+                let header = Header { total_len: payload.len() as u64, ..header };
+                let frame = &mut buffer.as_mut_slice()[at..at + wire::HEADER_LEN + payload.len()];
+                frame[..wire::HEADER_LEN].copy_from_slice(&header.encode());
+                frame[wire::HEADER_LEN..].copy_from_slice(payload);
+                at += frame.len();
+                // (The answer's own buffer goes back to the pool here.)
+                if left > 0 {
+                    left -= 1;
+                    next = state.outbox.pop_front();
+                }
+            }
+            debug_assert_eq!(at, bytes);
+            let Some(conn) = state.conns.get(&conn_id) else { continue };
+            let (ep, send_flags) = (conn.ep, conn.send_flags);
+            let header = Header::bundle(followers as u32 + 1, bytes);
+            if let Err(e) = self.post_send(state, ep, send_flags, &header, Payload::Owned(buffer), 0, bytes, None) {
+                log_warn!("send to connection {conn_id} failed: {e}");
+                self.fail_conn(state, conn_id, &e.to_string());
+            }
+            sent += followers + 1;
+            super::count_under_lock(&self.counters.bundles_sent);
+            let bundled = &self.counters.answers_bundled;
+            bundled.store(bundled.load(Ordering::Relaxed) + followers as u64 + 1, Ordering::Relaxed);
         }
+        sent
+    }
+
+    /// How many of the answers after `first` in the outbox join it in a bundle (0: `first` goes
+    /// alone), and the bundle's length: the following answers to the same connection, while they
+    /// and the bundle stay small, the connection bundles (over TCP, wired up, healthy), the peer
+    /// announced it takes bundles, and none closes the connection.
+    fn bundle_run(&self, state: &NodeState, first: &Outgoing) -> (usize, usize) {
+        let Some(conn) = state.conns.get(&first.conn_id) else { return (0, 0) };
+        if !conn.bundles || !conn.ready || conn.failed {
+            return (0, 0);
+        }
+        // A bundle must travel as one chunk.
+        let limit = wire::BUNDLE_BYTES_MAX.min(conn.chunk_bytes);
+        // Only answers to requests whose id says their sender takes bundles: a fabric from before
+        // bundles refuses kind 7 and would close the connection (`wire`, "Versions").
+        let fits = |o: &Outgoing| {
+            o.conn_id == first.conn_id
+                && o.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0
+                && !o.then_close
+                && o.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
+        };
+        if !fits(first) {
+            return (0, 0);
+        }
+        let mut bytes = wire::HEADER_LEN + first.payload.bytes().0.len();
+        let mut followers = 0;
+        for next in state.outbox.iter() {
+            let len = wire::HEADER_LEN + next.payload.bytes().0.len();
+            if !fits(next) || bytes + len > limit || followers + 1 >= wire::BUNDLE_FRAMES_MAX as usize {
+                break;
+            }
+            bytes += len;
+            followers += 1;
+        }
+        (followers, bytes)
     }
 }
+
+/// The largest payload that joins a bundle: beyond it, the copy into the bundle costs about what
+/// the saved `sendmsg` does.
+const BUNDLE_PAYLOAD_MAX: usize = 4096;
 
 // SAFETY: UCX calls this only as registered: `user_data` is the SendCtx leaked by `post_send` for
 // this send, handed over once; its node is alive (a closed node stays registered with the runtime
