@@ -69,8 +69,11 @@ final class PieceStream extends InputStream {
 
     @Override
     public int read() {
-        byte[] one = new byte[1];
-        return read(one, 0, 1) == 1 ? one[0] & 0xff : -1;
+        if (!advance()) {
+            return -1;
+        }
+        position++;
+        return current.bytes.get() & 0xff;
     }
 
     @Override
