@@ -106,7 +106,7 @@ public final class NativeLoader {
             String folder = "/native/" + platform() + "/";
             directory = NativeCache.directory(folder, new String[] {PRELOAD_LIBRARY, MAIN_LIBRARY});
             if (directory == null) {
-                extracted = extract();
+                extracted = extract(folder);
                 directory = extracted;
             }
         }
@@ -190,9 +190,8 @@ public final class NativeLoader {
     }
 
     /** Copies both libraries out of the jar into a new private temporary directory. */
-    private static Path extract() throws FabricUnavailableException {
+    private static Path extract(String folder) throws FabricUnavailableException {
         String platform = platform();
-        String folder = "/native/" + platform + "/";
         Path directory;
         try {
             directory = Files.createTempDirectory("slipstream-fabric-");
