@@ -42,7 +42,7 @@ mod node;
 use failure::*;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-pub(crate) const ABI_VERSION: jint = 7;
+pub(crate) const ABI_VERSION: jint = 8;
 /// `FabricNative.STATS_FIELDS`.
 pub(crate) const STATS_FIELDS: usize = 15;
 

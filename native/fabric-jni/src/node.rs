@@ -116,6 +116,20 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeAlloc<'local>(
     })
 }
 
+/// `Node::interrupt_pull`: one `nodeNextRequest`, under way or the next, returns.
+#[no_mangle]
+pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeInterruptPull<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    node: jlong,
+) {
+    guard(&mut env, (), |_env| {
+        let ctx: &NodeCtx = borrow(node, "node")?;
+        ctx.node.interrupt_pull();
+        Ok(())
+    })
+}
+
 /// `Node::help_progress`: drives the node's progress on the calling Java thread for up to
 /// `spin_us` or until something happens; returns how much happened.
 #[no_mangle]

@@ -105,6 +105,12 @@ impl<T> BoundedQueue<T> {
 
     /// The next item, waiting up to `timeout`; `None` at once after `close`.
     pub(crate) fn pop_timeout(&self, timeout: Duration) -> Option<T> {
+        self.pop_timeout_unless(timeout, || false)
+    }
+
+    /// As `pop_timeout`, and `None` once `stop()` holds: asked under the lock before each wait, so a
+    /// `wake_waiters` after whatever makes it hold is never missed.
+    pub(crate) fn pop_timeout_unless(&self, timeout: Duration, stop: impl Fn() -> bool) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let mut items = self.items.lock().unwrap();
         loop {
@@ -118,11 +124,17 @@ impl<T> BoundedQueue<T> {
                 return Some(item);
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || stop() {
                 return None;
             }
             items = self.not_empty.wait_timeout(items, deadline - now).unwrap().0;
         }
+    }
+
+    /// Wakes every thread waiting to pop, to look at its `stop` condition again.
+    pub(crate) fn wake_waiters(&self) {
+        let _items = self.items.lock().unwrap();
+        self.not_empty.notify_all();
     }
 
     /// Waits until the queue has room or `timeout` passes.

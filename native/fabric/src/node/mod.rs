@@ -232,6 +232,8 @@ pub(crate) struct NodeInner {
     handler: Option<Arc<dyn Handler>>,
     /// One handler thread at a time spins in `next_request`.
     puller_spinning: AtomicBool,
+    /// Set by `interrupt_pull`, taken by the `next_request` it ends.
+    pull_interrupted: AtomicBool,
     closed: AtomicBool,
     /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
     retired: AtomicBool,
@@ -333,6 +335,7 @@ impl Node {
             responses_under_lock: UnsafeCell::new(VecDeque::new()),
             handler,
             puller_spinning: AtomicBool::new(false),
+            pull_interrupted: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             receiving: AtomicBool::new(false),
@@ -411,9 +414,19 @@ impl Node {
         self.inner.pool.alloc(len, None)
     }
 
-    /// The next request, in Pull mode. `None` after `timeout` or once the node is closed.
+    /// The next request, in Pull mode. `None` after `timeout`, once the node is closed, or when
+    /// `interrupt_pull` ends it.
     pub fn next_request(&self, timeout: Duration) -> Option<Request> {
         self.inner.next_request(timeout)
+    }
+
+    /// Makes one `next_request` return `None` (unless a request is there): one under way, or else
+    /// the next one, at once. For pulling threads that also serve work from elsewhere (the Hadoop
+    /// RPC engine's handlers take socket calls from Hadoop's call queue too): whoever queues such
+    /// work interrupts a pull, so that a puller looks at it, even one that was about to pull.
+    /// Interrupts do not add up: one pending at most.
+    pub fn interrupt_pull(&self) {
+        self.inner.interrupt_pull();
     }
 
     /// Drives this node's progress on the calling thread, as a helper, for up to `spin` or until

@@ -206,7 +206,7 @@ impl NodeInner {
             let mut found = None;
             let slept = self.runtime.spin_then_sleep_as_helper(WAITER_SPIN.min(timeout), timeout, &self.closed, |_| {
                 found = self.dispatch.try_pop();
-                found.is_some()
+                found.is_some() || self.pull_interrupted.swap(false, Ordering::SeqCst)
             });
             self.puller_spinning.store(false, Ordering::SeqCst);
             if found.is_some() {
@@ -217,7 +217,17 @@ impl NodeInner {
                 return self.dispatch.try_pop();
             }
         }
-        self.dispatch.pop_timeout(timeout)
+        self.dispatch.pop_timeout_unless(timeout, || self.pull_interrupted.swap(false, Ordering::SeqCst))
+    }
+
+    /// See `Node::interrupt_pull`. The fd sleeper takes the flag before it sleeps again (it asks
+    /// `done` before each sleep, and the signal ends a sleep under way); the pullers on the
+    /// dispatch queue are woken under its lock, after the flag is set, so none misses it; a pull
+    /// not yet begun takes it at its first look.
+    pub(super) fn interrupt_pull(&self) {
+        self.pull_interrupted.store(true, Ordering::SeqCst);
+        self.dispatch.wake_waiters();
+        self.runtime.wake();
     }
 }
 
@@ -237,6 +247,35 @@ mod tests {
         let start = Instant::now();
         assert!(node.next_request(Duration::from_secs(10)).is_none());
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// An interrupt ends one pull: the one asleep on the event fd or the one waiting on the dispatch
+    /// queue, whichever takes it; a second ends the other; one made while nobody pulls ends the
+    /// next pull at once, and only that one.
+    #[test]
+    fn an_interrupt_ends_one_pull_under_way_or_the_next() {
+        let node = Node::start(Config { handler_mode: HandlerMode::Pull, ..Config::default() }, None).unwrap();
+        let start = Instant::now();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let (node, done_tx) = (node.clone(), done_tx.clone());
+            std::thread::spawn(move || done_tx.send(node.next_request(Duration::from_secs(20)).is_none()).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(300)); // both past their spin: one on the fd, one on the queue
+        node.interrupt_pull();
+        assert!(done_rx.recv_timeout(Duration::from_secs(5)).unwrap(), "one pull ended, without a request");
+        assert!(done_rx.recv_timeout(Duration::from_millis(300)).is_err(), "the other still waits");
+        node.interrupt_pull();
+        assert!(done_rx.recv_timeout(Duration::from_secs(5)).unwrap());
+        assert!(start.elapsed() < Duration::from_secs(10), "interrupted, not timed out: {:?}", start.elapsed());
+        node.interrupt_pull();
+        let start = Instant::now();
+        assert!(node.next_request(Duration::from_secs(5)).is_none());
+        assert!(start.elapsed() < Duration::from_secs(1), "the pending interrupt ends the next pull at once");
+        let start = Instant::now();
+        assert!(node.next_request(Duration::from_millis(50)).is_none());
+        assert!(start.elapsed() >= Duration::from_millis(50), "and only that one");
+        node.close();
     }
 
     /// An Inline handler that sends a request of its own and responds runs after the receive path

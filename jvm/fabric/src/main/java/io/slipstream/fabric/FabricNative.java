@@ -26,7 +26,7 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 7;
+    static final int ABI_VERSION = 8;
 
     /** Longs per completion in {@link #nodePollCompletions}'s {@code out}. */
     static final int COMPLETION_LONGS = 4;
@@ -67,6 +67,9 @@ final class FabricNative {
      * {@code out[4]} the payload's pin handle.
      */
     static native ByteBuffer nodeNextRequest(long node, long timeoutMs, long[] out);
+
+    /** {@code Node::interrupt_pull}: one {@link #nodeNextRequest}, under way or the next, returns. */
+    static native void nodeInterruptPull(long node);
 
     /** {@code Node::help_progress}: drives the node's progress on this thread for up to {@code spinUs}; returns events. */
     static native int nodeHelpProgress(long node, long spinUs);

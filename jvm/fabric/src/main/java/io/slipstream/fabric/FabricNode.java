@@ -179,6 +179,25 @@ public final class FabricNode implements AutoCloseable {
     }
 
     /**
+     * Makes one {@link #nextRequest} return null at once (unless a request came): one under way, or
+     * else the next one. For threads that pull requests and also serve work from elsewhere: whoever
+     * queues such work interrupts a pull, so that a puller looks at it, even one about to pull.
+     * Interrupts do not add up (one pending at most). Does nothing on a closed node.
+     */
+    public void interruptPull() {
+        try {
+            handle.enter();
+        } catch (FabricException closed) {
+            return; // its pulls returned at the close
+        }
+        try {
+            FabricNative.nodeInterruptPull(handle.ptr);
+        } finally {
+            handle.exit();
+        }
+    }
+
+    /**
      * Starts {@code threads} daemon threads that pull requests and run {@code handler} on them until
      * the node is closed. May be called more than once (e.g. with different handlers: each request
      * goes to whichever thread pulls it), up to {@value #SERVE_THREADS_MAX} threads in all.

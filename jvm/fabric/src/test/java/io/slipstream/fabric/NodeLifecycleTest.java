@@ -143,6 +143,38 @@ class NodeLifecycleTest {
     }
 
     @Test
+    void anInterruptEndsOnePullUnderWayOrTheNext() throws Exception {
+        try (FabricNode node = Fixtures.serverConfig().start()) {
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+            try {
+                java.util.concurrent.CompletionService<FabricRequest> pulls =
+                        new java.util.concurrent.ExecutorCompletionService<>(pool);
+                for (int i = 0; i < 2; i++) {
+                    pulls.submit(() -> node.nextRequest(Duration.ofSeconds(30)));
+                }
+                Thread.sleep(300); // both past their spin: one asleep on the event fd, one on the queue
+                node.interruptPull();
+                assertEquals(null, pulls.poll(5, TimeUnit.SECONDS).get(), "one pull ended, without a request");
+                assertEquals(null, pulls.poll(300, TimeUnit.MILLISECONDS), "the other still waits");
+                node.interruptPull();
+                assertEquals(null, pulls.poll(5, TimeUnit.SECONDS).get());
+            } finally {
+                pool.shutdownNow();
+            }
+            node.interruptPull();
+            long start = System.nanoTime();
+            assertEquals(null, node.nextRequest(Duration.ofSeconds(5)));
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(1), "the pending interrupt ends the next pull");
+            start = System.nanoTime();
+            assertEquals(null, node.nextRequest(Duration.ofMillis(50)));
+            assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(50), "and only that one");
+        }
+        FabricNode closed = Fixtures.serverConfig().start();
+        closed.close();
+        closed.interruptPull(); // nothing to interrupt: no exception
+    }
+
+    @Test
     void closeIsIdempotentAndLaterCallsFailClosed() throws Exception {
         FabricNode server = Fixtures.startServer(3);
         FabricNode client = Fixtures.clientConfig().start();

@@ -1,5 +1,6 @@
 package io.slipstream.hadoop.rpc;
 
+import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.FabricUnavailableException;
@@ -54,6 +55,12 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     /** {@code hadoop.security.authorization}: each session's protocol is authorised for its user at opening. */
     private final boolean authorizeSessions;
     private volatile FabricNode node;
+    /**
+     * Hadoop's call queue when it is a {@link FabricCallQueue}: idle handlers pull the fabric's calls; null
+     * when another kind is configured: the receiver threads pull them (started once, kept to the end).
+     */
+    private FabricCallQueue<?> handlerQueue;
+    private boolean receiversStarted;
 
     /**
      * What a session was opened with on the socket path: the user that connection authenticated (its UGI
@@ -80,8 +87,9 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             int numHandlers, int numReaders, int queueSizePerHandler, boolean verbose,
             SecretManager<? extends TokenIdentifier> secretManager, String portRangeConfig,
             AlignmentContext alignmentContext) throws IOException {
-        super(protocolClass, protocolImpl, conf, bindAddress, port, numHandlers, numReaders, queueSizePerHandler, verbose,
-                secretManager, portRangeConfig, alignmentContext);
+        super(beforeCallQueue(protocolClass), protocolImpl, conf, bindAddress, port, numHandlers, numReaders,
+                queueSizePerHandler, verbose, secretManager, portRangeConfig, alignmentContext);
+        this.handlerQueue = FabricCallQueue.endConstruction();
         this.rpcConf = new RpcConf(conf);
         this.conf = conf;
         this.alignmentContext = alignmentContext;
@@ -102,9 +110,10 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             String host = getListenerAddress().getAddress().getHostAddress();
             try {
                 node = rpcConf.nodeBuilder(host).start();
-                node.serve(this::receive, rpcConf.receiverThreads);
-                LOG.info("slipstream: RPC server {} also takes calls over the fabric at {} ({} transport)",
-                        getListenerAddress(), node.localAddress(), rpcConf.transport);
+                pullWith(handlerQueue);
+                LOG.info("slipstream: RPC server {} also takes calls over the fabric at {} ({} transport; {})",
+                        getListenerAddress(), node.localAddress(), rpcConf.transport, handlerQueue != null
+                                ? "idle handlers pull them" : "receiver threads pull them into the call queue");
             } catch (FabricUnavailableException | RuntimeException e) {
                 if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
                     throw new IllegalStateException("slipstream: the fabric cannot start for RPC server " + getListenerAddress()
@@ -119,6 +128,9 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
 
     @Override
     public synchronized void stop() {
+        if (handlerQueue != null) {
+            handlerQueue.detach();
+        }
         FabricNode n = node;
         node = null;
         if (n != null) {
@@ -128,6 +140,83 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         }
         sessions.clear();
         super.stop();
+    }
+
+    /**
+     * Hadoop's {@code refreshCallQueue} (e.g. {@code dfsadmin -refreshCallQueue}): the new queue is made,
+     * and the fabric's calls pulled by its handlers if it is a {@link FabricCallQueue}, else by receiver
+     * threads.
+     */
+    @Override
+    public synchronized void refreshCallQueue(Configuration newConf) {
+        FabricCallQueue.beginConstruction();
+        super.refreshCallQueue(newConf);
+        FabricCallQueue<?> made = FabricCallQueue.endConstruction();
+        FabricCallQueue<?> old = handlerQueue;
+        handlerQueue = made;
+        if (node != null) {
+            pullWith(made);
+        }
+        if (old != null) {
+            old.detach();
+        }
+    }
+
+    /** Who pulls the fabric's calls: the handlers of {@code queue}, or the receiver threads when it is null. */
+    private void pullWith(FabricCallQueue<?> queue) {
+        FabricNode n = node;
+        if (queue != null) {
+            queue.attach(new HandlerPulls(n), rpcConf.receiverThreads, rpcConf.handlerPullMs);
+        } else if (!receiversStarted) {
+            n.serve(this::receive, rpcConf.receiverThreads);
+            receiversStarted = true;
+        }
+    }
+
+    /** Forgets any call queue made earlier on this thread, before Hadoop's constructor makes this server's. */
+    private static Class<?> beforeCallQueue(Class<?> protocolClass) {
+        FabricCallQueue.beginConstruction();
+        return protocolClass;
+    }
+
+    /** An idle handler's pull: one fabric request, received as a receiver thread would. */
+    private final class HandlerPulls implements FabricCallQueue.Source {
+        private final FabricNode node;
+
+        HandlerPulls(FabricNode node) {
+            this.node = node;
+        }
+
+        @Override
+        public void pull(long timeoutMs) {
+            FabricRequest request;
+            try {
+                request = node.nextRequest(java.time.Duration.ofMillis(timeoutMs));
+            } catch (FabricException e) {
+                if (e.kind() != FabricException.Kind.CLOSED) {
+                    LOG.error("slipstream: pulling fabric calls failed", e);
+                }
+                return; // closed: the server stops
+            }
+            if (request == null) {
+                return;
+            }
+            try {
+                receive(request);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt(); // the server stops its handlers
+            } catch (RuntimeException e) {
+                if (!request.isAnswered()) {
+                    request.fail(String.valueOf(e));
+                }
+                LOG.warn("slipstream: a fabric call failed before it was queued", e);
+            }
+        }
+
+        @Override
+        public void interrupt() {
+            node.interruptPull();
+        }
     }
 
     /** The fabric address clients reach, or null when the fabric is not offered. */
@@ -144,6 +233,16 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     /** Frames refused since start: unknown session, malformed, not authentic, replayed, other protocol, over the length limit. */
     public long fabricFramesRefused() {
         return framesRefused.get();
+    }
+
+    /** Handlers pulling fabric calls now, or -1 when the call queue is not a {@link FabricCallQueue}. */
+    synchronized int handlersPulling() {
+        return handlerQueue == null ? -1 : handlerQueue.pullingHandlers();
+    }
+
+    /** Whether receiver threads pull fabric calls (the call queue was, at some time, not a {@link FabricCallQueue}). */
+    synchronized boolean receiverThreadsStarted() {
+        return receiversStarted;
     }
 
     /** Sessions held now. */

@@ -29,8 +29,13 @@ final class RpcConf {
     static final String SESSION_IDLE_MS = PREFIX + "session.idle.ms";
     /** Registered memory per process for the fabric (a hard cap). */
     static final String BUFFER_CAP = PREFIX + "buffer.cap";
-    /** Threads taking fabric calls off the wire into the server's call queue (the handlers run them). */
+    /**
+     * Threads taking fabric calls off the wire into the server's call queue (the handlers run them); with
+     * {@link FabricCallQueue} as the call queue, the most handlers pulling them at once instead.
+     */
     static final String RECEIVER_THREADS = PREFIX + "receiver.threads";
+    /** With {@link FabricCallQueue}: longest a handler waits on the fabric at a time (a server stop waits as long). */
+    static final String HANDLER_PULL_MS = PREFIX + "handler.pull.ms";
     /** The client's backstop for a fabric call without an RPC timeout ({@code ipc.client.rpc-timeout.ms} 0). */
     static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
 
@@ -47,6 +52,7 @@ final class RpcConf {
     final Duration sessionIdle;
     final long bufferCapBytes;
     final int receiverThreads;
+    final long handlerPullMs;
     final long requestTimeoutMs;
     /** {@code ipc.maximum.data.length} (requests on the server) and {@code ipc.maximum.response.length}. */
     final int maxDataLength;
@@ -71,6 +77,10 @@ final class RpcConf {
         receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
         if (receiverThreads < 1 || receiverThreads > 64) {
             throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
+        }
+        handlerPullMs = conf.getLong(HANDLER_PULL_MS, 100);
+        if (handlerPullMs < 1 || handlerPullMs > 600_000) {
+            throw new IllegalArgumentException("slipstream: " + HANDLER_PULL_MS + "=" + handlerPullMs + " must be 1 to 600000");
         }
         requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
         if (requestTimeoutMs < 1) {

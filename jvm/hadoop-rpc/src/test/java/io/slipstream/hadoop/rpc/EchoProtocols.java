@@ -52,8 +52,13 @@ final class EchoProtocols {
             return EmptyResponseProto.getDefaultInstance();
         }
 
+        /** The thread that ran the last echo. */
+        static final java.util.concurrent.atomic.AtomicReference<String> ECHO_THREAD =
+                new java.util.concurrent.atomic.AtomicReference<>();
+
         @Override
         public EchoResponseProto echo(RpcController c, EchoRequestProto r) {
+            ECHO_THREAD.set(Thread.currentThread().getName());
             return EchoResponseProto.newBuilder().setMessage(r.getMessage()).build();
         }
 

@@ -45,6 +45,11 @@ public final class RpcBench {
                 : FabricRpcEngine.class);
         conf.set("slipstream.rpc.fallback", "never");
         conf.set("slipstream.rpc.transport", config.equals("fabric-tcp") ? "tcp" : "auto");
+        // The engine's recommended call queue (README): idle handlers pull the fabric's calls.
+        // OHB_RPC_FABRIC_QUEUE=hadoop keeps Hadoop's default queue (receiver threads) for an A/B.
+        if (!config.equals("vanilla") && !"hadoop".equals(System.getenv("OHB_RPC_FABRIC_QUEUE"))) {
+            conf.set("ipc.callqueue.impl", "io.slipstream.hadoop.rpc.FabricCallQueue");
+        }
         return conf;
     }
 
