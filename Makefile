@@ -129,7 +129,7 @@ spark-homes: deps
 	printf '%s\n' $(SPARK35_VERSION) $(SPARK4_VERSION) > $(SPARK_HOMES_DIR)/homes.txt
 
 # The parsers of network input under libFuzzer, a bounded time each: the cache's protocols and the
-# fabric's wire format (a crash fails the build and leaves its input in
+# fabric's wire format and reassembly (a crash fails the build and leaves its input in
 # native/cache-proto/fuzz/artifacts/ or native/fabric/fuzz/artifacts/). Both run even if the first fails.
 FUZZ_SECONDS ?= 30
 test-fuzz: deps

@@ -43,3 +43,11 @@ pub use error::{Error, Result};
 pub use node::{Endpoint, Handler, Node, Pending, Request, Response, Stats};
 pub use pool::{Buffer, ViewPin};
 pub use setting::{Setting, SettingValue};
+
+/// Internals for the cargo-fuzz targets of `fuzz/` (feature `fuzzing`, which only that package
+/// turns on): the reassembly of chunked messages, whose input comes from the network. Not an API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::node::reassembly::{ChunkTarget, Limits, MessageBuffer, PartialKey, Reassembly};
+}

@@ -385,6 +385,26 @@ pub fn chunking(total_len: usize, chunk_size: usize) -> (u32, usize) {
     (total_len.div_ceil(chunk_size) as u32, chunk_size)
 }
 
+/// The chunk size of the cut `chunking` makes (chunks of one size back to back, the last one what
+/// is left) in which `len` bytes at `header.offset` are chunk `header.chunk_index` of
+/// `header.chunk_count`; None if no cut puts them there. The reassembly holds every chunk of a
+/// message to its first chunk's size, so the chunks of a complete message tile it: `decode` only
+/// checks that a chunk lies inside its message, and chunks that overlap could add up to its length
+/// and leave a hole.
+pub fn chunk_cut(header: &Header, len: usize) -> Option<u64> {
+    let (index, count, len) = (u64::from(header.chunk_index), u64::from(header.chunk_count), len as u64);
+    if count <= 1 {
+        return (header.offset == 0 && len == header.total_len).then_some(len);
+    }
+    // Every chunk but the last is one size long; the last starts `count - 1` sizes in.
+    let last = index + 1 == count;
+    let size = if last { header.offset / (count - 1) } else { len };
+    let offset = index.checked_mul(size)?;
+    let len_expected = if last { header.total_len.checked_sub(offset)? } else { size };
+    let fits = size > 0 && offset == header.offset && len == len_expected && header.total_len.div_ceil(size) == count;
+    fits.then_some(size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,5 +702,27 @@ mod tests {
             }
         }
         assert!(accepted > 1000, "the fuzzer must also reach the accepting path ({accepted})");
+    }
+
+    #[test]
+    fn chunk_cut_finds_the_cut_of_every_chunk_a_sender_makes_and_no_other() {
+        for (total_len, chunk_size) in [(0usize, 4096usize), (100, 4096), (4096, 4096), (4097, 4096), (12_288, 4096), (10_000, 5000), ((10 << 20) + 3, 1 << 20)] {
+            let (count, size) = chunking(total_len, chunk_size);
+            for index in 0..count {
+                let offset = index as usize * size;
+                let len = size.min(total_len - offset);
+                let header = Header { chunk_index: index, chunk_count: count, total_len: total_len as u64, offset: offset as u64, ..sample() };
+                assert_eq!(chunk_cut(&header, len), Some(size as u64), "chunk {index} of {total_len} bytes cut at {chunk_size}");
+                // Moved, shortened or lengthened by a byte: off this cut (a shorter first chunk
+                // may fit another; the reassembly holds every chunk to its first chunk's).
+                for (offset, len) in [(offset + 1, len), (offset.wrapping_sub(1), len), (offset, len.wrapping_sub(1)), (offset, len + 1)] {
+                    let bent = Header { offset: offset as u64, ..header };
+                    assert_ne!(chunk_cut(&bent, len), Some(size as u64), "{bent:?} with {len} bytes");
+                }
+            }
+        }
+        // Chunks that lie inside their message but overlap (both at offset 0): the second is off.
+        let second = Header { chunk_index: 1, chunk_count: 2, total_len: 8192, offset: 0, ..sample() };
+        assert_eq!(chunk_cut(&second, 4096), None);
     }
 }

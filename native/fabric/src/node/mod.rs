@@ -49,7 +49,7 @@ mod connections;
 mod id_map;
 mod pending;
 mod progress;
-mod reassembly;
+pub(crate) mod reassembly; // the `fuzzing` feature exposes it (lib.rs)
 mod receive;
 mod runtime;
 mod same_host;

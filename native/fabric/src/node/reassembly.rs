@@ -1,8 +1,11 @@
 //! Reassembly of messages that travel as several chunks: one buffer of the message's length per
 //! message, each chunk written at its offset (by copy or by a zero-copy rendezvous receive), and a
 //! bitmap of the chunks seen, so a message is complete exactly when every chunk has arrived once
-//! and a duplicate chunk cannot leave a hole of stale bytes. Knows no UCX: the receive path asks
-//! where a chunk goes and says when it has landed.
+//! and a duplicate chunk cannot leave a hole of stale bytes. Every chunk must lie where the
+//! sender's cut puts it (`wire::chunk_cut`: chunks of one size back to back, the same size for
+//! every chunk of the message), so chunks that overlap cannot leave a hole either: a complete
+//! message has every byte written exactly once. Knows no UCX: the receive path asks where a chunk
+//! goes and says when it has landed.
 //!
 //! Limits (`Config`): requests in reassembly per connection and per node (a chunk that would start
 //! one more is refused), bytes of buffers per connection (beyond it a request gets no buffer and
@@ -11,31 +14,47 @@
 //! connection or at its timeout keeps it until those receives are done.
 use crate::error::Error;
 use crate::pool::Buffer;
-use crate::wire::{Header, Kind};
+use crate::wire::{self, Header, Kind};
 
 use super::id_map::IdMap;
 
 /// A message in reassembly: (connection, request id, kind). Responses and requests of one id and
 /// connection are different messages.
-pub(super) type PartialKey = (u64, u64, u8);
+pub type PartialKey = (u64, u64, u8);
+
+/// What the reassembly needs of a message's buffer: its length. The node's buffers are
+/// `pool::Buffer`s; the fuzz target's (`fuzz/fuzz_targets/fuzz_reassembly.rs`) are plain memory
+/// that reports when it is dropped, so that the target can tell when a buffer goes back.
+#[allow(clippy::len_without_is_empty)] // whether a buffer is empty means nothing here
+pub trait MessageBuffer {
+    fn len(&self) -> usize;
+}
+
+impl MessageBuffer for Buffer {
+    fn len(&self) -> usize {
+        Buffer::len(self)
+    }
+}
 
 /// The bounds of a node's reassembly (from `Config`).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Limits {
-    pub(super) requests_per_connection: usize,
-    pub(super) requests: usize,
-    pub(super) bytes_per_connection: usize,
-    pub(super) timeout_ms: u64,
+pub struct Limits {
+    pub requests_per_connection: usize,
+    pub requests: usize,
+    pub bytes_per_connection: usize,
+    pub timeout_ms: u64,
 }
 
 /// A message being reassembled from chunks.
-struct Partial {
+struct Partial<B> {
     /// None when no buffer could be had: chunks are then received and dropped, and the message fails.
-    buffer: Option<Buffer>,
+    buffer: Option<B>,
     op: u16,
     status: u16,
     total_len: u64,
     chunk_count: u32,
+    /// The chunk size of the sender's cut, from the first chunk (`wire::chunk_cut`).
+    chunk_bytes: u64,
     chunks_done: u32,
     bytes_done: u64,
     /// One bit per chunk seen.
@@ -44,14 +63,17 @@ struct Partial {
     last_chunk_ms: u64,
     /// Rendezvous receives writing into `buffer` right now.
     receives_in_flight: u32,
+    /// A chunk failed to land: the message fails, its next chunks are dropped, and its buffer stays
+    /// until the message goes (receives in flight may still be writing into it).
+    failed: bool,
     /// Dropped (connection failed) while receives were in flight: removed once they are done.
     doomed: bool,
 }
 
 /// Where the bytes of an accepted chunk go.
-pub(super) enum ChunkTarget<'a> {
+pub enum ChunkTarget<'a, B = Buffer> {
     /// `offset` bytes into this buffer (its length is the message's).
-    Into(&'a mut Buffer, usize),
+    Into(&'a mut B, usize),
     /// The message has no buffer: receive the chunk and drop it.
     Drop,
 }
@@ -66,8 +88,8 @@ struct ConnUsage {
     entries: usize,
 }
 
-pub(super) struct Reassembly {
-    partials: IdMap<PartialKey, Partial>,
+pub struct Reassembly<B = Buffer> {
+    partials: IdMap<PartialKey, Partial<B>>,
     usage: IdMap<u64, ConnUsage>,
     requests: usize,
     limits: Limits,
@@ -77,24 +99,29 @@ fn is_request(key: &PartialKey) -> bool {
     key.2 == Kind::Request as u8
 }
 
-impl Reassembly {
-    pub(super) fn new(limits: Limits) -> Reassembly {
+impl<B: MessageBuffer> Reassembly<B> {
+    pub fn new(limits: Limits) -> Reassembly<B> {
         Reassembly { partials: IdMap::default(), usage: IdMap::default(), requests: 0, limits }
     }
 
     /// Whether a message is in reassembly: more of its chunks are on their way.
-    pub(super) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.partials.is_empty()
     }
 
-    /// Accepts chunk `header` of message `key`, creating the message at its first chunk with the
-    /// buffer `alloc(total_len)` gives (or none; none either beyond the connection's byte limit).
-    /// `receive`: the caller will write the chunk with a rendezvous receive and report it to
-    /// `chunk_done` with `receive` set. Fails, changing nothing, on a chunk that contradicts the
-    /// message's first chunk (count, op, length), was seen already, or would start a request
-    /// beyond the connection's or the node's limit: the sender is broken or hostile, and the
-    /// caller closes the connection.
-    pub(super) fn accept(&mut self, key: PartialKey, header: &Header, now_ms: u64, receive: bool, alloc: impl FnOnce(usize) -> Option<Buffer>) -> Result<ChunkTarget<'_>, String> {
+    /// Accepts chunk `header` of message `key`, `len` bytes, creating the message at its first
+    /// chunk with the buffer `alloc(total_len)` gives (or none; none either beyond the connection's
+    /// byte limit). `receive`: the caller will write the chunk with a rendezvous receive and report
+    /// it to `chunk_done` with `receive` set. Fails, changing nothing, on a chunk that lies off any
+    /// sender's cut, contradicts the message's first chunk (count, op, length, chunk size), was
+    /// seen already, or would start a request beyond the connection's or the node's limit: the
+    /// sender is broken or hostile, and the caller closes the connection.
+    pub fn accept(&mut self, key: PartialKey, header: &Header, len: usize, now_ms: u64, receive: bool, alloc: impl FnOnce(usize) -> Option<B>) -> Result<ChunkTarget<'_, B>, String> {
+        // Chunks that overlap could add up to the message's length and leave a hole of stale bytes
+        // (found by fuzz_reassembly): each chunk must be where the sender's cut puts it.
+        let Some(chunk_bytes) = wire::chunk_cut(header, len) else {
+            return Err(format!("chunk {} of message {} ({len} bytes at offset {}) is off any sender's cut", header.chunk_index, header.request_id, header.offset));
+        };
         if !self.partials.contains_key(&key) {
             let mut usage = self.usage.get(&key.0).copied().unwrap_or_default();
             let counted = header.chunk_count > 1;
@@ -126,11 +153,13 @@ impl Reassembly {
                     status: header.status,
                     total_len: header.total_len,
                     chunk_count: header.chunk_count,
+                    chunk_bytes,
                     chunks_done: 0,
                     bytes_done: 0,
                     seen: vec![0; (header.chunk_count as usize).div_ceil(64)],
                     last_chunk_ms: now_ms,
                     receives_in_flight: 0,
+                    failed: false,
                     doomed: false,
                 },
             );
@@ -140,7 +169,7 @@ impl Reassembly {
             return Ok(ChunkTarget::Drop);
         }
         let (word, bit) = (header.chunk_index as usize / 64, 1u64 << (header.chunk_index % 64));
-        if partial.chunk_count != header.chunk_count || partial.op != header.op || partial.total_len != header.total_len {
+        if partial.chunk_count != header.chunk_count || partial.op != header.op || partial.total_len != header.total_len || partial.chunk_bytes != chunk_bytes {
             return Err(format!("chunk {} of message {} contradicts its first chunk", header.chunk_index, header.request_id));
         }
         if header.chunk_index >= partial.chunk_count || partial.seen[word] & bit != 0 {
@@ -148,7 +177,7 @@ impl Reassembly {
         }
         partial.seen[word] |= bit;
         partial.last_chunk_ms = now_ms;
-        Ok(match partial.buffer.as_mut() {
+        Ok(match partial.buffer.as_mut().filter(|_| !partial.failed) {
             Some(buffer) => {
                 if receive {
                     partial.receives_in_flight += 1;
@@ -163,7 +192,7 @@ impl Reassembly {
     /// `receive`: it was a rendezvous receive into the buffer (`accept` returned `Into`).
     /// Returns the whole message once its last chunk is in: its header (chunk 0, the length
     /// received) and its bytes, or why it has none.
-    pub(super) fn chunk_done(&mut self, key: PartialKey, len: usize, landed: bool, receive: bool, pool_cap_bytes: usize) -> Option<(Header, Result<Buffer, Error>)> {
+    pub fn chunk_done(&mut self, key: PartialKey, len: usize, landed: bool, receive: bool, pool_cap_bytes: usize) -> Option<(Header, Result<B, Error>)> {
         let partial = self.partials.get_mut(&key)?;
         if receive {
             partial.receives_in_flight -= 1;
@@ -174,14 +203,16 @@ impl Reassembly {
             }
             return None;
         }
-        if !landed {
-            partial.buffer = None;
-        }
+        // A failed chunk fails the message; its buffer stays until the message goes: another
+        // receive may still be writing into it (dropping it here handed it back to the pool under
+        // that receive, and left its bytes on the connection's count: found by fuzz_reassembly).
+        partial.failed |= !landed;
         partial.chunks_done += 1;
         partial.bytes_done += len as u64;
         if partial.chunks_done < partial.chunk_count {
             return None;
         }
+        debug_assert_eq!(partial.receives_in_flight, 0, "every chunk is done");
         let partial = self.remove(&key)?;
         let kind = match key.2 {
             1 => Kind::Request,
@@ -199,15 +230,17 @@ impl Reassembly {
             offset: 0,
         };
         let payload = match partial.buffer {
-            Some(buffer) if buffer.len() as u64 == partial.bytes_done => Ok(buffer),
-            Some(_) => Err(Error::Protocol("chunks do not add up to the message length".into())),
-            None => Err(Error::PoolExhausted { requested: partial.bytes_done as usize, cap: pool_cap_bytes }),
+            Some(buffer) if !partial.failed && buffer.len() as u64 == partial.bytes_done => Ok(buffer),
+            Some(_) if !partial.failed => Err(Error::Protocol("chunks do not add up to the message length".into())),
+            // No buffer, or a chunk failed to land: answered as before the failed flag, when a
+            // failed chunk dropped the buffer.
+            _ => Err(Error::PoolExhausted { requested: partial.bytes_done as usize, cap: pool_cap_bytes }),
         };
         Some((header, payload))
     }
 
     /// Removes a message and its share of the limits.
-    fn remove(&mut self, key: &PartialKey) -> Option<Partial> {
+    fn remove(&mut self, key: &PartialKey) -> Option<Partial<B>> {
         let partial = self.partials.remove(key)?;
         if is_request(key) {
             let counted = partial.chunk_count > 1;
@@ -221,6 +254,7 @@ impl Reassembly {
                 usage.entries -= 1;
                 usage.bytes -= partial.buffer.as_ref().map_or(0, |b| b.len());
                 if usage.entries == 0 {
+                    debug_assert!(usage.bytes == 0 && usage.requests == 0, "a connection with no request in reassembly holds none of the limits");
                     self.usage.remove(&key.0);
                 }
             }
@@ -230,7 +264,7 @@ impl Reassembly {
 
     /// Forgets the messages of a failed connection; those with receives in flight keep their
     /// buffer until the receives are done.
-    pub(super) fn drop_conn(&mut self, conn_id: u64) {
+    pub fn drop_conn(&mut self, conn_id: u64) {
         let keys: Vec<PartialKey> = self.partials.keys().filter(|key| key.0 == conn_id).copied().collect();
         for key in keys {
             self.drop_message(&key);
@@ -238,7 +272,7 @@ impl Reassembly {
     }
 
     /// Drops the messages whose last chunk came `timeout_ms` or longer before `now_ms`; returns how many.
-    pub(super) fn expire(&mut self, now_ms: u64) -> usize {
+    pub fn expire(&mut self, now_ms: u64) -> usize {
         let timeout_ms = self.limits.timeout_ms;
         let keys: Vec<PartialKey> = self
             .partials
@@ -264,7 +298,7 @@ impl Reassembly {
     /// Drops every message, at close. The worker is shared with the other nodes of the process and
     /// keeps running, so a message with rendezvous receives in flight keeps its buffer until they
     /// are done (the node stays registered with the runtime until then).
-    pub(super) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         let keys: Vec<PartialKey> = self.partials.keys().copied().collect();
         for key in &keys {
             self.drop_message(key);
@@ -293,6 +327,12 @@ mod tests {
         Header { kind: Kind::Response, op: 9, status: wire::STATUS_OK, chunk_index: index, chunk_count: count, request_id, total_len, offset: index as u64 * CHUNK as u64 }
     }
 
+    /// `reassembly.accept` for a chunk of the length its header implies (cut at `CHUNK`).
+    fn accept<'a>(reassembly: &'a mut Reassembly, key: PartialKey, header: &Header, now_ms: u64, receive: bool, alloc: impl FnOnce(usize) -> Option<Buffer>) -> Result<ChunkTarget<'a>, String> {
+        let len = CHUNK.min(header.total_len.saturating_sub(header.offset) as usize);
+        reassembly.accept(key, header, len, now_ms, receive, alloc)
+    }
+
     fn pool() -> Pool {
         Pool::new(Arc::new(Context::new(&Config::default()).unwrap()), 1 << 20, 1 << 16)
     }
@@ -302,7 +342,7 @@ mod tests {
         let total_len = (2 * CHUNK + 100) as u64;
         let header = chunk(5, index, 3, total_len);
         let len = CHUNK.min(total_len as usize - header.offset as usize);
-        match reassembly.accept((1, 5, 2), &header, 0, false, |n| pool.alloc(n, None).ok()).unwrap() {
+        match accept(reassembly, (1, 5, 2), &header, 0, false, |n| pool.alloc(n, None).ok()).unwrap() {
             ChunkTarget::Into(buffer, offset) => {
                 for (i, byte) in buffer.as_mut_slice()[offset..offset + len].iter_mut().enumerate() {
                     *byte = ((offset + i) % 251) as u8;
@@ -316,7 +356,7 @@ mod tests {
     #[test]
     fn chunks_in_any_order_make_the_whole_message_once() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         assert!(deliver(&mut reassembly, &pool, 2).is_none());
         assert!(deliver(&mut reassembly, &pool, 0).is_none());
         let (header, payload) = deliver(&mut reassembly, &pool, 1).expect("complete after the third chunk");
@@ -329,33 +369,33 @@ mod tests {
     #[test]
     fn a_duplicate_chunk_is_refused() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         assert!(deliver(&mut reassembly, &pool, 0).is_none());
-        let again = reassembly.accept((1, 5, 2), &chunk(5, 0, 3, (2 * CHUNK + 100) as u64), 0, false, |_| panic!("no second buffer"));
+        let again = accept(&mut reassembly, (1, 5, 2), &chunk(5, 0, 3, (2 * CHUNK + 100) as u64), 0, false, |_| panic!("no second buffer"));
         assert!(again.is_err());
     }
 
     #[test]
     fn chunks_that_contradict_the_first_are_refused() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         let total_len = (2 * CHUNK + 100) as u64;
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 0, 3, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 4, total_len), 0, false, |_| None).is_err(), "another chunk count");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len + 1), 0, false, |_| None).is_err(), "another length");
+        assert!(accept(&mut reassembly, (1, 5, 2), &chunk(5, 0, 3, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
+        assert!(accept(&mut reassembly, (1, 5, 2), &chunk(5, 1, 4, total_len), 0, false, |_| None).is_err(), "another chunk count");
+        assert!(accept(&mut reassembly, (1, 5, 2), &chunk(5, 1, 3, total_len + 1), 0, false, |_| None).is_err(), "another length");
         let mut other_op = chunk(5, 1, 3, total_len);
         other_op.op = 10;
-        assert!(reassembly.accept((1, 5, 2), &other_op, 0, false, |_| None).is_err(), "another op");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 3, 3, total_len), 0, false, |_| None).is_err(), "index beyond the count");
-        assert!(reassembly.accept((1, 5, 2), &chunk(5, 1, 3, total_len), 0, false, |_| None).is_ok(), "the real second chunk still fits");
+        assert!(accept(&mut reassembly, (1, 5, 2), &other_op, 0, false, |_| None).is_err(), "another op");
+        assert!(accept(&mut reassembly, (1, 5, 2), &chunk(5, 3, 3, total_len), 0, false, |_| None).is_err(), "index beyond the count");
+        assert!(accept(&mut reassembly, (1, 5, 2), &chunk(5, 1, 3, total_len), 0, false, |_| None).is_ok(), "the real second chunk still fits");
     }
 
     #[test]
     fn without_a_buffer_the_chunks_are_dropped_and_the_message_fails() {
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         let total_len = (CHUNK + 1) as u64;
         for index in 0..2 {
-            let target = reassembly.accept((1, 6, 1), &chunk(6, index, 2, total_len), 0, false, |_| None).unwrap();
+            let target = accept(&mut reassembly, (1, 6, 1), &chunk(6, index, 2, total_len), 0, false, |_| None).unwrap();
             assert!(matches!(target, ChunkTarget::Drop));
         }
         assert!(reassembly.chunk_done((1, 6, 1), CHUNK, true, false, 77).is_none());
@@ -367,10 +407,10 @@ mod tests {
     #[test]
     fn a_chunk_that_failed_to_land_fails_the_message() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         let total_len = (CHUNK + 1) as u64;
         for index in 0..2 {
-            assert!(reassembly.accept((1, 7, 2), &chunk(7, index, 2, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
+            assert!(accept(&mut reassembly, (1, 7, 2), &chunk(7, index, 2, total_len), 0, false, |n| pool.alloc(n, None).ok()).is_ok());
         }
         assert!(reassembly.chunk_done((1, 7, 2), CHUNK, false, false, 1).is_none());
         let (_, payload) = reassembly.chunk_done((1, 7, 2), 1, true, false, 1).unwrap();
@@ -380,9 +420,9 @@ mod tests {
 
     #[test]
     fn a_failed_connection_takes_only_its_own_messages() {
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         for (conn, id) in [(1, 1), (1, 2), (2, 1)] {
-            reassembly.accept((conn, id, 2), &chunk(id, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).unwrap();
+            accept(&mut reassembly, (conn, id, 2), &chunk(id, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).unwrap();
         }
         reassembly.drop_conn(1);
         assert_eq!(reassembly.len(), 1);
@@ -391,39 +431,114 @@ mod tests {
         assert_eq!(reassembly.len(), 0);
     }
 
+    /// Found by fuzz_reassembly: chunks that each lie inside the message (all `Header::decode`
+    /// checks) but overlap could add up to its length, and the message completed with a hole of
+    /// whatever the pool buffer held before (another message's bytes). Each chunk must be where the
+    /// sender's cut puts it, the same cut for every chunk of the message.
+    #[test]
+    fn overlapping_chunks_are_refused_rather_than_completed_with_a_hole() {
+        let pool = pool();
+        let alloc = |n| pool.alloc(n, None).ok();
+        // Two chunks of 4 KiB, both at offset 0, of an 8 KiB message: the second half never written.
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        let first = chunk(8, 0, 2, 2 * CHUNK as u64);
+        let again_at_0 = Header { chunk_index: 1, ..first };
+        assert!(Header::decode(&again_at_0.encode(), CHUNK, 1 << 20).is_ok(), "inside the message: decode lets it through");
+        assert!(matches!(reassembly.accept((1, 8, 2), &first, CHUNK, 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+        assert!(reassembly.chunk_done((1, 8, 2), CHUNK, true, false, 1).is_none());
+        assert!(reassembly.accept((1, 8, 2), &again_at_0, CHUNK, 0, false, |_| None).is_err(), "chunk 1 at chunk 0's place");
+        // Three chunks each of a cut of its own (4096, 5120 and 4608 bytes) that add up to the
+        // 12 KiB: a hole at [4096, 5120), an overlap at [9216, 10240).
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        let total_len = 3 * CHUNK as u64;
+        let pieces = [(0, 0, 4096), (1, 5120, 5120), (2, 9216, 3072)];
+        let [_, second, third] = pieces.map(|(index, offset, len)| {
+            let header = Header { offset, ..chunk(9, index, 3, total_len) };
+            assert!(Header::decode(&header.encode(), len, 1 << 20).is_ok());
+            (header, len)
+        });
+        assert!(reassembly.accept((1, 9, 2), &chunk(9, 0, 3, total_len), CHUNK, 0, false, alloc).is_ok());
+        assert!(reassembly.chunk_done((1, 9, 2), CHUNK, true, false, 1).is_none());
+        for (header, len) in [second, third] {
+            assert!(wire::chunk_cut(&header, len).is_some(), "alone, each chunk fits a cut");
+            assert!(reassembly.accept((1, 9, 2), &header, len, 0, false, |_| None).is_err(), "{header:?}: another cut than the first chunk's");
+        }
+    }
+
+    /// Found by fuzz_reassembly: a rendezvous receive that failed dropped the message's buffer
+    /// (back to the pool, to be handed out again) while another receive was still writing into it.
+    #[test]
+    fn a_failed_receive_keeps_the_buffer_another_receive_writes_into() {
+        let pool = pool();
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        for index in 0..2 {
+            let target = accept(&mut reassembly, (1, 1, 1), &request_chunk(1, index), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
+            assert!(matches!(target, ChunkTarget::Into(..)));
+        }
+        assert!(reassembly.chunk_done((1, 1, 1), CHUNK, false, true, 1).is_none(), "the first receive failed");
+        assert!(pool.in_use_bytes() > 0, "UCX may still be writing the second chunk into the buffer");
+        let (_, payload) = reassembly.chunk_done((1, 1, 1), 1, true, true, 1).expect("both chunks done");
+        assert!(matches!(payload, Err(Error::PoolExhausted { .. })), "the message failed");
+        assert_eq!(pool.in_use_bytes(), 0, "the buffer went back with its message");
+    }
+
+    /// The same fault as above (found by fuzz_reassembly): a failed chunk dropped its message's
+    /// buffer but left its bytes on the connection's count, so the connection got fewer buffers
+    /// until it had no request left in reassembly.
+    #[test]
+    fn a_failed_chunk_gives_its_bytes_back_to_the_connection() {
+        let pool = pool();
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        let alloc = |n| pool.alloc(n, None).ok();
+        // A request without a buffer keeps the connection's count alive throughout.
+        assert!(matches!(accept(&mut reassembly, (1, 0, 1), &request_chunk(0, 0), 0, false, |_| None).unwrap(), ChunkTarget::Drop));
+        reassembly.chunk_done((1, 0, 1), CHUNK, true, false, 1);
+        // A request whose first chunk fails to land, then completes (failed).
+        assert!(matches!(accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 0), 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+        assert!(reassembly.chunk_done((1, 1, 1), CHUNK, false, false, 1).is_none());
+        assert!(matches!(accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 1), 0, false, |_| None).unwrap(), ChunkTarget::Drop), "a failed message drops its next chunks");
+        assert!(reassembly.chunk_done((1, 1, 1), 1, true, false, 1).unwrap().1.is_err());
+        // Its bytes are free again: two requests of CHUNK + 1 bytes fit the limit of 3 * CHUNK.
+        for id in 2..4 {
+            assert!(matches!(accept(&mut reassembly, (1, id, 1), &request_chunk(id, 0), 0, false, alloc).unwrap(), ChunkTarget::Into(..)), "request {id}");
+        }
+        reassembly.clear();
+        assert_eq!(pool.in_use_bytes(), 0);
+    }
+
     fn request_chunk(request_id: u64, index: u32) -> Header {
         Header { kind: Kind::Request, status: wire::STATUS_OK, ..chunk(request_id, index, 2, (CHUNK + 1) as u64) }
     }
 
     #[test]
     fn requests_in_reassembly_are_bounded_per_connection_and_per_node() {
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         for id in 0..4 {
-            assert!(reassembly.accept((1, id, 1), &request_chunk(id, 0), 0, false, |_| None).is_ok());
+            assert!(accept(&mut reassembly, (1, id, 1), &request_chunk(id, 0), 0, false, |_| None).is_ok());
         }
-        let refused = reassembly.accept((1, 4, 1), &request_chunk(4, 0), 0, false, |_| panic!("no buffer for a refused request"));
+        let refused = accept(&mut reassembly, (1, 4, 1), &request_chunk(4, 0), 0, false, |_| panic!("no buffer for a refused request"));
         assert!(refused.is_err_and(|e| e.contains("one connection")), "the fifth of one connection");
         // Responses are bounded by the pending table, not here.
-        assert!(reassembly.accept((1, 4, 2), &chunk(4, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).is_ok());
-        assert!(reassembly.accept((2, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
-        assert!(reassembly.accept((2, 1, 1), &request_chunk(1, 0), 0, false, |_| None).is_ok());
-        let refused = reassembly.accept((3, 0, 1), &request_chunk(0, 0), 0, false, |_| None);
+        assert!(accept(&mut reassembly, (1, 4, 2), &chunk(4, 0, 2, (CHUNK + 1) as u64), 0, false, |_| None).is_ok());
+        assert!(accept(&mut reassembly, (2, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
+        assert!(accept(&mut reassembly, (2, 1, 1), &request_chunk(1, 0), 0, false, |_| None).is_ok());
+        let refused = accept(&mut reassembly, (3, 0, 1), &request_chunk(0, 0), 0, false, |_| None);
         assert!(refused.is_err_and(|e| e.contains("this node")), "the seventh of the node");
         // A finished request makes room again.
-        reassembly.accept((1, 0, 1), &request_chunk(0, 1), 0, false, |_| None).unwrap();
+        accept(&mut reassembly, (1, 0, 1), &request_chunk(0, 1), 0, false, |_| None).unwrap();
         reassembly.chunk_done((1, 0, 1), CHUNK, true, false, 1);
         assert!(reassembly.chunk_done((1, 0, 1), 1, true, false, 1).is_some());
-        assert!(reassembly.accept((3, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
+        assert!(accept(&mut reassembly, (3, 0, 1), &request_chunk(0, 0), 0, false, |_| None).is_ok());
     }
 
     #[test]
     fn single_chunk_requests_by_rendezvous_count_bytes_not_messages() {
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         let single = |id| Header { kind: Kind::Request, status: wire::STATUS_OK, ..chunk(id, 0, 1, 100) };
         for id in 0..10 {
-            assert!(reassembly.accept((1, id, 1), &single(id), 0, true, |_| None).is_ok(), "not limited by count: {id}");
+            assert!(accept(&mut reassembly, (1, id, 1), &single(id), 0, true, |_| None).is_ok(), "not limited by count: {id}");
         }
-        assert!(reassembly.accept((1, 10, 1), &request_chunk(10, 0), 0, false, |_| None).is_ok(), "multi-chunk ones still fit");
+        assert!(accept(&mut reassembly, (1, 10, 1), &request_chunk(10, 0), 0, false, |_| None).is_ok(), "multi-chunk ones still fit");
         for id in 0..10 {
             assert!(reassembly.chunk_done((1, id, 1), 100, true, false, 1).is_some());
         }
@@ -432,16 +547,16 @@ mod tests {
     #[test]
     fn beyond_its_byte_limit_a_connection_gets_no_buffer() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
         let alloc = |n| pool.alloc(n, None).ok();
         // Two requests of CHUNK + 1 bytes fit the limit of 3 * CHUNK; the third does not.
         for id in 0..2 {
-            assert!(matches!(reassembly.accept((1, id, 1), &request_chunk(id, 0), 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+            assert!(matches!(accept(&mut reassembly, (1, id, 1), &request_chunk(id, 0), 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
         }
-        assert!(matches!(reassembly.accept((1, 2, 1), &request_chunk(2, 0), 0, false, alloc).unwrap(), ChunkTarget::Drop));
+        assert!(matches!(accept(&mut reassembly, (1, 2, 1), &request_chunk(2, 0), 0, false, alloc).unwrap(), ChunkTarget::Drop));
         // Another connection still gets buffers, and one message is always admitted.
-        let big = Header { total_len: (4 * CHUNK) as u64, ..request_chunk(0, 0) };
-        assert!(matches!(reassembly.accept((2, 0, 1), &big, 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
+        let big = Header { total_len: (4 * CHUNK) as u64, chunk_count: 4, ..request_chunk(0, 0) };
+        assert!(matches!(accept(&mut reassembly, (2, 0, 1), &big, 0, false, alloc).unwrap(), ChunkTarget::Into(..)));
         reassembly.drop_conn(1);
         reassembly.drop_conn(2);
         assert_eq!(pool.in_use_bytes(), 0, "dropped messages gave their buffers back");
@@ -450,27 +565,27 @@ mod tests {
     #[test]
     fn silent_messages_expire_and_free_their_buffers() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
-        reassembly.accept((1, 1, 1), &request_chunk(1, 0), 100, false, |n| pool.alloc(n, None).ok()).unwrap();
-        reassembly.accept((1, 2, 1), &request_chunk(2, 0), 600, false, |n| pool.alloc(n, None).ok()).unwrap();
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 0), 100, false, |n| pool.alloc(n, None).ok()).unwrap();
+        accept(&mut reassembly, (1, 2, 1), &request_chunk(2, 0), 600, false, |n| pool.alloc(n, None).ok()).unwrap();
         assert_eq!(reassembly.expire(1099), 0, "not yet");
         assert_eq!(reassembly.expire(1100), 1, "the first, 1000 ms after its last chunk");
         assert_eq!(reassembly.len(), 1);
         assert_eq!(reassembly.expire(1600), 1);
         assert_eq!(pool.in_use_bytes(), 0);
-        assert!(reassembly.accept((1, 1, 1), &request_chunk(1, 1), 1700, false, |_| None).is_ok(), "a late chunk starts afresh (and will expire too)");
+        assert!(accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 1), 1700, false, |_| None).is_ok(), "a late chunk starts afresh (and will expire too)");
     }
 
     #[test]
     fn a_buffer_with_a_receive_in_flight_outlives_its_dropped_message() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
-        let target = reassembly.accept((1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        let target = accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
         assert!(matches!(target, ChunkTarget::Into(..)));
         reassembly.drop_conn(1);
         assert_eq!(reassembly.expire(u64::MAX), 0);
         assert!(pool.in_use_bytes() > 0, "UCX may still be writing into the buffer");
-        assert!(matches!(reassembly.accept((1, 1, 1), &request_chunk(1, 1), 0, false, |_| None).unwrap(), ChunkTarget::Drop));
+        assert!(matches!(accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 1), 0, false, |_| None).unwrap(), ChunkTarget::Drop));
         assert!(reassembly.chunk_done((1, 1, 1), CHUNK, true, true, 1).is_none(), "a doomed message completes no more");
         assert_eq!(reassembly.len(), 0);
         assert_eq!(pool.in_use_bytes(), 0, "freed once the receive is done");
@@ -481,9 +596,9 @@ mod tests {
     #[test]
     fn clearing_at_close_keeps_a_buffer_with_a_receive_in_flight() {
         let pool = pool();
-        let mut reassembly = Reassembly::new(LIMITS);
-        reassembly.accept((1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
-        reassembly.accept((2, 1, 1), &request_chunk(1, 0), 0, false, |n| pool.alloc(n, None).ok()).unwrap();
+        let mut reassembly = Reassembly::<Buffer>::new(LIMITS);
+        accept(&mut reassembly, (1, 1, 1), &request_chunk(1, 0), 0, true, |n| pool.alloc(n, None).ok()).unwrap();
+        accept(&mut reassembly, (2, 1, 1), &request_chunk(1, 0), 0, false, |n| pool.alloc(n, None).ok()).unwrap();
         reassembly.clear();
         assert_eq!(reassembly.len(), 1, "only the message with a receive in flight is left");
         let (in_use, one) = (pool.in_use_bytes(), (CHUNK + 1).next_power_of_two());

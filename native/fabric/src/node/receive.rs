@@ -86,7 +86,7 @@ impl NodeInner {
             }
             buffer
         };
-        let (destination, memh) = match state.partials.accept(key, &header, coarse_ms(), rndv, alloc) {
+        let (destination, memh) = match state.partials.accept(key, &header, length, coarse_ms(), rndv, alloc) {
             Err(reason) => {
                 self.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 log_warn!("closing connection {conn_id}: {reason}");
