@@ -39,9 +39,11 @@ fn until(server: &Node, what: &str, check: impl Fn(&fabric::Stats) -> bool) {
     }
 }
 
-/// The first chunk (of 4 KiB) of a two-chunk request of `total_len` bytes.
+/// The first chunk (of 4 KiB) of a request of `total_len` bytes cut in 4 KiB chunks (the reassembly
+/// holds every chunk to the sender's cut).
 fn first_chunk(request_id: u64, total_len: u64) -> [u8; wire::HEADER_LEN] {
-    Header { kind: Kind::Request, op: 1, status: 0, chunk_index: 0, chunk_count: 2, request_id, total_len, offset: 0 }.encode()
+    let chunk_count = total_len.div_ceil(CHUNK.len() as u64) as u32;
+    Header { kind: Kind::Request, op: 1, status: 0, chunk_index: 0, chunk_count, request_id, total_len, offset: 0 }.encode()
 }
 
 const CHUNK: [u8; 4096] = [7u8; 4096];
