@@ -1,9 +1,12 @@
 package io.slipstream.fabric.session;
 
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.security.InvalidKeyException;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
+import java.util.HexFormat;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
@@ -22,6 +25,14 @@ import javax.crypto.spec.SecretKeySpec;
  * top bit sets a response's input apart from every request's (whose first byte is the version, below 0x80):
  * a request's MAC can never pass as a response's or the other way round; the request's sequence number binds
  * the response to that one request, so neither another call's response nor an old one verifies.
+ *
+ * <p>A refusal (the server's reason for not taking a frame, carried as the text of a fabric failure) is
+ * {@code <reason> mac=<32 hex digits>}; its MAC covers {@code [u8 0xC0 | version][i64 session id][i64 sequence
+ * of the refused request]} and the reason's bytes (printable ASCII). The top two bits keep the three kinds of
+ * input apart (requests 00: the version itself, responses 10, refusals 11), which is why versions stop at
+ * {@link #VERSION_MAX}.
+ * A server signs a refusal only for a frame whose MAC it verified: signing a refusal of a frame it could not
+ * authenticate would hand anyone a signed refusal for any session and sequence number they name.
  */
 public final class FrameAuth {
     public static final int MAC_BYTES = 16;
@@ -32,9 +43,15 @@ public final class FrameAuth {
     public static final int PREFIX_BYTES = MAC_OFFSET + MAC_BYTES;
     /** Bytes before a response's body: its MAC. */
     public static final int RESPONSE_PREFIX_BYTES = MAC_BYTES;
-    /** Highest frame version: the top bit of the first MAC input byte marks responses. */
-    public static final int VERSION_MAX = 0x7f;
+    /** Highest frame version: the top two bits of the first MAC input byte mark responses (10) and refusals (11). */
+    public static final int VERSION_MAX = 0x3f;
     private static final int RESPONSE_TAG = 0x80;
+    private static final int REFUSAL_TAG = 0xC0;
+    /** What separates a refusal's reason from its MAC, in hex, at the end of the signed text. */
+    public static final String REFUSAL_MAC_MARK = " mac=";
+    /** Characters a signed refusal adds to its reason. */
+    public static final int REFUSAL_MAC_CHARS = REFUSAL_MAC_MARK.length() + 2 * MAC_BYTES;
+    private static final HexFormat HEX = HexFormat.of();
     private static final String HMAC = "HmacSHA256";
     /** One Mac per thread, keyed per use: Mac.getInstance costs more than the MAC of a small call. */
     private static final ThreadLocal<Mac> MACS = ThreadLocal.withInitial(() -> {
@@ -126,9 +143,70 @@ public final class FrameAuth {
     }
 
     private static byte[] responseHeader(byte version, long sessionId, long sequence) {
+        return header(RESPONSE_TAG, version, sessionId, sequence);
+    }
+
+    private static byte[] header(int tag, byte version, long sessionId, long sequence) {
         checkVersion(version);
-        return ByteBuffer.allocate(MAC_OFFSET).put((byte) (RESPONSE_TAG | version)).putLong(sessionId).putLong(sequence)
-                .array();
+        return ByteBuffer.allocate(MAC_OFFSET).put((byte) (tag | version)).putLong(sessionId).putLong(sequence).array();
+    }
+
+    /**
+     * The text of a refusal of request {@code sequence} of session {@code sessionId}: {@code reason} (its characters
+     * outside printable ASCII replaced by '?', so that the text reaches the client byte for byte) followed by
+     * {@link #REFUSAL_MAC_MARK} and its MAC in hex. Only for a request whose MAC verified with this key.
+     */
+    public String signRefusal(String reason, byte version, long sessionId, long sequence) {
+        String ascii = printableAscii(reason);
+        return ascii + REFUSAL_MAC_MARK + HEX.formatHex(refusalMac(ascii, version, sessionId, sequence), 0, MAC_BYTES);
+    }
+
+    /**
+     * The reason of {@code signed} when it is this key's refusal of request {@code sequence} of session
+     * {@code sessionId} ({@link #signRefusal}'s text, exactly), else null: unsigned, signed for another request,
+     * session, version or key, or altered. The MAC is compared in constant time.
+     */
+    public String verifyRefusal(String signed, byte version, long sessionId, long sequence) {
+        if (signed == null || signed.length() < REFUSAL_MAC_CHARS) {
+            return null;
+        }
+        int mark = signed.length() - REFUSAL_MAC_CHARS;
+        if (!signed.startsWith(REFUSAL_MAC_MARK, mark)) {
+            return null;
+        }
+        String reason = signed.substring(0, mark);
+        byte[] carried;
+        try {
+            carried = HEX.parseHex(signed, mark + REFUSAL_MAC_MARK.length(), signed.length());
+        } catch (IllegalArgumentException e) {
+            return null;
+        }
+        if (!reason.equals(printableAscii(reason))) {
+            return null;
+        }
+        byte[] expected = Arrays.copyOf(refusalMac(reason, version, sessionId, sequence), MAC_BYTES);
+        return MessageDigest.isEqual(expected, carried) ? reason : null;
+    }
+
+    private byte[] refusalMac(String asciiReason, byte version, long sessionId, long sequence) {
+        Mac mac = mac();
+        mac.update(header(REFUSAL_TAG, version, sessionId, sequence));
+        mac.update(asciiReason.getBytes(StandardCharsets.US_ASCII));
+        return mac.doFinal();
+    }
+
+    private static String printableAscii(String s) {
+        StringBuilder out = null;
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c < 0x20 || c > 0x7e) {
+                if (out == null) {
+                    out = new StringBuilder(s);
+                }
+                out.setCharAt(i, '?');
+            }
+        }
+        return out == null ? s : out.toString();
     }
 
     private static void checkVersion(byte version) {

@@ -2,6 +2,7 @@ package io.slipstream.fabric.session;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -71,6 +72,9 @@ class FrameAuthTest {
                 HexFormat.of().formatHex(frame, FrameAuth.MAC_OFFSET, FrameAuth.PREFIX_BYTES));
         byte[] response = signedResponse(auth, "a response", 7);
         assertEquals("1b6b83e0abc7cb2a0be8a91a2c9b80b6", HexFormat.of().formatHex(response, 0, FrameAuth.MAC_BYTES));
+        // A refusal: over [0xC0 | version][session][sequence] and the reason, in hex after " mac=".
+        assertEquals("slipstream-rpc: replayed sequence number mac=945a79500a2cc7a41cead14cb6f5ef71",
+                auth.signRefusal("slipstream-rpc: replayed sequence number", VERSION, SESSION, 7));
     }
 
     @Test
@@ -84,6 +88,10 @@ class FrameAuthTest {
                 () -> new FrameAuth(key(1)).seal(new byte[FrameAuth.PREFIX_BYTES], (byte) 0x80, SESSION, 0));
         assertThrows(IllegalArgumentException.class,
                 () -> new FrameAuth(key(1)).seal(new byte[FrameAuth.PREFIX_BYTES], (byte) 0, SESSION, 0));
+        // 0x40 and up would put a request's first byte where responses' (0x80) and refusals' (0xC0) tags are.
+        assertThrows(IllegalArgumentException.class,
+                () -> new FrameAuth(key(1)).seal(new byte[FrameAuth.PREFIX_BYTES], (byte) 0x40, SESSION, 0));
+        new FrameAuth(key(1)).seal(new byte[FrameAuth.PREFIX_BYTES], (byte) FrameAuth.VERSION_MAX, SESSION, 0);
     }
 
     @Test
@@ -132,6 +140,58 @@ class FrameAuthTest {
         System.arraycopy(frame, FrameAuth.MAC_OFFSET, asResponse, 0, FrameAuth.MAC_BYTES);
         System.arraycopy(frame, FrameAuth.PREFIX_BYTES, asResponse, FrameAuth.RESPONSE_PREFIX_BYTES,
                 frame.length - FrameAuth.PREFIX_BYTES);
+        assertFalse(auth.verifyResponse(ByteBuffer.wrap(asResponse), VERSION, SESSION, 7));
+    }
+
+    @Test
+    void aRefusalVerifiesForItsOwnRequestOnlyAndNoCharacterOfItCanChange() {
+        FrameAuth auth = new FrameAuth(key(7));
+        String reason = "slipstream-rpc: session not opened for protocol P";
+        String signed = auth.signRefusal(reason, VERSION, SESSION, 41);
+        assertEquals(reason.length() + FrameAuth.REFUSAL_MAC_CHARS, signed.length());
+        assertEquals(reason, auth.verifyRefusal(signed, VERSION, SESSION, 41));
+        assertNull(auth.verifyRefusal(signed, VERSION, SESSION, 42), "another call's refusal");
+        assertNull(auth.verifyRefusal(signed, VERSION, SESSION + 1, 41), "another session's");
+        assertNull(auth.verifyRefusal(signed, (byte) 1, SESSION, 41), "another version's");
+        assertNull(new FrameAuth(key(8)).verifyRefusal(signed, VERSION, SESSION, 41), "another key");
+        for (int i = 0; i < signed.length(); i++) {
+            char[] altered = signed.toCharArray();
+            altered[i] = altered[i] == 'a' ? 'b' : 'a';
+            assertNull(auth.verifyRefusal(new String(altered), VERSION, SESSION, 41), "character " + i);
+        }
+        assertNull(auth.verifyRefusal(reason, VERSION, SESSION, 41), "unsigned");
+        assertNull(auth.verifyRefusal(signed.substring(1), VERSION, SESSION, 41), "cut");
+        assertNull(auth.verifyRefusal(signed + " ", VERSION, SESSION, 41), "lengthened");
+        assertNull(auth.verifyRefusal(signed.toUpperCase(java.util.Locale.ROOT), VERSION, SESSION, 41), "upper case");
+        assertNull(auth.verifyRefusal(null, VERSION, SESSION, 41));
+        assertNull(auth.verifyRefusal(signed.substring(signed.length() - FrameAuth.REFUSAL_MAC_CHARS + 1), VERSION,
+                SESSION, 41), "a MAC alone, cut");
+    }
+
+    /** A reason outside printable ASCII is signed as it will reach the client: each such character a '?'. */
+    @Test
+    void aRefusalsReasonIsSignedAsPrintableAscii() {
+        FrameAuth auth = new FrameAuth(key(9));
+        String signed = auth.signRefusal("protocol caf\u00e9\n\ud83d\ude00", VERSION, SESSION, 3);
+        assertEquals("protocol caf????", auth.verifyRefusal(signed, VERSION, SESSION, 3));
+        String smuggled = "protocol caf\u00e9" + signed.substring(signed.length() - FrameAuth.REFUSAL_MAC_CHARS);
+        assertNull(auth.verifyRefusal(smuggled, VERSION, SESSION, 3), "only the text as signed verifies");
+    }
+
+    /** Requests, responses and refusals never pass for one another, even over the same bytes. */
+    @Test
+    void aRefusalsMacIsNoResponsesMac() {
+        FrameAuth auth = new FrameAuth(key(10));
+        String reason = "slipstream-rpc: replayed sequence number";
+        byte[] response = signedResponse(auth, reason, 7);
+        String asRefusal = reason + FrameAuth.REFUSAL_MAC_MARK + HexFormat.of().formatHex(response, 0, FrameAuth.MAC_BYTES);
+        assertNull(auth.verifyRefusal(asRefusal, VERSION, SESSION, 7));
+        String signed = auth.signRefusal(reason, VERSION, SESSION, 7);
+        byte[] asResponse = new byte[response.length];
+        byte[] refusalMac = HexFormat.of().parseHex(signed, signed.length() - 2 * FrameAuth.MAC_BYTES, signed.length());
+        System.arraycopy(refusalMac, 0, asResponse, 0, FrameAuth.MAC_BYTES);
+        System.arraycopy(response, FrameAuth.RESPONSE_PREFIX_BYTES, asResponse, FrameAuth.RESPONSE_PREFIX_BYTES,
+                response.length - FrameAuth.RESPONSE_PREFIX_BYTES);
         assertFalse(auth.verifyResponse(ByteBuffer.wrap(asResponse), VERSION, SESSION, 7));
     }
 }

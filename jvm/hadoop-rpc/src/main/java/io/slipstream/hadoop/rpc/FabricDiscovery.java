@@ -13,21 +13,26 @@ import org.apache.hadoop.ipc.VersionedProtocol;
  * server of {@link FabricRpcEngine} next to its real protocols.
  *
  * <p>Version 2 adds the key agreement (version 1's {@code openSession()} gave unauthenticated sessions);
- * version 3 is the same call for sessions whose answers are signed (frame version 3), so that a client and a
- * server that would not understand each other's answers never open a session. Hadoop matches versions
- * exactly, so a client and a server of different versions get {@code RPC.VersionMismatch}, which the client
- * takes as "no fabric here" (socket path, or with fallback never an error).
+ * version 3 is the same call for sessions whose answers are signed (frame version 3); version 4 is for sessions
+ * whose refusals are signed too (frame version 4), and names the session the client held before, so that the
+ * server can say whether it still holds it (docs/hadoop-rpc.md, message 7). A client and a server that would not
+ * understand each other never open a session: Hadoop matches versions exactly, so a client and a server of
+ * different versions get {@code RPC.VersionMismatch}, which the client takes as "no fabric here" (socket path,
+ * or with fallback never an error).
  */
 @ProtocolInfo(protocolName = "io.slipstream.hadoop.rpc.FabricDiscovery", protocolVersion = FabricDiscovery.versionID)
 public interface FabricDiscovery extends VersionedProtocol {
-    long versionID = 3L;
+    long versionID = 4L;
 
     /**
      * Opens a fabric session for the calling user and {@code protocol} (the name calls of the session will
      * carry), with {@code clientPublicKey} the client's ephemeral X25519 public key (32 bytes). Answers
-     * {@code "<frame version> <host> <port> <session id> <server public key, base64>"}, or an empty string
-     * when this server does not offer the fabric. Fails when the server holds its maximum of sessions and
-     * none is idle, when the key is not a valid one, or when the user may not call {@code protocol}.
+     * {@code "<frame version> <host> <port> <session id> <server public key, base64> <previous>"}, or an empty
+     * string when this server does not offer the fabric. {@code previousSession} is the id of the session the
+     * client held before and was told is unknown (0: none; the server never gives out 0); {@code <previous>} says
+     * whether the server holds that session now: {@code open}, {@code gone}, or {@code none} when none was named.
+     * Fails when the server holds its maximum of sessions and none is idle, when the key is not a valid one, or
+     * when the user may not call {@code protocol}.
      */
-    String openSession(String protocol, byte[] clientPublicKey) throws IOException;
+    String openSession(String protocol, byte[] clientPublicKey, long previousSession) throws IOException;
 }

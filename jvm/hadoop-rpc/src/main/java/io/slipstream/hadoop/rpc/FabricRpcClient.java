@@ -23,6 +23,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.ipc.AlignmentContext;
 import org.apache.hadoop.ipc.Client;
@@ -53,8 +54,8 @@ final class FabricRpcClient {
     static final FabricRpcClient INSTANCE = new FabricRpcClient();
     /** Sessions (and "no fabric here" answers) remembered at most, least recently used dropped first. */
     private static final int SESSIONS_MAX = 1024;
-    /** Times a call is sent at most when the server refuses its frame before queueing it. */
-    private static final int SEND_ATTEMPTS_MAX = 4;
+    /** Longest part of a refusal's text an exception repeats (the text may come from anyone). */
+    private static final int REFUSAL_CHARS_SHOWN = 200;
     /** How long a server that offered no fabric is asked again only after. */
     private static final long NONE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(30);
 
@@ -79,11 +80,19 @@ final class FabricRpcClient {
 
     /**
      * A session on one server: its id, its frames' key and the next sequence number; {@code endpoint == null}:
-     * the server offers no fabric (until {@code expiresNanos}).
+     * the server offers no fabric (until {@code expiresNanos}). {@code previous}: what the server said, when it
+     * opened this one, of the session the client held before. {@code successor}: once a frame of this session is
+     * refused as of an unknown session, the asking of the server for a new one naming this one (message 7), made
+     * once and shared by every call refused so.
      */
-    private record Session(FabricEndpoint endpoint, long id, FrameAuth auth, AtomicLong sequence, long expiresNanos) {
+    private record Session(FabricEndpoint endpoint, long id, FrameAuth auth, AtomicLong sequence, long expiresNanos,
+            SessionOffer.Previous previous, AtomicReference<CompletableFuture<Session>> successor) {
+        Session(FabricEndpoint endpoint, SessionOffer offer) {
+            this(endpoint, offer.sessionId(), offer.auth(), new AtomicLong(), 0, offer.previous(), new AtomicReference<>());
+        }
+
         static Session none(long expiresNanos) {
-            return new Session(null, 0, null, null, expiresNanos);
+            return new Session(null, 0, null, null, expiresNanos, SessionOffer.Previous.NONE, new AtomicReference<>());
         }
     }
 
@@ -111,17 +120,17 @@ final class FabricRpcClient {
         int retryCount = Client.getRetryCount();
         Object externalHandler = Client.getExternalHandler();
         Client.setCallIdAndRetryCountUnprotected(null, 0, null);
-        // A refused frame was never queued, so sending it again is safe: once on a new session (the server
-        // forgot it, or it cannot verify our frames), and under a new sequence number when ours was too old.
-        int newSessions = 0;
-        for (int attempt = 0; ; attempt++) {
-            Session session;
-            try {
-                session = session(rpcConf, conf, key, protocol, rpcTimeoutMs);
-            } catch (IOException | RuntimeException e) {
-                Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
-                throw e;
-            }
+        Session session;
+        try {
+            session = session(rpcConf, conf, key, protocol, rpcTimeoutMs);
+        } catch (IOException | RuntimeException e) {
+            Client.setCallIdAndRetryCountUnprotected(callId, retryCount, externalHandler);
+            throw e;
+        }
+        // Sent once, and once more only after an "unknown session" the server confirmed over the socket path
+        // (message 7): nothing else proves that the server did not take the frame, so nothing else sends it
+        // again. A call that may have run fails with an IOException, and Hadoop's retry policy decides.
+        for (boolean resent = false; ; resent = true) {
             if (session.endpoint == null) {
                 Message none = socketPath(rpcConf, "none " + server, "RPC server " + server + " offers no fabric session");
                 // The socket path sends this very call: it keeps the ids the retry cache knows it by.
@@ -137,21 +146,19 @@ final class FabricRpcClient {
                         responsePrototype, alignmentContext);
                 fabricCalls.incrementAndGet();
                 return response;
-            } catch (RefusedFrameException e) {
-                if (e.newSession) {
+            } catch (UnknownSessionException e) {
+                if (resent) {
                     forget(key, session);
-                    if (++newSessions > 1) {
-                        throw new IOException("slipstream: RPC server " + server + " refused two fresh fabric sessions", e);
-                    }
-                } else if (attempt >= SEND_ATTEMPTS_MAX - 1) {
-                    throw new IOException("slipstream: RPC server " + server + " refused the fabric call " + SEND_ATTEMPTS_MAX
-                            + " times", e);
+                    throw new IOException("slipstream: RPC server " + server + " refused fabric call " + callId
+                            + " as of an unknown session again, on the session opened after the first such refusal;"
+                            + " the call may have run, so it is not sent again; session dropped", e);
                 }
+                session = successor(rpcConf, conf, key, protocol, rpcTimeoutMs, session, server, callId, e);
             } catch (IOException | RuntimeException e) {
-                // The server's own error leaves the session as it was; anything else (the transport's failures,
-                // an answer that is not the server's) drops it, as a broken connection: the next call opens a
-                // new one.
-                if (!(e instanceof RemoteException)) {
+                // The server's own error, and its signed word that only this frame's fate is unknown, leave the
+                // session as it was; anything else (the transport's failures, an answer or a refusal that is not
+                // the server's) drops it, as a broken connection: the next call opens a new one.
+                if (!(e instanceof RemoteException || e instanceof FateUnknownException)) {
                     forget(key, session);
                 }
                 throw e;
@@ -191,12 +198,71 @@ final class FabricRpcClient {
         }
     }
 
-    /** Messages 1-2 of docs/hadoop-rpc.md: {@link FabricDiscovery#openSession} over the socket path, as {@code ticket}. */
+    /**
+     * Message 7: a frame of {@code refused} was refused as of an unknown session, a refusal nobody can sign (the
+     * server has no key for a session it does not hold), so anyone may have sent it. The server is asked, over
+     * the socket path with a new session's discovery naming {@code refused}, whether it holds that session: only
+     * "gone" proves the frame was not taken (a server takes no frame of a session it no longer holds, and a
+     * session does not come back), and the new session is returned to send the call on. "Open" (the refusal was
+     * not the server's), no fabric offered, or a failed discovery fail the call: it may have run. The asking is
+     * done once per refused session, by the first call refused so; the others take its answer.
+     */
+    private Session successor(RpcConf rpcConf, Configuration conf, SessionKey key, Class<?> protocol, int rpcTimeoutMs,
+            Session refused, InetSocketAddress server, int callId, UnknownSessionException refusal) throws IOException {
+        CompletableFuture<Session> mine = new CompletableFuture<>();
+        CompletableFuture<Session> asking = refused.successor.compareAndExchange(null, mine);
+        if (asking == null) {
+            asking = mine;
+            try {
+                Session next = open(rpcConf, conf, key, protocol, rpcTimeoutMs, refused.id);
+                synchronized (sessions) {
+                    Session current = sessions.get(key);
+                    if (current == null || current == refused) {
+                        sessions.put(key, next);
+                    }
+                }
+                mine.complete(next);
+            } catch (IOException | RuntimeException e) {
+                forget(key, refused);
+                mine.completeExceptionally(e);
+            }
+        }
+        Session next;
+        try {
+            next = asking.get();
+        } catch (ExecutionException e) {
+            throw new IOException("slipstream: RPC server " + server + " refused fabric call " + callId
+                    + " as of an unknown session, and asking it whether it holds that session failed; the call may"
+                    + " have run, so it is not sent again", e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw (IOException) new java.io.InterruptedIOException("interrupted asking " + server
+                    + " about the session of fabric call " + callId).initCause(refusal);
+        }
+        if (next.endpoint != null && next.previous == SessionOffer.Previous.GONE) {
+            return next;
+        }
+        String said = next.endpoint == null ? "offers no fabric session now"
+                : "still holds that session, so the refusal was not the server's";
+        throw new IOException("slipstream: fabric call " + callId + " to RPC server " + server
+                + " was refused as of an unknown session, and the server " + said + "; the call may have run, so it is"
+                + " not sent again; session dropped", refusal);
+    }
+
+    /**
+     * Messages 1-2 of docs/hadoop-rpc.md: {@link FabricDiscovery#openSession} over the socket path, as
+     * {@code ticket}; {@code previousSession} names the session a refusal said the server does not hold (0: none).
+     */
     private Session open(RpcConf rpcConf, Configuration conf, SessionKey key, Class<?> protocol, int rpcTimeoutMs)
             throws IOException {
+        return open(rpcConf, conf, key, protocol, rpcTimeoutMs, 0);
+    }
+
+    private Session open(RpcConf rpcConf, Configuration conf, SessionKey key, Class<?> protocol, int rpcTimeoutMs,
+            long previousSession) throws IOException {
         SessionOffer offer;
         try {
-            offer = SessionOffer.open(conf, key.server, protocol, key.protocol, key.user, rpcTimeoutMs);
+            offer = SessionOffer.open(conf, key.server, protocol, key.protocol, key.user, rpcTimeoutMs, previousSession);
         } catch (RemoteException e) {
             // A server without this engine or of another discovery version ("Unknown protocol",
             // VersionMismatch), one at its session limit, or one that does not authorise the protocol.
@@ -215,7 +281,7 @@ final class FabricRpcClient {
             return Session.none(Long.MAX_VALUE);
         }
         FabricEndpoint endpoint = node.endpoint(offer.host(), offer.port());
-        return new Session(endpoint, offer.sessionId(), offer.auth(), new AtomicLong(), 0);
+        return new Session(endpoint, offer);
     }
 
     private FabricNode node(RpcConf rpcConf) throws IOException {
@@ -288,7 +354,8 @@ final class FabricRpcClient {
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();
             if (cause instanceof FabricException fe) {
-                throw transportError(server, fe);
+                throw fe.kind() == FabricException.Kind.REMOTE ? refusal(fe, session, sequence, server, callId)
+                        : transportError(server, fe);
             }
             throw new IOException("slipstream: fabric call " + callId + " failed", cause);
         }
@@ -339,37 +406,73 @@ final class FabricRpcClient {
         return message;
     }
 
-    /**
-     * The server refused the frame before queueing the call: send it again, on a new session
-     * ({@code newSession}: the session is unknown there or our frames do not verify with its key) or under a
-     * new sequence number (ours fell behind the server's replay window).
-     */
-    private static final class RefusedFrameException extends IOException {
+    /** The unsigned "unknown session" (message 7): believed only once the server confirms it (successor). */
+    private static final class UnknownSessionException extends IOException {
         private static final long serialVersionUID = 1L;
-        final boolean newSession;
 
-        RefusedFrameException(String message, boolean newSession) {
+        UnknownSessionException(String message) {
             super(message);
-            this.newSession = newSession;
         }
+    }
+
+    /**
+     * The server's signed "replayed" or "too old": this frame may have been taken (a copy of it) or not; the
+     * session is sound.
+     */
+    private static final class FateUnknownException extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        FateUnknownException(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * Message 7: the server's refusal of frame {@code sequence}, believed as far as it proves itself. A refusal
+     * signed for this very frame is acted on as before (the length limit as Hadoop's RemoteException, the others
+     * as an RpcException) except that no refusal makes the call go again: "replayed" means a copy of the frame was
+     * taken, "too old" that nobody can tell. An "unknown session" goes to {@link #successor}; every other text of
+     * this engine (unsigned, signed for another frame or with another key, altered, or "frame not authentic",
+     * which the server never signs) is not the server's word: the call fails as after a broken connection.
+     */
+    private static IOException refusal(FabricException e, Session session, long sequence, InetSocketAddress server,
+            int callId) {
+        String failure = Objects.toString(e.getMessage(), "");
+        String text = Frames.refusalText(failure);
+        if (text == null) {
+            // Not a refusal of this engine (the fabric's own failure, a request its handler dropped): no result in
+            // it and nothing to believe; the session is dropped as before.
+            return FabricCallBridge.rpcException("slipstream: RPC server " + server + " refused the fabric call: " + failure);
+        }
+        if (text.equals(Frames.UNKNOWN_SESSION)) {
+            return new UnknownSessionException("slipstream: RPC server " + server + " (or someone) refused fabric call "
+                    + callId + ": " + text);
+        }
+        String frame = "fabric call " + callId + " (frame " + sequence + " of its session) to RPC server " + server;
+        String reason = Frames.verifyRefusal(text, session.id, sequence, session.auth);
+        if (reason == null) {
+            String unsigned = text.equals(Frames.NOT_AUTHENTIC) ? ", a refusal the server never signs" : "";
+            return new IOException("slipstream: the refusal of " + frame + " is not authentic (\"" + shown(text) + "\"" + unsigned
+                    + "); the call may have run, so it is not sent again; session dropped");
+        }
+        if (reason.startsWith(Frames.TOO_LONG)) {
+            // The server's length check, in Hadoop's words.
+            return new RemoteException(IOException.class.getName(), reason.substring(Frames.TOO_LONG.length()));
+        }
+        if (reason.equals(Frames.REPLAYED) || reason.equals(Frames.TOO_OLD)) {
+            return new FateUnknownException("slipstream: RPC server " + server + " refused " + frame + ": " + reason
+                    + "; the call may have run, so it is not sent again");
+        }
+        return FabricCallBridge.rpcException("slipstream: RPC server " + server + " refused " + frame + ": " + reason);
+    }
+
+    private static String shown(String text) {
+        return text.length() <= REFUSAL_CHARS_SHOWN ? text : text.substring(0, REFUSAL_CHARS_SHOWN) + "...";
     }
 
     private static IOException transportError(InetSocketAddress server, FabricException e) {
         String message = Objects.toString(e.getMessage(), "");
         switch (e.kind()) {
-            case REMOTE:
-                if (message.contains(Frames.UNKNOWN_SESSION) || message.contains(Frames.NOT_AUTHENTIC)) {
-                    return new RefusedFrameException(message, true);
-                }
-                if (message.contains(Frames.REPLAYED)) {
-                    return new RefusedFrameException(message, false);
-                }
-                int at = message.indexOf(Frames.TOO_LONG);
-                if (at >= 0) {
-                    // The server's length check, in Hadoop's words.
-                    return new RemoteException(IOException.class.getName(), message.substring(at + Frames.TOO_LONG.length()));
-                }
-                return FabricCallBridge.rpcException("slipstream: RPC server " + server + " refused the fabric call: " + message);
             case TIMEOUT:
                 return NetUtils.wrapException(server.getHostString(), server.getPort(), null, 0,
                         new SocketTimeoutException("fabric: " + message));

@@ -37,7 +37,8 @@ import org.slf4j.LoggerFactory;
  * fabric node on the same bind address takes calls of fabric sessions (opened through
  * {@link FabricDiscovery} on the socket path, each bound to the user that connection authenticated and
  * to a key agreed over it) into the same call queue, run by the same handlers as that user. A frame is
- * believed only once its MAC verifies with its session's key and its sequence number is new.
+ * believed only once its MAC verifies with its session's key and its sequence number is new; answers, and
+ * refusals of frames whose MAC verified, carry the server's MAC for that frame.
  */
 public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcServer.class);
@@ -68,18 +69,53 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
      * for which protocol, and the key its frames must carry a MAC of, with the sequence numbers seen.
      */
     private static final class Session {
+        /** {@link #lastUsedNanos}'s value once the session is closed: it takes no call after that. */
+        private static final long CLOSED = Long.MIN_VALUE;
+
         final UserGroupInformation user;
         final InetAddress address;
         final String protocol;
         final FrameAuth auth;
         final ReplayWindow window = new ReplayWindow();
-        volatile long lastUsedNanos = System.nanoTime();
+        /**
+         * When a call of it was last taken, or CLOSED. Taking a call and closing the session (eviction, a
+         * malformed frame) exclude each other through it, so that a session the server no longer holds took no
+         * call after it left: what the server says of it to a client (message 7) stays true.
+         */
+        private final AtomicLong lastUsedNanos = new AtomicLong(System.nanoTime());
 
         Session(UserGroupInformation user, InetAddress address, String protocol, FrameAuth auth) {
             this.user = user;
             this.address = address;
             this.protocol = protocol;
             this.auth = auth;
+        }
+
+        /** Marks a call taken now; false when the session was closed (the call must not be taken). */
+        boolean touch() {
+            long now = System.nanoTime();
+            for (long seen = lastUsedNanos.get(); ; seen = lastUsedNanos.get()) {
+                if (seen == CLOSED) {
+                    return false;
+                }
+                if (lastUsedNanos.compareAndSet(seen, now == CLOSED ? now + 1 : now)) {
+                    return true;
+                }
+            }
+        }
+
+        /** When a call was last taken (CLOSED once closed). */
+        long lastUsedNanos() {
+            return lastUsedNanos.get();
+        }
+
+        /** Closes the session if no call was taken since {@code lastUsed}; whether it did. */
+        boolean closeIfUnusedSince(long lastUsed) {
+            return lastUsed != CLOSED && lastUsedNanos.compareAndSet(lastUsed, CLOSED);
+        }
+
+        void close() {
+            lastUsedNanos.set(CLOSED);
         }
     }
 
@@ -230,7 +266,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         return callsReceived.get();
     }
 
-    /** Frames refused since start: unknown session, malformed, not authentic, replayed, other protocol, over the length limit. */
+    /** Frames refused since start: unknown session, malformed, not authentic, replayed, too old, other protocol, over the length limit. */
     public long fabricFramesRefused() {
         return framesRefused.get();
     }
@@ -265,6 +301,8 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         long sessionId = payload.getLong(start + Frames.SESSION_OFFSET);
         Session session = sessions.get(sessionId);
         if (session == null) {
+            // Not signed: there is no key to sign with. The client believes it only when the server says, over
+            // the socket path, that it does not hold the session (message 7).
             framesRefused.incrementAndGet();
             request.fail(Frames.UNKNOWN_SESSION);
             return;
@@ -272,15 +310,19 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         // Authenticity before anything else of the frame is believed. The MAC costs one pass over at most
         // the fabric's maxMessageBytes (ipc.maximum.data.length plus a little), which the fabric checked.
         if (!session.auth.verify(payload)) {
+            // Not signed, on purpose: a refusal signed for a session and sequence number the frame only claims
+            // would be a signed refusal for whoever asks, to be passed off against the real call of that number.
             framesRefused.incrementAndGet();
             LOG.debug("slipstream: a frame for the fabric session of {} does not verify", session.user);
             request.fail(Frames.NOT_AUTHENTIC);
             return;
         }
+        // From here the frame is the session's client's: each refusal is signed, bound to its sequence number.
         long sequence = payload.getLong(start + Frames.SEQUENCE_OFFSET);
-        if (!session.window.accept(sequence)) {
-            framesRefused.incrementAndGet();
-            request.fail(Frames.REPLAYED);
+        ReplayWindow.Verdict verdict = session.window.check(sequence);
+        if (verdict != ReplayWindow.Verdict.ACCEPTED) {
+            refuseSigned(request, session, sessionId, sequence,
+                    verdict == ReplayWindow.Verdict.REPLAYED ? Frames.REPLAYED : Frames.TOO_OLD);
             return;
         }
         int bodyLength = length - Frames.PREFIX_BYTES;
@@ -289,11 +331,15 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             String error = "Requested data length " + bodyLength + " is longer than maximum configured RPC length "
                     + rpcConf.maxDataLength + ".  RPC came from " + session.address.getHostAddress();
             LOG.warn(error);
-            framesRefused.incrementAndGet();
-            request.fail(Frames.TOO_LONG + error);
+            refuseSigned(request, session, sessionId, sequence, Frames.TOO_LONG + error);
             return;
         }
-        session.lastUsedNanos = System.nanoTime();
+        if (!session.touch()) {
+            // Closed (evicted) since it was looked up: as if it had not been found, and nothing is queued.
+            framesRefused.incrementAndGet();
+            request.fail(Frames.UNKNOWN_SESSION);
+            return;
+        }
         byte[] body = new byte[bodyLength];
         payload.position(start + Frames.PREFIX_BYTES);
         payload.get(body);
@@ -305,24 +351,33 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
                     bodyLength, new SignedResponder(request, session.auth, sessionId, sequence));
         } catch (FabricCallBridge.MalformedCallException e) {
             callsReceived.decrementAndGet();
-            sessions.remove(sessionId);
-            framesRefused.incrementAndGet();
+            session.close();
+            sessions.remove(sessionId, session);
             LOG.warn("slipstream: closed fabric session of {} at {}: {}", session.user, session.address.getHostAddress(),
                     e.getMessage());
-            request.fail(Frames.MALFORMED + ": " + e.getMessage());
+            refuseSigned(request, session, sessionId, sequence, Frames.MALFORMED + ": " + e.getMessage());
         } catch (FabricCallBridge.WrongProtocolException e) {
             // An authentic frame of the session's own client: refused as Hadoop refuses an unauthorised
             // protocol, the session stays for the protocol it was opened for.
             callsReceived.decrementAndGet();
-            framesRefused.incrementAndGet();
-            request.fail(Frames.WRONG_PROTOCOL + e.getMessage() + " (opened for " + session.protocol + ")");
+            refuseSigned(request, session, sessionId, sequence,
+                    Frames.WRONG_PROTOCOL + e.getMessage() + " (opened for " + session.protocol + ")");
         }
+    }
+
+    /**
+     * Refuses a frame whose MAC verified, with {@code reason} signed for it (message 7): the client believes the
+     * refusal only for that frame, and only from this server.
+     */
+    private void refuseSigned(FabricRequest request, Session session, long sessionId, long sequence, String reason) {
+        framesRefused.incrementAndGet();
+        request.fail(Frames.signRefusal(reason, sessionId, sequence, session.auth));
     }
 
     /**
      * Answers one frame on the fabric request it came in, with the MAC that binds the answer to that frame's
      * session and sequence number: every answer a handler gives (result, Hadoop's error, the full queue's or
-     * back-off's error) goes through it. The fabric's refusals in {@link #receive} are not answers.
+     * back-off's error) goes through it. The refusals in {@link #receive} are not answers (refuseSigned).
      */
     private static final class SignedResponder implements FabricCallBridge.Responder {
         private final FabricRequest request;
@@ -352,7 +407,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     /** Runs on a handler, under the socket connection's authenticated user. */
     private final class Discovery implements FabricDiscovery {
         @Override
-        public String openSession(String protocol, byte[] clientPublicKey) throws IOException {
+        public String openSession(String protocol, byte[] clientPublicKey, long previousSession) throws IOException {
             FabricNode n = node;
             if (n == null) {
                 return "";
@@ -380,7 +435,14 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
             }
             byte[] serverPublicKey = keys.publicKey();
             long id;
+            SessionOffer.Previous previous;
             synchronized (sessionLock) {
+                // What the client is told of the session it held (message 7): a session once gone never comes
+                // back (ids are not given out twice while held; 2^-64 after), and one held took every frame that
+                // reached it, so "open" makes any "unknown session" the client was given for it a forgery, and
+                // "gone" means a frame refused as unknown was not taken (Session.touch).
+                previous = previousSession == 0 ? SessionOffer.Previous.NONE
+                        : sessions.containsKey(previousSession) ? SessionOffer.Previous.OPEN : SessionOffer.Previous.GONE;
                 if (sessions.size() >= rpcConf.sessionsMax && !evictIdle()) {
                     Arrays.fill(secret, (byte) 0);
                     throw new IOException("slipstream: this server holds its maximum of " + rpcConf.sessionsMax
@@ -388,29 +450,34 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
                 }
                 do {
                     id = random.nextLong();
-                } while (sessions.containsKey(id));
+                } while (id == 0 || sessions.containsKey(id));
                 // The id salts the key: derived here, under the lock that makes the id this session's.
                 FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, clientPublicKey, serverPublicKey,
                         Frames.KEY_PURPOSE));
                 sessions.put(id, new Session(user, address, protocol, auth));
             }
-            return SessionOffer.answer(n.localAddress(), id, serverPublicKey);
+            return SessionOffer.answer(n.localAddress(), id, serverPublicKey, previous);
         }
 
-        /** Removes the session idle longest if it is idle past the timeout. */
+        /**
+         * Removes the session idle longest if it is idle past the timeout and takes no call meanwhile (a frame that
+         * is being taken wins, and then none is evicted).
+         */
         private boolean evictIdle() {
             long now = System.nanoTime();
-            Long oldest = null;
+            Map.Entry<Long, Session> oldest = null;
             long oldestUsed = now;
             for (Iterator<Map.Entry<Long, Session>> it = sessions.entrySet().iterator(); it.hasNext(); ) {
                 Map.Entry<Long, Session> e = it.next();
-                if (e.getValue().lastUsedNanos - oldestUsed <= 0) {
-                    oldestUsed = e.getValue().lastUsedNanos;
-                    oldest = e.getKey();
+                long used = e.getValue().lastUsedNanos();
+                if (used != Session.CLOSED && used - oldestUsed <= 0) {
+                    oldestUsed = used;
+                    oldest = e;
                 }
             }
-            if (oldest != null && now - oldestUsed >= rpcConf.sessionIdle.toNanos()) {
-                sessions.remove(oldest);
+            if (oldest != null && now - oldestUsed >= rpcConf.sessionIdle.toNanos()
+                    && oldest.getValue().closeIfUnusedSince(oldestUsed)) {
+                sessions.remove(oldest.getKey(), oldest.getValue());
                 return true;
             }
             return false;

@@ -101,7 +101,7 @@ class AuthorizationOverFabricTest {
         RemoteException e = assertThrows(RemoteException.class, () -> {
             try {
                 alice.doAs((PrivilegedExceptionAction<SessionOffer>) () -> SessionOffer.open(conf, server.getListenerAddress(),
-                        SecureEcho.class, RPC.getProtocolName(AdminEcho.class), alice, 0));
+                        SecureEcho.class, RPC.getProtocolName(AdminEcho.class), alice, 0, 0));
             } catch (UndeclaredThrowableException u) {
                 throw u.getCause();
             }
@@ -118,9 +118,9 @@ class AuthorizationOverFabricTest {
         long refusedBefore = fabricServer().fabricFramesRefused();
         try (FabricNode raw = FabricNode.builder().start()) {
             FabricEndpoint endpoint = raw.endpoint(session.host(), session.port());
-            // Authentic, but a call of the other protocol this server registers.
-            TestFrames.assertRefused(endpoint, Frames.OP_CALL,
-                    TestFrames.frame(session, 0, TestFrames.echoBody(EchoProtocols.NAME, "elsewhere", 1)),
+            // Authentic, but a call of the other protocol this server registers: refused, signed for that frame.
+            TestFrames.assertRefusedSigned(endpoint,
+                    TestFrames.frame(session, 0, TestFrames.echoBody(EchoProtocols.NAME, "elsewhere", 1)), session,
                     Frames.WRONG_PROTOCOL + EchoProtocols.NAME);
             // The session stays, for its own protocol.
             assertEquals("own", TestFrames.echoed(endpoint, session,

@@ -152,9 +152,9 @@ class EchoOverFabricTest {
             FabricEndpoint endpoint = raw.endpoint(session.host(), session.port());
             byte[] garbage = new byte[64];
             Arrays.fill(garbage, (byte) 0xff);
-            // Authentic (signed with the session's key) but not a call: the session is closed.
-            assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(session, 0, garbage), Frames.MALFORMED);
-            assertRefused(endpoint, Frames.OP_CALL, TestFrames.frame(session, 1, garbage), Frames.UNKNOWN_SESSION);
+            // Authentic (signed with the session's key) but not a call: the session is closed, the refusal signed.
+            TestFrames.assertRefusedSigned(endpoint, TestFrames.frame(session, 0, garbage), session, Frames.MALFORMED);
+            TestFrames.assertRefusedUnsigned(endpoint, TestFrames.frame(session, 1, garbage), Frames.UNKNOWN_SESSION);
             assertRefused(endpoint, 7, TestFrames.frame(session, 2, garbage), Frames.MALFORMED);
             // A frame of no session closes its fabric connection; the next goes on a new one.
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
@@ -165,14 +165,17 @@ class EchoOverFabricTest {
             v1.put((byte) 1).putLong(session.sessionId()).put(garbage);
             assertRefused(endpoint, Frames.OP_CALL, v1.array(), "version 1");
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
-            // Version 2's frame (its answers would not be signed), even sealed with a key, is refused as unknown,
+            // Versions 2 and 3 (answers, then refusals, not signed), even sealed with a key, are refused as unknown,
             // saying which version this server takes.
-            byte[] v2 = TestFrames.frame(session, 3, garbage);
-            session.auth().seal(v2, (byte) 2, session.sessionId(), 3);
-            assertRefused(endpoint, Frames.OP_CALL, v2, "version 2 (this server takes version " + Frames.FRAME_VERSION + ")");
-            FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            for (byte version : new byte[] {2, 3}) {
+                byte[] older = TestFrames.frame(session, 3, garbage);
+                session.auth().seal(older, version, session.sessionId(), 3);
+                assertRefused(endpoint, Frames.OP_CALL, older, "version " + version + " (this server takes version "
+                        + Frames.FRAME_VERSION + ")");
+                FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
+            }
         }
-        assertEquals(6, fabricServer().fabricFramesRefused() - refusedBefore);
+        assertEquals(7, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
         assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);

@@ -24,7 +24,8 @@ import org.junit.jupiter.api.Test;
 /**
  * A real HDFS (NameNode and two DataNodes, one cluster for the class) whose NameNode client protocol
  * takes {@link FabricRpcEngine}, with fallback never: every metadata call of the client goes over the
- * fabric, which the engine's counters show.
+ * fabric, which the engine's counters show. The NameNode's fabric port is fixed, as its RPC port is, so that
+ * a restarted NameNode is found where it was.
  */
 class HdfsOverFabricTest {
     private static MiniDFSCluster cluster;
@@ -38,6 +39,9 @@ class HdfsOverFabricTest {
         conf.set("rpc.engine." + ClientNamenodeProtocolPB.class.getName(), FabricRpcEngine.class.getName());
         conf.set(RpcConf.FALLBACK, "never");
         conf.set("dfs.namenode.rpc-address", "127.0.0.1:0");
+        try (java.net.ServerSocket free = new java.net.ServerSocket(0)) {
+            conf.setInt(RpcConf.PORT, free.getLocalPort());
+        }
         conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getAbsolutePath());
         cluster = new MiniDFSCluster.Builder(conf, base).numDataNodes(2).build();
         cluster.waitActive();
@@ -95,6 +99,34 @@ class HdfsOverFabricTest {
         assertTrue(nameNode.fabricCallsReceived() - receivedBefore >= sent,
                 "the NameNode took " + (nameNode.fabricCallsReceived() - receivedBefore) + " of " + sent);
         assertEquals(0, fs.listStatus(new Path("/slipstream")).length);
+    }
+
+    /**
+     * A NameNode restarted under a client that held a session: the client's next calls (create is
+     * {@code @AtMostOnce}, mkdirs {@code @Idempotent}, delete {@code @AtMostOnce}; the client's proxy has no retry
+     * policy, as HDFS's default for a NameNode without HA) are refused as of an unknown session, the restarted
+     * NameNode confirms it holds no such session, and each call runs once, over the fabric (docs/hadoop-rpc.md,
+     * message 7). On sockets the first call after a restart also just works (a new connection).
+     */
+    @Test
+    void aRestartedNameNodeServesTheClientsNextCallsOverTheFabric() throws Exception {
+        assertTrue(fs.mkdirs(new Path("/slipstream/before-restart")));
+        cluster.restartNameNode(true);
+        FabricRpcServer nameNode = (FabricRpcServer) nameNodeClientServer();
+        long sentBefore = FabricRpcEngine.fabricCalls();
+        long socketBefore = FabricRpcEngine.socketCalls();
+        Path file = new Path("/slipstream/after-restart/a.txt");
+        try (FSDataOutputStream out = fs.create(file, (short) 2)) {
+            out.write(1);
+        }
+        assertEquals(1, fs.getFileStatus(file).getLen());
+        assertTrue(fs.delete(new Path("/slipstream/after-restart"), true));
+        assertTrue(fs.delete(new Path("/slipstream/before-restart"), true));
+        assertEquals(0, FabricRpcEngine.socketCalls() - socketBefore, "calls that fell back to sockets");
+        assertTrue(FabricRpcEngine.fabricCalls() - sentBefore >= 5, "calls over the fabric after the restart");
+        assertEquals(1, nameNode.fabricFramesRefused(), "the first frame, of the session the restart lost");
+        assertTrue(nameNode.fabricCallsReceived() >= FabricRpcEngine.fabricCalls() - sentBefore,
+                "every call reached the restarted NameNode");
     }
 
     /** NameNodeRpcServer keeps its client server in a private field: read it as the tests of HDFS do. */

@@ -9,15 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.slipstream.fabric.FabricBuffer;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricNode;
-import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.session.FrameAuth;
 import io.slipstream.fabric.session.SessionKeys;
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.net.InetSocketAddress;
-import java.nio.ByteBuffer;
-import java.security.InvalidKeyException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -33,15 +28,12 @@ import org.apache.hadoop.ipc.RemoteException;
 import org.apache.hadoop.ipc.RetriableException;
 import org.apache.hadoop.ipc.VersionedProtocol;
 import org.apache.hadoop.ipc.WritableRpcEngine;
-import org.apache.hadoop.ipc.protobuf.ProtobufRpcEngine2Protos.RequestHeaderProto;
-import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcRequestHeaderProto;
 import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto;
 import org.apache.hadoop.ipc.protobuf.RpcHeaderProtos.RpcResponseHeaderProto.RpcStatusProto;
-import org.apache.hadoop.ipc.protobuf.TestProtos.EchoRequestProto;
-import org.apache.hadoop.ipc.protobuf.TestProtos.EchoResponseProto;
 import org.apache.hadoop.ipc.protobuf.TestProtos.SleepRequestProto;
+import org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto;
+import org.apache.hadoop.ipc.ProtobufRpcEngine2;
 import org.apache.hadoop.security.UserGroupInformation;
-import org.apache.hadoop.thirdparty.protobuf.CodedInputStream;
 import org.apache.hadoop.thirdparty.protobuf.ServiceException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -140,32 +132,24 @@ class SignedAnswersTest {
     /**
      * A server that answers with a MAC that is not its own for that frame has its answers refused by the client:
      * the call fails with an IOException, nothing of the answer is returned, the session is dropped (the next
-     * call opens a new one), and the call is not sent again by the engine (it may have run). The stand-in: a
-     * Hadoop RPC server with a discovery of its own (a real key agreement) and a raw fabric node answering
-     * echoes with Hadoop's response framing, every forged answer one the client would take without the check
-     * (the call's id, SUCCESS, a well-formed result).
+     * call opens a new one), and the call is not sent again by the engine (it may have run). The stand-in
+     * ({@link StandInServer}) answers echoes with Hadoop's response framing, every forged answer one the client
+     * would take without the check (the call's id, SUCCESS, a well-formed result).
      */
     @Test
     void theClientBelievesOnlyAnswersCarryingTheServersMacForThatFrame() throws Exception {
-        StandIn standIn = new StandIn();
-        Configuration standInConf = new Configuration(false);
-        RPC.setProtocolEngine(standInConf, FabricDiscovery.class, WritableRpcEngine.class);
-        try (FabricNode fabric = new RpcConf(conf).nodeBuilder("127.0.0.1").start()) {
-            standIn.fabric = fabric.localAddress();
-            fabric.serve(standIn::answer, 1);
-            RPC.Server discovery = new RPC.Builder(standInConf).setProtocol(FabricDiscovery.class).setInstance(standIn)
-                    .setBindAddress("127.0.0.1").setPort(0).setNumHandlers(1).build();
-            discovery.start();
-            FabricEcho proxy = EchoProtocols.client(FabricEcho.class, discovery.getListenerAddress(), conf);
+        AtomicReference<AnswerMode> mode = new AtomicReference<>(AnswerMode.SIGNED);
+        try (StandInServer standIn = StandInServer.start(conf)) {
+            standIn.handler = frame -> answer(frame, mode.get());
+            FabricEcho proxy = EchoProtocols.client(FabricEcho.class, standIn.address(), conf);
             try {
                 long believed = FabricRpcEngine.fabricCalls();
-                standIn.mode.set(AnswerMode.SIGNED);
                 assertEquals("believed", proxy.echo(null, EchoProtocols.echo("believed")).getMessage());
                 assertEquals(1, standIn.sessionsOpened.get());
                 AnswerMode[] forgeries = {AnswerMode.ANOTHER_FRAMES_MAC, AnswerMode.ALTERED_AFTER_SIGNING,
                     AnswerMode.OTHER_KEY};
                 for (AnswerMode forged : forgeries) {
-                    standIn.mode.set(forged);
+                    mode.set(forged);
                     ServiceException e = assertThrows(ServiceException.class,
                             () -> proxy.echo(null, EchoProtocols.echo("not believed")), forged.name());
                     IOException refused = assertInstanceOf(IOException.class, e.getCause(), forged.name());
@@ -174,94 +158,32 @@ class SignedAnswersTest {
                 }
                 // Each refused answer dropped its session: every forged call after the first opened one, and the
                 // next call opens one more.
-                standIn.mode.set(AnswerMode.SIGNED);
+                mode.set(AnswerMode.SIGNED);
                 assertEquals("believed again", proxy.echo(null, EchoProtocols.echo("believed again")).getMessage());
                 assertEquals(1 + forgeries.length, standIn.sessionsOpened.get());
                 // One frame per call: a refused answer is not followed by the call sent again.
-                assertEquals(2 + forgeries.length, standIn.framesAnswered.get());
+                assertEquals(2 + forgeries.length, standIn.framesReceived.get());
                 assertEquals(2, FabricRpcEngine.fabricCalls() - believed, "only the signed answers were results");
             } finally {
                 RPC.stopProxy(proxy);
-                discovery.stop();
             }
         }
     }
 
-    /** The stand-in server: its discovery (on a Hadoop socket server) and its fabric node's answers. */
-    private static final class StandIn implements FabricDiscovery {
-        final AtomicReference<AnswerMode> mode = new AtomicReference<>(AnswerMode.SIGNED);
-        final AtomicReference<FrameAuth> key = new AtomicReference<>();
-        final AtomicInteger sessionsOpened = new AtomicInteger();
-        final AtomicInteger framesAnswered = new AtomicInteger();
-        volatile long sessionId;
-        volatile InetSocketAddress fabric;
-
-        /** A session as the engine's server opens one: X25519 with the client's key, the engine's key derivation. */
-        @Override
-        public String openSession(String protocol, byte[] clientPublicKey) throws IOException {
-            SessionKeys keys = SessionKeys.generate();
-            long id = 1000 + sessionsOpened.incrementAndGet();
-            try {
-                key.set(new FrameAuth(SessionKeys.macKey(keys.agree(clientPublicKey), id, clientPublicKey, keys.publicKey(),
-                        Frames.KEY_PURPOSE)));
-            } catch (InvalidKeyException e) {
-                throw new IOException(e);
-            }
-            sessionId = id;
-            return SessionOffer.answer(fabric, id, keys.publicKey());
+    /** An echo behind a MAC made as {@code how} says. */
+    private static void answer(StandInServer.Frame frame, AnswerMode how) throws IOException {
+        String result = how == AnswerMode.ANOTHER_FRAMES_MAC ? "another call's result" : frame.message();
+        byte[] bytes = StandInServer.answer(frame, result);
+        switch (how) {
+            case ANOTHER_FRAMES_MAC -> Frames.signResponse(bytes, frame.sessionId(), frame.sequence() + 1, frame.auth());
+            case OTHER_KEY -> Frames.signResponse(bytes, frame.sessionId(), frame.sequence(),
+                    new FrameAuth(new byte[SessionKeys.MAC_KEY_BYTES]));
+            default -> Frames.signResponse(bytes, frame.sessionId(), frame.sequence(), frame.auth());
         }
-
-        /** An echo in Hadoop's response framing behind a MAC made as {@link #mode} says. */
-        void answer(FabricRequest request) throws IOException {
-            ByteBuffer frame = request.payloadBuffer();
-            int start = frame.position();
-            FrameAuth auth = key.get();
-            long sequence = frame.getLong(start + Frames.SEQUENCE_OFFSET);
-            if (frame.getLong(start + Frames.SESSION_OFFSET) != sessionId || !auth.verify(frame)) {
-                // The client's frames are the real thing; only the stand-in's answers are forged.
-                request.fail("stand-in: a frame not of the current session");
-                return;
-            }
-            framesAnswered.incrementAndGet();
-            CodedInputStream in = CodedInputStream.newInstance(frame.duplicate().position(start + Frames.PREFIX_BYTES));
-            int limit = in.pushLimit(in.readRawVarint32());
-            RpcRequestHeaderProto header = RpcRequestHeaderProto.parseFrom(in);
-            in.popLimit(limit);
-            in.skipRawBytes(in.readRawVarint32()); // the method's header: only echo is called here
-            limit = in.pushLimit(in.readRawVarint32());
-            String message = EchoRequestProto.parseFrom(in).getMessage();
-            in.popLimit(limit);
-
-            AnswerMode how = mode.get();
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            out.write(new byte[Frames.RESPONSE_PREFIX_BYTES]);
-            RpcResponseHeaderProto.newBuilder().setCallId(header.getCallId()).setStatus(RpcStatusProto.SUCCESS)
-                    .setClientId(header.getClientId()).setServerIpcVersionNum(9).build().writeDelimitedTo(out);
-            String result = how == AnswerMode.ANOTHER_FRAMES_MAC ? "another call's result" : message;
-            EchoResponseProto.newBuilder().setMessage(result).build().writeDelimitedTo(out);
-            byte[] bytes = out.toByteArray();
-            switch (how) {
-                case ANOTHER_FRAMES_MAC -> Frames.signResponse(bytes, sessionId, sequence + 1, auth);
-                case OTHER_KEY -> Frames.signResponse(bytes, sessionId, sequence,
-                        new FrameAuth(new byte[SessionKeys.MAC_KEY_BYTES]));
-                default -> Frames.signResponse(bytes, sessionId, sequence, auth);
-            }
-            if (how == AnswerMode.ALTERED_AFTER_SIGNING) {
-                bytes[bytes.length - 1] ^= 0x01; // the result's last character
-            }
-            request.respond(bytes);
+        if (how == AnswerMode.ALTERED_AFTER_SIGNING) {
+            bytes[bytes.length - 1] ^= 0x01; // the result's last character
         }
-
-        @Override
-        public long getProtocolVersion(String protocol, long clientVersion) {
-            return versionID;
-        }
-
-        @Override
-        public ProtocolSignature getProtocolSignature(String protocol, long clientVersion, int clientMethodsHash)
-                throws IOException {
-            return ProtocolSignature.getProtocolSignature(this, protocol, clientVersion, clientMethodsHash);
-        }
+        frame.request().respond(bytes);
     }
 
     /** The discovery as a version-2 client calls it (its sessions' answers unsigned). */
@@ -270,16 +192,82 @@ class SignedAnswersTest {
         String openSession(String protocol, byte[] clientPublicKey) throws IOException;
     }
 
-    /** A version-2 client gets Hadoop's VersionMismatch (so it takes sockets, or fails with fallback never): no session. */
+    /** The discovery as a version-3 client calls it (its sessions' refusals unsigned). */
+    @ProtocolInfo(protocolName = "io.slipstream.hadoop.rpc.FabricDiscovery", protocolVersion = 3)
+    interface FabricDiscoveryV3 extends VersionedProtocol {
+        String openSession(String protocol, byte[] clientPublicKey) throws IOException;
+    }
+
+    /**
+     * Version-2 and version-3 clients get Hadoop's VersionMismatch (so they take sockets, or fail with fallback
+     * never): no session.
+     */
     @Test
-    void aVersion2ClientOpensNoSession() throws Exception {
+    void olderClientsOpenNoSession() throws Exception {
         FabricRpcServer fabricServer = (FabricRpcServer) server;
         int sessions = fabricServer.fabricSessions();
-        RemoteException e = assertThrows(RemoteException.class, () -> FabricCallBridge.callWritable(conf,
-                server.getListenerAddress(), FabricEcho.class, UserGroupInformation.getCurrentUser(), 0,
-                FabricDiscoveryV2.class.getMethod("openSession", String.class, byte[].class), EchoProtocols.NAME,
-                SessionKeys.generate().publicKey()));
-        assertEquals(RPC.VersionMismatch.class.getName(), e.getClassName(), e.getMessage());
+        for (Class<?> older : new Class<?>[] {FabricDiscoveryV2.class, FabricDiscoveryV3.class}) {
+            RemoteException e = assertThrows(RemoteException.class, () -> FabricCallBridge.callWritable(conf,
+                    server.getListenerAddress(), FabricEcho.class, UserGroupInformation.getCurrentUser(), 0,
+                    older.getMethod("openSession", String.class, byte[].class), EchoProtocols.NAME,
+                    SessionKeys.generate().publicKey()));
+            assertEquals(RPC.VersionMismatch.class.getName(), e.getClassName(), older + ": " + e.getMessage());
+        }
         assertEquals(sessions, fabricServer.fabricSessions());
+    }
+
+    /**
+     * This client against a server of discovery version 3 (refusals unsigned): Hadoop's VersionMismatch, so the
+     * calls take sockets (fallback auto) or fail (never). The older server: Hadoop's echo server hosting a
+     * version-3 discovery that would open sessions.
+     */
+    @Test
+    void anOlderServerIsReachedOverSocketsOrRefusedWithFallbackNever() throws Exception {
+        Configuration vanilla = EchoProtocols.conf();
+        RPC.setProtocolEngine(vanilla, EchoProtocols.SocketEcho.class, ProtobufRpcEngine2.class);
+        RPC.Server older = new RPC.Builder(vanilla).setProtocol(EchoProtocols.SocketEcho.class)
+                .setInstance(TestProtobufRpcProto.newReflectiveBlockingService(new EchoProtocols.Impl()))
+                .setBindAddress("127.0.0.1").setPort(0).setNumHandlers(1).build();
+        WritableRpcEngine.ensureInitialized();
+        older.addProtocol(RPC.RpcKind.RPC_WRITABLE, FabricDiscoveryV3.class, new OlderDiscovery());
+        older.start();
+        try {
+            long socketBefore = FabricRpcEngine.socketCalls();
+            assertEquals("older", EchoProtocols.echoAs("ivan", FabricEcho.class, older.getListenerAddress(),
+                    EchoProtocols.conf(), "older"));
+            assertEquals(1, FabricRpcEngine.socketCalls() - socketBefore);
+            assertEquals(0, OlderDiscovery.OPENED.get(), "asked, but refused by Hadoop before the call ran");
+
+            Configuration never = EchoProtocols.conf();
+            never.set(RpcConf.FALLBACK, "never");
+            ServiceException e = assertThrows(ServiceException.class, () -> EchoProtocols.echoAs("judy", FabricEcho.class,
+                    older.getListenerAddress(), never, "refused"));
+            assertTrue(e.getCause().getMessage().contains("opened no fabric session (" + RPC.VersionMismatch.class.getName()),
+                    e.getCause().getMessage());
+        } finally {
+            older.stop();
+        }
+    }
+
+    /** A version-3 server's discovery (its answers would be of frame version 3). */
+    private static final class OlderDiscovery implements FabricDiscoveryV3 {
+        static final AtomicInteger OPENED = new AtomicInteger();
+
+        @Override
+        public String openSession(String protocol, byte[] clientPublicKey) {
+            OPENED.incrementAndGet();
+            return "3 127.0.0.1 1 1 " + java.util.Base64.getEncoder().encodeToString(new byte[32]);
+        }
+
+        @Override
+        public long getProtocolVersion(String protocol, long clientVersion) {
+            return 3;
+        }
+
+        @Override
+        public ProtocolSignature getProtocolSignature(String protocol, long clientVersion, int clientMethodsHash)
+                throws IOException {
+            return ProtocolSignature.getProtocolSignature(this, protocol, clientVersion, clientMethodsHash);
+        }
     }
 }

@@ -35,7 +35,7 @@ final class TestFrames {
     static SessionOffer open(UserGroupInformation user, Configuration conf, InetSocketAddress server, Class<?> protocol)
             throws Exception {
         return user.doAs((PrivilegedExceptionAction<SessionOffer>) () -> SessionOffer.open(conf, server, protocol,
-                RPC.getProtocolName(protocol), user, 0));
+                RPC.getProtocolName(protocol), user, 0, 0));
     }
 
     /** An echo call as Hadoop's socket path frames it after its length: the two headers and the request. */
@@ -120,11 +120,30 @@ final class TestFrames {
                 "the MAC is bound to the session");
     }
 
-    /** The server fails the request with a message containing {@code why}. */
-    static void assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {
+    /** The server fails the request with a message containing {@code why}; returns the refusal's text. */
+    static String assertRefused(FabricEndpoint endpoint, int op, byte[] frame, String why) {
         FabricException e = assertThrows(FabricException.class, () -> endpoint.request(op, frame).close());
         assertEquals(FabricException.Kind.REMOTE, e.kind());
         assertTrue(e.getMessage().contains(why), e.getMessage());
+        return Frames.refusalText(e.getMessage());
+    }
+
+    /**
+     * The server refuses {@code frame} (of {@code session}) with a reason starting with {@code why}, signed for that
+     * frame: the refusal verifies with the session's key for the frame's sequence number, and not for the next.
+     */
+    static void assertRefusedSigned(FabricEndpoint endpoint, byte[] frame, SessionOffer session, String why) {
+        String text = assertRefused(endpoint, Frames.OP_CALL, frame, why);
+        long sequence = sequence(frame);
+        String reason = Frames.verifyRefusal(text, session.sessionId(), sequence, session.auth());
+        assertTrue(reason != null && reason.startsWith(why), "signed for frame " + sequence + ": " + text);
+        assertEquals(null, Frames.verifyRefusal(text, session.sessionId(), sequence + 1, session.auth()),
+                "bound to the frame it refuses");
+    }
+
+    /** The server refuses {@code frame} with exactly {@code why}, unsigned (unknown session, not authentic). */
+    static void assertRefusedUnsigned(FabricEndpoint endpoint, byte[] frame, String why) {
+        assertEquals(why, assertRefused(endpoint, Frames.OP_CALL, frame, why));
     }
 
     /** {@code frame} with its 8 bytes at {@code offset} replaced (the MAC left as it was). */

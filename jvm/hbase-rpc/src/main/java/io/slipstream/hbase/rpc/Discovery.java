@@ -29,10 +29,12 @@ import org.apache.hbase.thirdparty.com.google.protobuf.ServiceException;
  * (FabricOffer)}, the request carrying the client's {@code ConnectionHeader} and X25519 public key, the offer
  * the server's. Described at run time (no generated code).
  *
- * <p>Version 2 is the first with a key agreement. Version 1's {@code OpenSession(ConnectionHeader)} is still
- * hosted, so that an older client is answered clearly: always a refusal naming the version (it then takes the
- * socket path, or fails with fallback never). A server older than version 2 hosts no {@code OpenSessionV2}:
- * HBase answers {@code UnsupportedOperationException}, which the client takes as "no fabric here".
+ * <p>Version 2 is the first with a key agreement; version 3 (the same messages) is for sessions whose refusals
+ * are signed (frame version 3): a version-2 peer is refused, or its offer taken as a refusal. Version 1's
+ * {@code OpenSession(ConnectionHeader)} is still hosted, so that an older client is answered clearly: always a
+ * refusal naming the version (it then takes the socket path, or fails with fallback never). A server older than
+ * version 2 hosts no {@code OpenSessionV2}: HBase answers {@code UnsupportedOperationException}, which the client
+ * takes as "no fabric here".
  */
 final class Discovery {
     private Discovery() {

@@ -59,12 +59,8 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcClient.class);
     /** Routes (and "no fabric here" answers) one client remembers at most, least recently used dropped first. */
     private static final int ROUTES_MAX = 1024;
-    /**
-     * Times a frame is sent at most when the server refuses its sequence number as too old (it fell behind the
-     * server's replay window while other threads' frames overtook it; nothing was queued, so it is sent again
-     * under a new number).
-     */
-    private static final int SEND_ATTEMPTS_MAX = 4;
+    /** Longest part of a refusal's text an exception repeats (the text may come from anyone). */
+    private static final int REFUSAL_CHARS_SHOWN = 200;
     /** A server that offered no fabric is asked again only after this. */
     private static final long NONE_RETRY_NANOS = TimeUnit.SECONDS.toNanos(30);
 
@@ -323,16 +319,16 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                         + offer.frameBytesMax() + " bytes; raise " + HBaseRpcConf.BUFFER_CAP + " there)"));
             }
             CompletableFuture<byte[]> answer = new CompletableFuture<>();
-            sendNumbered(frame, 1, answer);
+            sendNumbered(frame, answer);
             return answer;
         }
 
         /**
          * Numbers and signs {@code frame} when it is sent, so frames reach the server about in the order they
-         * were numbered (ReplayWindow takes 1024 out of order); sends it again under a new number when the
-         * server found the number too old, at most {@link #SEND_ATTEMPTS_MAX} sends in all.
+         * were numbered (ReplayWindow takes 1024 out of order, and a frame overtaken by more later); sends it
+         * once: no refusal proves the server did not take it (docs/hbase-rpc.md, step 7).
          */
-        private void sendNumbered(byte[] frame, int attempt, CompletableFuture<byte[]> answer) {
+        private void sendNumbered(byte[] frame, CompletableFuture<byte[]> answer) {
             long number = sequence.getAndIncrement();
             Frames.seal(frame, offer.sessionId(), number, auth);
             CompletableFuture<FabricBuffer> sent;
@@ -346,12 +342,8 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                 if (error != null) {
                     Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null
                             ? error.getCause() : error;
-                    if (cause instanceof FabricException fe && fe.kind() == FabricException.Kind.REMOTE
-                            && String.valueOf(fe.getMessage()).contains(Frames.REPLAYED) && attempt < SEND_ATTEMPTS_MAX) {
-                        sendNumbered(frame, attempt + 1, answer);
-                        return;
-                    }
-                    answer.completeExceptionally(cause instanceof FabricException fe ? transportError(fe) : cause);
+                    answer.completeExceptionally(!(cause instanceof FabricException fe) ? cause
+                            : fe.kind() == FabricException.Kind.REMOTE ? refusal(fe, number) : transportError(fe));
                     return;
                 }
                 try (buffer) {
@@ -385,6 +377,35 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                     routes.remove(key);
                 }
             }
+        }
+
+        /**
+         * Step 7: the server's refusal of frame {@code number}, believed as far as it proves itself; each fails the
+         * call as a closed connection (HBase's retry decides, by its own rules: a call may have run, as when a
+         * socket closes under it). Signed for this frame with the session's key, "replayed" (a copy of the frame
+         * was taken) and "too old" (whether it was cannot be told) leave the session as it is; anything else
+         * (unknown session, a malformed frame's closing, a refusal that is not authentic) forgets it.
+         */
+        private IOException refusal(FabricException e, long number) {
+            String failure = String.valueOf(e.getMessage());
+            String text = Frames.refusalText(failure);
+            if (text == null || text.equals(Frames.UNKNOWN_SESSION)) {
+                return transportError(e);
+            }
+            String reason = Frames.verifyRefusal(text, offer.sessionId(), number, auth);
+            String frame = "call frame " + number + " to " + target.server();
+            if (reason == null) {
+                forgetThisRoute();
+                String unsigned = text.equals(Frames.NOT_AUTHENTIC) ? ", a refusal the server never signs" : "";
+                String shown = text.length() <= REFUSAL_CHARS_SHOWN ? text : text.substring(0, REFUSAL_CHARS_SHOWN) + "...";
+                return new ConnectionClosedException("slipstream: the refusal of " + frame + " is not authentic (\""
+                        + shown + "\"" + unsigned + "); the call may have run; session dropped");
+            }
+            if (!reason.equals(Frames.REPLAYED) && !reason.equals(Frames.TOO_OLD)) {
+                forgetThisRoute();
+            }
+            return new ConnectionClosedException("slipstream: the server refused fabric " + frame + ": " + reason
+                    + "; the call may have run");
         }
 
         /** The fabric's failures as HBase's client sees the socket's; a broken session is forgotten. */

@@ -39,7 +39,8 @@ import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.ConnectionHea
  * (opened through {@link Discovery} on the socket path, each bound to the user that connection
  * authenticated and to a key agreed over it) into the same {@code RpcScheduler}, decoded, checked and
  * answered by HBase's own connection and call code (the bridge's {@code ServerSession}). A frame is believed
- * only once its MAC verifies with its session's key and its sequence number is new; answers carry a MAC too.
+ * only once its MAC verifies with its session's key and its sequence number is new; answers, and refusals of
+ * frames whose MAC verified, carry the server's MAC for that frame.
  */
 public class FabricRpcServer extends NettyRpcServer {
     private static final Logger LOG = LoggerFactory.getLogger(FabricRpcServer.class);
@@ -205,7 +206,7 @@ public class FabricRpcServer extends NettyRpcServer {
         return callsReceived.get();
     }
 
-    /** Frames refused since start: unknown session, not authentic, replayed, malformed, over the size limit. */
+    /** Frames refused since start: unknown session, not authentic, replayed, too old, malformed, over the size limit. */
     public long fabricFramesRefused() {
         return framesRefused.get();
     }
@@ -230,19 +231,24 @@ public class FabricRpcServer extends NettyRpcServer {
         long sessionId = payload.getLong(start + FrameAuth.SESSION_OFFSET);
         Session session = sessions.get(sessionId);
         if (session == null) {
-            refuse(request, Frames.UNKNOWN_SESSION, null);
+            // Not signed: there is no key to sign with.
+            refuse(request, Frames.UNKNOWN_SESSION, null, 0);
             return;
         }
         // Authenticity before anything else of the frame is believed. The MAC costs one pass over at most the
         // node's maxMessageBytes (hbase.ipc.max.request.size plus a little), which the fabric checked. A
         // refused frame leaves its session open: whoever can send frames must not be able to close another's.
         if (!session.auth.verify(payload)) {
-            refuse(request, Frames.NOT_AUTHENTIC, session);
+            // Not signed, on purpose: a refusal signed for a session and sequence number the frame only claims would
+            // be a signed refusal for whoever asks, to be passed off against the real frame of that number.
+            refuse(request, Frames.NOT_AUTHENTIC, session, 0);
             return;
         }
+        // From here the frame is the session's client's: each refusal is signed, bound to its sequence number.
         long sequence = payload.getLong(start + FrameAuth.SEQUENCE_OFFSET);
-        if (!session.window.accept(sequence)) {
-            refuse(request, Frames.REPLAYED, session);
+        ReplayWindow.Verdict verdict = session.window.check(sequence);
+        if (verdict != ReplayWindow.Verdict.ACCEPTED) {
+            refuse(request, verdict == ReplayWindow.Verdict.REPLAYED ? Frames.REPLAYED : Frames.TOO_OLD, session, sequence);
             return;
         }
         session.lastUsedNanos = System.nanoTime();
@@ -281,18 +287,20 @@ public class FabricRpcServer extends NettyRpcServer {
                 throw e;
             }
         } catch (IOException | RuntimeException e) {
-            closeMalformed(sessionId, session, request, e);
+            closeMalformed(sessionId, session, sequence, request, e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            request.fail("slipstream-hbase-rpc: the server is stopping");
+            request.fail(Frames.signRefusal(Frames.STOPPING, sessionId, sequence, session.auth));
         }
     }
 
     /**
      * A frame refused before anything of it was handed to HBase: counted, failed with {@code why}, logged at
-     * WARN the first time per reason (then at DEBUG). The session, if any, stays.
+     * WARN the first time per reason (then at DEBUG). The session, if any, stays. {@code why} is signed for frame
+     * {@code sequence} of the session unless it is one of the two refusals of a frame whose MAC did not verify
+     * (unknown session, not authentic).
      */
-    private void refuse(FabricRequest request, String why, Session session) {
+    private void refuse(FabricRequest request, String why, Session session, long sequence) {
         framesRefused.incrementAndGet();
         String whose = session == null ? "" : " (session of " + session.connection.userName() + " at "
                 + session.connection.getHostAddress() + ", " + session.connection.serviceName() + ")";
@@ -302,17 +310,18 @@ public class FabricRpcServer extends NettyRpcServer {
         } else {
             LOG.debug("slipstream: refused a fabric frame: {}{}", why, whose);
         }
-        request.fail(why);
+        boolean authentic = session != null && !why.equals(Frames.NOT_AUTHENTIC);
+        request.fail(authentic ? Frames.signRefusal(why, session.id, sequence, session.auth) : why);
     }
 
-    private void closeMalformed(long sessionId, Session session, FabricRequest request, Exception e) {
+    private void closeMalformed(long sessionId, Session session, long sequence, FabricRequest request, Exception e) {
         sessions.remove(sessionId, session);
         session.connection.close();
         framesRefused.incrementAndGet();
         LOG.warn("slipstream: closed the fabric session of {} at {} ({}): {}", session.connection.userName(),
                 session.connection.getHostAddress(), session.connection.serviceName(), e.toString());
         if (!request.isAnswered()) {
-            request.fail(Frames.MALFORMED + ": " + e.getMessage());
+            request.fail(Frames.signRefusal(Frames.MALFORMED + ": " + e.getMessage(), sessionId, sequence, session.auth));
         }
     }
 

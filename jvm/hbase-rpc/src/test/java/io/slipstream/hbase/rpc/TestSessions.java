@@ -123,11 +123,30 @@ final class TestSessions {
         }
     }
 
-    /** The server fails the request with a message containing {@code why}. */
-    static void assertRefused(FabricEndpoint endpoint, byte[] frame, String why) {
+    /** The server fails the request with a message containing {@code why}; returns the refusal's text. */
+    static String assertRefused(FabricEndpoint endpoint, byte[] frame, String why) {
         FabricException e = assertThrows(FabricException.class, () -> endpoint.request(Frames.OP_CALL, frame).close());
         assertEquals(FabricException.Kind.REMOTE, e.kind());
         assertTrue(e.getMessage().contains(why), e.getMessage());
+        return Frames.refusalText(e.getMessage());
+    }
+
+    /**
+     * The server refuses {@code frame} of {@code session} with a reason starting with {@code why}, signed for that
+     * frame: the refusal verifies with the session's key for the frame's sequence number, and not for the next.
+     */
+    static void assertRefusedSigned(FabricEndpoint endpoint, byte[] frame, Opened session, String why) {
+        String text = assertRefused(endpoint, frame, why);
+        long sequence = ByteBuffer.wrap(frame).getLong(FrameAuth.SEQUENCE_OFFSET);
+        long id = session.offer().sessionId();
+        String reason = Frames.verifyRefusal(text, id, sequence, session.auth());
+        assertTrue(reason != null && reason.startsWith(why), "signed for frame " + sequence + ": " + text);
+        assertNull(Frames.verifyRefusal(text, id, sequence + 1, session.auth()), "bound to the frame it refuses");
+    }
+
+    /** The server refuses {@code frame} with exactly {@code why}, unsigned (unknown session, not authentic). */
+    static void assertRefusedUnsigned(FabricEndpoint endpoint, byte[] frame, String why) {
+        assertEquals(why, assertRefused(endpoint, frame, why));
     }
 
     /** {@code frame} with one bit of byte {@code index} flipped. */
