@@ -15,7 +15,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * Hadoop's default call queue (a bounded FIFO, as {@code LinkedBlockingQueue}) for a server of the fabric
  * engine ({@code ipc.<port>.callqueue.impl}), whose idle handlers take fabric calls off the wire
  * themselves: a handler that finds the queue empty pulls the next fabric request (at most
- * {@code slipstream.rpc.receiver.threads} handlers at a time), puts its call on this queue through
+ * {@code slipstream.rpc.handler.pullers} handlers at a time, default one), puts its call on this queue through
  * {@code Server.queueCall} like any call, and takes the queue's head, its own call when nothing waited
  * before it. Without this queue the engine's receiver threads pull and a parked handler is woken for each
  * call.
@@ -29,7 +29,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>Socket calls: a call queued by the socket path wakes a parked handler, as in Hadoop's queue, or when
  * none is parked interrupts a pulling one ({@code FabricNode.interruptPull}), which then takes it.
  *
- * <p>Concurrency: only {@code slipstream.rpc.receiver.threads} handlers pull at once; when the last of
+ * <p>Concurrency: only {@code slipstream.rpc.handler.pullers} handlers pull at once; when the last of
  * them leaves with a call, it wakes a parked handler to pull in its place, so that fabric calls reach the
  * queue while every puller is busy (the wake the receiver threads' hand-off paid on every call, paid
  * here only when the pullers run out).

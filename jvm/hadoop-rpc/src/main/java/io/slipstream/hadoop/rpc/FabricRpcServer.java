@@ -202,7 +202,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     private void pullWith(FabricCallQueue<?> queue) {
         FabricNode n = node;
         if (queue != null) {
-            queue.attach(new HandlerPulls(n), rpcConf.receiverThreads, rpcConf.handlerPullMs);
+            queue.attach(new HandlerPulls(n), rpcConf.handlerPullers, rpcConf.handlerPullMs);
         } else if (!receiversStarted) {
             n.serve(this::receive, rpcConf.receiverThreads);
             receiversStarted = true;

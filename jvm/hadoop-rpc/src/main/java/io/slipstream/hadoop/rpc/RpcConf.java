@@ -29,11 +29,14 @@ final class RpcConf {
     static final String SESSION_IDLE_MS = PREFIX + "session.idle.ms";
     /** Registered memory per process for the fabric (a hard cap). */
     static final String BUFFER_CAP = PREFIX + "buffer.cap";
-    /**
-     * Threads taking fabric calls off the wire into the server's call queue (the handlers run them); with
-     * {@link FabricCallQueue} as the call queue, the most handlers pulling them at once instead.
-     */
+    /** Threads taking fabric calls off the wire into the server's call queue (the handlers run them). */
     static final String RECEIVER_THREADS = PREFIX + "receiver.threads";
+    /**
+     * With {@link FabricCallQueue}: the most idle handlers pulling fabric calls at once (instead of receiver
+     * threads). One: a second puller waits on the fabric's dispatch queue, so the calls it gets come
+     * through the progress thread, one hand-off more (docs/hadoop-rpc.md, "Latency").
+     */
+    static final String HANDLER_PULLERS = PREFIX + "handler.pullers";
     /** With {@link FabricCallQueue}: longest a handler waits on the fabric at a time (a server stop waits as long). */
     static final String HANDLER_PULL_MS = PREFIX + "handler.pull.ms";
     /** The client's backstop for a fabric call without an RPC timeout ({@code ipc.client.rpc-timeout.ms} 0). */
@@ -53,6 +56,7 @@ final class RpcConf {
     final long bufferCapBytes;
     final int receiverThreads;
     final long handlerPullMs;
+    final int handlerPullers;
     final long requestTimeoutMs;
     /** {@code ipc.maximum.data.length} (requests on the server) and {@code ipc.maximum.response.length}. */
     final int maxDataLength;
@@ -77,6 +81,10 @@ final class RpcConf {
         receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
         if (receiverThreads < 1 || receiverThreads > 64) {
             throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
+        }
+        handlerPullers = conf.getInt(HANDLER_PULLERS, 1);
+        if (handlerPullers < 1 || handlerPullers > 64) {
+            throw new IllegalArgumentException("slipstream: " + HANDLER_PULLERS + "=" + handlerPullers + " must be 1 to 64");
         }
         handlerPullMs = conf.getLong(HANDLER_PULL_MS, 100);
         if (handlerPullMs < 1 || handlerPullMs > 600_000) {

@@ -30,7 +30,7 @@ class HandlerPullTest {
         Configuration conf = EchoProtocols.conf();
         conf.set(RpcConf.FALLBACK, "never");
         conf.set("ipc.callqueue.impl", FabricCallQueue.class.getName());
-        conf.setInt(RpcConf.RECEIVER_THREADS, pullers);
+        conf.setInt(RpcConf.HANDLER_PULLERS, pullers);
         conf.setLong(RpcConf.HANDLER_PULL_MS, pullMs);
         return conf;
     }

@@ -34,7 +34,8 @@ class RpcConfTest {
     void badSettingsAreClearErrors() {
         assertEquals(RpcConf.Fallback.NEVER, new RpcConf(conf(RpcConf.FALLBACK, "Never")).fallback);
         for (String[] bad : new String[][] {{RpcConf.FALLBACK, "sometimes"}, {RpcConf.TRANSPORT, "rdma"}, {RpcConf.PORT, "70000"},
-                {RpcConf.SESSIONS_MAX, "0"}, {RpcConf.RECEIVER_THREADS, "65"}, {RpcConf.REQUEST_TIMEOUT_MS, "0"}}) {
+                {RpcConf.SESSIONS_MAX, "0"}, {RpcConf.RECEIVER_THREADS, "65"}, {RpcConf.REQUEST_TIMEOUT_MS, "0"},
+                {RpcConf.HANDLER_PULLERS, "0"}, {RpcConf.HANDLER_PULL_MS, "0"}}) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new RpcConf(conf(bad)));
             assertTrue(e.getMessage().contains(bad[0]), e.getMessage());
         }
