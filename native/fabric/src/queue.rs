@@ -104,6 +104,7 @@ impl<T> BoundedQueue<T> {
     }
 
     /// The next item, waiting up to `timeout`; `None` at once after `close`.
+    #[cfg(test)]
     pub(crate) fn pop_timeout(&self, timeout: Duration) -> Option<T> {
         self.pop_timeout_unless(timeout, || false)
     }

@@ -310,10 +310,11 @@ Options for rpc lat / thr (Hadoop 3.4 RPC server in its own JVM, 16 handlers; cl
   --quick              sizes 1,4096,65536, 500 calls each; 1 and 8 clients for 0.5 s
   --sizes LIST         lat: payload bytes (default 1,64,1024,4096,16384,65536)
   --iterations N       lat: measured calls per point (default 5000)
-  --warmup N           lat: calls before measuring (default 1000)
+  --warmup N           lat: calls before measuring (default 20000: fewer measure the JIT)
   --clients LIST       thr: client threads (default 1,2,4,8,16)
   --thr-bytes N        thr: payload bytes (default 1024)
   --duration-ms N      thr: measuring time per point (default 2000)
+  --warmup-ms N        thr: calling time before each point (default 5000; --quick: 500)
   --configs LIST       subset of vanilla,fabric,fabric-tcp
   --json PATH          default results/ohb-rpc-<test>.json
 

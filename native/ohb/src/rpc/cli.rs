@@ -11,7 +11,7 @@ use std::time::Duration;
 /// One test's JVM run (three servers, every point): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const USAGE: &str = "Usage: ohb rpc lat|thr [--quick] [--sizes LIST] [--iterations N] [--warmup N] [--clients LIST] \
-                     [--thr-bytes N] [--duration-ms N] [--configs LIST] [--json FILE]\n";
+                     [--thr-bytes N] [--duration-ms N] [--warmup-ms N] [--configs LIST] [--json FILE]\n";
 
 /// What to run: the test and the JVM side's arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +30,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     let mut jvm_args: Vec<String> = vec![test.to_string()];
     if quick {
         jvm_args.extend(
-            ["--sizes", "1,4096,65536", "--iterations", "500", "--warmup", "200", "--clients", "1,8", "--duration-ms", "500"]
+            ["--sizes", "1,4096,65536", "--iterations", "500", "--warmup", "200", "--clients", "1,8", "--duration-ms", "500", "--warmup-ms", "500"]
                 .map(String::from),
         );
     }
@@ -40,7 +40,8 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
         let flag = argv[i].as_str();
         match flag {
             "--quick" | "--no-progress" => {}
-            "--json" | "--sizes" | "--iterations" | "--warmup" | "--clients" | "--thr-bytes" | "--duration-ms" | "--configs" => {
+            "--json" | "--sizes" | "--iterations" | "--warmup" | "--clients" | "--thr-bytes" | "--duration-ms" | "--warmup-ms"
+            | "--configs" => {
                 i += 1;
                 let value = argv.get(i).ok_or_else(|| format!("{flag} needs a value"))?;
                 if flag == "--json" {
@@ -68,7 +69,7 @@ fn validate(flag: &str, value: &str) -> Result<(), String> {
     let (low, high): (u64, u64) = match flag {
         "--sizes" | "--thr-bytes" => (1, 64 << 20),
         "--clients" => (1, 64),
-        "--duration-ms" => (10, 600_000),
+        "--duration-ms" | "--warmup-ms" => (10, 600_000),
         _ => (0, 10_000_000),
     };
     for part in value.split(',') {
