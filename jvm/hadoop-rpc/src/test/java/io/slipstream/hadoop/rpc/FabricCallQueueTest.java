@@ -139,6 +139,24 @@ class FabricCallQueueTest {
         }
     }
 
+    /** A queue that {@code pullers} idle handlers pull from {@code wire} into, a minute at a time. */
+    private static FabricCallQueue<String> pulledFrom(Wire wire, int pullers) {
+        FabricCallQueue<String> q = new FabricCallQueue<>(8);
+        wire.queue = q;
+        q.attach(wire, pullers, 60_000);
+        return q;
+    }
+
+    /** A handler waiting on {@code q} (a minute), once it pulls. */
+    private static CompletableFuture<String> pullingHandler(FabricCallQueue<String> q) throws InterruptedException {
+        int before = q.pullingHandlers();
+        CompletableFuture<String> handler = handler(q);
+        while (q.pullingHandlers() == before) {
+            Thread.sleep(1);
+        }
+        return handler;
+    }
+
     private static CompletableFuture<String> handler(FabricCallQueue<String> q) {
         return CompletableFuture.supplyAsync(() -> {
             try {
@@ -151,14 +169,9 @@ class FabricCallQueueTest {
 
     @Test
     void anIdleHandlerPullsAndTakesTheCallItQueued() throws Exception {
-        FabricCallQueue<String> q = new FabricCallQueue<>(8);
         Wire wire = new Wire();
-        wire.queue = q;
-        q.attach(wire, 1, 60_000);
-        CompletableFuture<String> handler = handler(q);
-        while (q.pullingHandlers() == 0) {
-            Thread.sleep(1);
-        }
+        FabricCallQueue<String> q = pulledFrom(wire, 1);
+        CompletableFuture<String> handler = pullingHandler(q);
         wire.send("fabric call");
         assertEquals("fabric call", handler.get(10, TimeUnit.SECONDS));
         assertEquals(0, q.size());
@@ -167,14 +180,8 @@ class FabricCallQueueTest {
     /** The pull would last a minute: only the interrupt of the offer gets the socket call taken soon. */
     @Test
     void aCallQueuedElsewhereInterruptsAPullWhenNoHandlerIsParked() throws Exception {
-        FabricCallQueue<String> q = new FabricCallQueue<>(8);
-        Wire wire = new Wire();
-        wire.queue = q;
-        q.attach(wire, 1, 60_000);
-        CompletableFuture<String> handler = handler(q);
-        while (q.pullingHandlers() == 0) {
-            Thread.sleep(1);
-        }
+        FabricCallQueue<String> q = pulledFrom(new Wire(), 1);
+        CompletableFuture<String> handler = pullingHandler(q);
         q.offer("socket call");
         assertEquals("socket call", handler.get(10, TimeUnit.SECONDS));
     }
@@ -185,14 +192,9 @@ class FabricCallQueueTest {
      */
     @Test
     void theLastPullerLeavingWakesAParkedHandlerToPull() throws Exception {
-        FabricCallQueue<String> q = new FabricCallQueue<>(8);
         Wire wire = new Wire();
-        wire.queue = q;
-        q.attach(wire, 1, 60_000);
-        CompletableFuture<String> first = handler(q);
-        while (q.pullingHandlers() == 0) {
-            Thread.sleep(1);
-        }
+        FabricCallQueue<String> q = pulledFrom(wire, 1);
+        CompletableFuture<String> first = pullingHandler(q);
         CompletableFuture<String> second = handler(q);
         Thread.sleep(200); // the second parks: the pullers are at their maximum
         assertEquals(1, q.pullingHandlers());
@@ -204,14 +206,8 @@ class FabricCallQueueTest {
 
     @Test
     void detachEndsThePulls() throws Exception {
-        FabricCallQueue<String> q = new FabricCallQueue<>(8);
-        Wire wire = new Wire();
-        wire.queue = q;
-        q.attach(wire, 2, 60_000);
-        CompletableFuture<String> handler = handler(q);
-        while (q.pullingHandlers() == 0) {
-            Thread.sleep(1);
-        }
+        FabricCallQueue<String> q = pulledFrom(new Wire(), 2);
+        CompletableFuture<String> handler = pullingHandler(q);
         q.detach();
         long start = System.nanoTime();
         while (q.pullingHandlers() > 0) {
