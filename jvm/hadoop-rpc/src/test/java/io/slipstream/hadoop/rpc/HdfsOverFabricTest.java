@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A real HDFS (NameNode and two DataNodes, one cluster for the class) whose NameNode client protocol
- * takes {@link FabricRpcEngine}, with fallback never: every metadata call of the client goes over the
+ * takes {@link FabricRpcEngine} and whose call queues are {@link FabricCallQueue}s, with fallback never: every metadata call of the client goes over the
  * fabric, which the engine's counters show. The NameNode's fabric port is fixed, as its RPC port is, so that
  * a restarted NameNode is found where it was.
  */
@@ -38,6 +38,9 @@ class HdfsOverFabricTest {
         Configuration conf = new Configuration();
         conf.set("rpc.engine." + ClientNamenodeProtocolPB.class.getName(), FabricRpcEngine.class.getName());
         conf.set(RpcConf.FALLBACK, "never");
+        // The README's recommended call queue: the NameNode's idle handlers pull the fabric's calls (the
+        // DataNodes' own RPC servers get it too, as a plain FIFO).
+        conf.set("ipc.callqueue.impl", FabricCallQueue.class.getName());
         conf.set("dfs.namenode.rpc-address", "127.0.0.1:0");
         try (java.net.ServerSocket free = new java.net.ServerSocket(0)) {
             conf.setInt(RpcConf.PORT, free.getLocalPort());
@@ -64,6 +67,8 @@ class HdfsOverFabricTest {
         RPC.Server server = cluster.getNameNodeRpc() == null ? null : nameNodeClientServer();
         assertTrue(server instanceof FabricRpcServer, "the NameNode's client RPC server is " + server);
         FabricRpcServer nameNode = (FabricRpcServer) server;
+        assertTrue(nameNode.handlersPulling() >= 0, "the NameNode's call queue is a FabricCallQueue");
+        assertFalse(nameNode.receiverThreadsStarted(), "its handlers pull, no receiver threads");
         long sentBefore = FabricRpcEngine.fabricCalls();
         long receivedBefore = nameNode.fabricCallsReceived();
         long socketBefore = FabricRpcEngine.socketCalls();
