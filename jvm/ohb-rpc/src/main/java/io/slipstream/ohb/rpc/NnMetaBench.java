@@ -59,10 +59,7 @@ public final class NnMetaBench {
         Configuration conf = new HdfsConfiguration();
         if (!config.equals("vanilla")) {
             conf.set("rpc.engine." + ClientNamenodeProtocolPB.class.getName(), FabricRpcEngine.class.getName());
-            // As RpcBench: the engine's recommended call queue, unless OHB_RPC_FABRIC_QUEUE=hadoop.
-            if (!"hadoop".equals(System.getenv("OHB_RPC_FABRIC_QUEUE"))) {
-                conf.set("ipc.callqueue.impl", "io.slipstream.hadoop.rpc.FabricCallQueue");
-            }
+            RpcBench.fabricCallQueue(conf);
         }
         conf.set("slipstream.rpc.fallback", "never");
         conf.set("slipstream.rpc.transport", config.equals("fabric-tcp") ? "tcp" : "auto");

@@ -1,5 +1,6 @@
 package io.slipstream.ohb.rpc;
 
+import io.slipstream.hadoop.rpc.FabricCallQueue;
 import io.slipstream.hadoop.rpc.FabricRpcEngine;
 import java.io.BufferedReader;
 import java.io.File;
@@ -45,12 +46,20 @@ public final class RpcBench {
                 : FabricRpcEngine.class);
         conf.set("slipstream.rpc.fallback", "never");
         conf.set("slipstream.rpc.transport", config.equals("fabric-tcp") ? "tcp" : "auto");
-        // The engine's recommended call queue (README): idle handlers pull the fabric's calls.
-        // OHB_RPC_FABRIC_QUEUE=hadoop keeps Hadoop's default queue (receiver threads) for an A/B.
-        if (!config.equals("vanilla") && !"hadoop".equals(System.getenv("OHB_RPC_FABRIC_QUEUE"))) {
-            conf.set("ipc.callqueue.impl", "io.slipstream.hadoop.rpc.FabricCallQueue");
+        if (!config.equals("vanilla")) {
+            fabricCallQueue(conf);
         }
         return conf;
+    }
+
+    /**
+     * The engine's recommended call queue (README) for a fabric configuration's server: idle handlers pull the
+     * fabric's calls. {@code OHB_RPC_FABRIC_QUEUE=hadoop} keeps Hadoop's default queue (receiver threads) for an A/B.
+     */
+    static void fabricCallQueue(Configuration conf) {
+        if (!"hadoop".equals(System.getenv("OHB_RPC_FABRIC_QUEUE"))) {
+            conf.set("ipc.callqueue.impl", FabricCallQueue.class.getName());
+        }
     }
 
     public static void main(String[] args) throws Exception {
