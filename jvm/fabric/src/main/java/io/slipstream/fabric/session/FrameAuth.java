@@ -20,6 +20,14 @@ import javax.crypto.spec.SecretKeySpec;
  * the version, session id and sequence (bytes 0 to {@link #MAC_OFFSET}) and the body; the MAC field itself
  * is left out. The version is the engine's frame version, 1 to {@link #VERSION_MAX}.
  *
+ * <p>With {@link Coverage#HEADER} (a session's choice, agreed when it opens, and part of its key's derivation
+ * so that the two kinds of key never meet), "the body" in every MAC input here is replaced by its length as an
+ * i64: the MAC then proves who sent the frame, in which session and as which sequence number, and how long
+ * it is, not its bytes. That is what an authenticated socket connection proves of the bytes on it when SASL
+ * wraps nothing (QOP {@code authentication}): one who can alter bytes in flight can alter either. It saves
+ * the HMAC passes over the bodies, four per call (each request and each response signed once and verified
+ * once), about 36 us each at 64 KiB on the 2-core machine (HmacSHA256 at 1.8 GB/s, SHA-NI).
+ *
  * <p>A response (used by engines that authenticate responses) is {@code [16-byte MAC][body]}; its MAC covers
  * {@code [u8 0x80 | version][i64 session id][i64 sequence of the request it answers]} and the body. The
  * top bit sets a response's input apart from every request's (whose first byte is the version, below 0x80):
@@ -35,6 +43,29 @@ import javax.crypto.spec.SecretKeySpec;
  * authenticate would hand anyone a signed refusal for any session and sequence number they name.
  */
 public final class FrameAuth {
+    /** What a frame's and a response's MAC covers besides the session prefix. */
+    public enum Coverage {
+        /** Every byte of the body. */
+        FULL,
+        /** The body's length, not its bytes (see the class comment). */
+        HEADER;
+
+        /** The setting's word for this coverage. */
+        public String word() {
+            return name().toLowerCase(java.util.Locale.ROOT);
+        }
+
+        /** The coverage a setting names ({@code full} or {@code header}, any case), or null for another word. */
+        public static Coverage ofWord(String word) {
+            for (Coverage c : values()) {
+                if (c.word().equalsIgnoreCase(word == null ? "" : word.trim())) {
+                    return c;
+                }
+            }
+            return null;
+        }
+    }
+
     public static final int MAC_BYTES = 16;
     public static final int SESSION_OFFSET = 1;
     public static final int SEQUENCE_OFFSET = SESSION_OFFSET + 8;
@@ -63,12 +94,23 @@ public final class FrameAuth {
     });
 
     private final SecretKeySpec key;
+    private final Coverage coverage;
 
+    /** An authenticator whose MACs cover every byte ({@link Coverage#FULL}). */
     public FrameAuth(byte[] macKey) {
+        this(macKey, Coverage.FULL);
+    }
+
+    public FrameAuth(byte[] macKey, Coverage coverage) {
         if (macKey.length != SessionKeys.MAC_KEY_BYTES) {
             throw new IllegalArgumentException("a frame key has " + SessionKeys.MAC_KEY_BYTES + " bytes, not " + macKey.length);
         }
         this.key = new SecretKeySpec(macKey, HMAC);
+        this.coverage = java.util.Objects.requireNonNull(coverage, "coverage");
+    }
+
+    public Coverage coverage() {
+        return coverage;
     }
 
     /** Writes the prefix of {@code frame} (its body already at {@link #PREFIX_BYTES}), then its MAC. */
@@ -88,7 +130,7 @@ public final class FrameAuth {
         }
         Mac mac = mac();
         mac.update(frame, 0, MAC_OFFSET);
-        mac.update(frame, PREFIX_BYTES, frame.length - PREFIX_BYTES);
+        updateBody(mac, ByteBuffer.wrap(frame, PREFIX_BYTES, frame.length - PREFIX_BYTES));
         System.arraycopy(mac.doFinal(), 0, frame, MAC_OFFSET, MAC_BYTES);
     }
 
@@ -107,7 +149,7 @@ public final class FrameAuth {
         view.limit(start + MAC_OFFSET);
         mac.update(view);
         view.limit(end).position(start + PREFIX_BYTES);
-        mac.update(view);
+        updateBody(mac, view);
         return macEquals(mac.doFinal(), frame, start + MAC_OFFSET);
     }
 
@@ -121,7 +163,7 @@ public final class FrameAuth {
         }
         Mac mac = mac();
         mac.update(responseHeader(version, sessionId, sequence));
-        mac.update(response, RESPONSE_PREFIX_BYTES, response.length - RESPONSE_PREFIX_BYTES);
+        updateBody(mac, ByteBuffer.wrap(response, RESPONSE_PREFIX_BYTES, response.length - RESPONSE_PREFIX_BYTES));
         System.arraycopy(mac.doFinal(), 0, response, 0, MAC_BYTES);
     }
 
@@ -138,8 +180,20 @@ public final class FrameAuth {
         mac.update(responseHeader(version, sessionId, sequence));
         ByteBuffer body = response.duplicate();
         body.position(start + RESPONSE_PREFIX_BYTES);
-        mac.update(body);
+        updateBody(mac, body);
         return macEquals(mac.doFinal(), response, start);
+    }
+
+    /** The body's part of a MAC input: its bytes (position to limit), or with {@link Coverage#HEADER} its length. */
+    private void updateBody(Mac mac, ByteBuffer body) {
+        if (coverage == Coverage.FULL) {
+            mac.update(body);
+            return;
+        }
+        long length = body.remaining();
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            mac.update((byte) (length >>> shift));
+        }
     }
 
     private static byte[] responseHeader(byte version, long sessionId, long sequence) {

@@ -194,4 +194,45 @@ class FrameAuthTest {
                 response.length - FrameAuth.RESPONSE_PREFIX_BYTES);
         assertFalse(auth.verifyResponse(ByteBuffer.wrap(asResponse), VERSION, SESSION, 7));
     }
+
+    /**
+     * With header coverage the MAC holds the prefix and the body's length, not its bytes: a body of the same
+     * length altered in flight still verifies (as on a socket connection SASL does not wrap), while the
+     * session, sequence number, version and length are still bound, and the MAC itself cannot change.
+     */
+    @Test
+    void headerCoverageBindsThePrefixAndTheLengthNotTheBytes() {
+        FrameAuth auth = new FrameAuth(key(11), FrameAuth.Coverage.HEADER);
+        byte[] frame = sealed(auth, "a call's body");
+        assertTrue(auth.verify(ByteBuffer.wrap(frame)));
+        for (int i = 0; i < FrameAuth.PREFIX_BYTES; i++) {
+            byte[] altered = frame.clone();
+            altered[i] ^= 1;
+            assertFalse(auth.verify(ByteBuffer.wrap(altered)), "prefix byte " + i);
+        }
+        byte[] sameLength = frame.clone();
+        sameLength[FrameAuth.PREFIX_BYTES] ^= 1;
+        assertTrue(auth.verify(ByteBuffer.wrap(sameLength)), "the body's bytes are not covered");
+        byte[] longer = java.util.Arrays.copyOf(frame, frame.length + 1);
+        assertFalse(auth.verify(ByteBuffer.wrap(longer)), "the length is");
+        assertFalse(auth.verify(ByteBuffer.wrap(frame, 0, frame.length - 1)), "a cut body changes the length");
+
+        byte[] response = signedResponse(auth, "an answer", 7);
+        assertTrue(auth.verifyResponse(ByteBuffer.wrap(response), VERSION, SESSION, 7));
+        assertFalse(auth.verifyResponse(ByteBuffer.wrap(response), VERSION, SESSION, 8), "bound to its request");
+        assertFalse(auth.verifyResponse(ByteBuffer.wrap(java.util.Arrays.copyOf(response, response.length + 1)),
+                VERSION, SESSION, 7), "and to its length");
+    }
+
+    /** The two coverages never take each other's MACs, even with the same key (engines also derive distinct keys). */
+    @Test
+    void fullAndHeaderMacsDiffer() {
+        FrameAuth full = new FrameAuth(key(12));
+        FrameAuth header = new FrameAuth(key(12), FrameAuth.Coverage.HEADER);
+        assertEquals(FrameAuth.Coverage.FULL, full.coverage());
+        assertFalse(header.verify(ByteBuffer.wrap(sealed(full, "a call's body"))));
+        assertFalse(full.verify(ByteBuffer.wrap(sealed(header, "a call's body"))));
+        assertEquals(FrameAuth.Coverage.HEADER, FrameAuth.Coverage.ofWord(" Header "));
+        assertNull(FrameAuth.Coverage.ofWord("none"));
+    }
 }

@@ -262,7 +262,8 @@ final class FabricRpcClient {
             long previousSession) throws IOException {
         SessionOffer offer;
         try {
-            offer = SessionOffer.open(conf, key.server, protocol, key.protocol, key.user, rpcTimeoutMs, previousSession);
+            offer = SessionOffer.open(conf, key.server, protocol, key.protocol, key.user, rpcTimeoutMs, previousSession,
+                    rpcConf.frameMac);
         } catch (RemoteException e) {
             // A server without this engine or of another discovery version ("Unknown protocol",
             // VersionMismatch), one at its session limit, or one that does not authorise the protocol.

@@ -407,7 +407,8 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     /** Runs on a handler, under the socket connection's authenticated user. */
     private final class Discovery implements FabricDiscovery {
         @Override
-        public String openSession(String protocol, byte[] clientPublicKey, long previousSession) throws IOException {
+        public String openSession(String protocol, byte[] clientPublicKey, long previousSession, String frameMac)
+                throws IOException {
             FabricNode n = node;
             if (n == null) {
                 return "";
@@ -421,6 +422,12 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
                 throw new IOException("slipstream: a session for a protocol name of "
                         + (protocol == null ? "null" : protocol.length() + " characters"));
             }
+            FrameAuth.Coverage asked = FrameAuth.Coverage.ofWord(frameMac);
+            if (asked == null) {
+                throw new IOException("slipstream: a session whose MACs cover \"" + frameMac + "\" (full or header)");
+            }
+            // The more either side asks for.
+            FrameAuth.Coverage coverage = asked == FrameAuth.Coverage.FULL ? asked : rpcConf.frameMac;
             if (authorizeSessions) {
                 // What Hadoop checked for the connection this call came on, checked again for the protocol
                 // the session will carry (a client may name another one than its connection's).
@@ -453,10 +460,10 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
                 } while (id == 0 || sessions.containsKey(id));
                 // The id salts the key: derived here, under the lock that makes the id this session's.
                 FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, clientPublicKey, serverPublicKey,
-                        Frames.KEY_PURPOSE));
+                        Frames.keyPurpose(coverage)), coverage);
                 sessions.put(id, new Session(user, address, protocol, auth));
             }
-            return SessionOffer.answer(n.localAddress(), id, serverPublicKey, previous);
+            return SessionOffer.answer(n.localAddress(), id, serverPublicKey, previous, coverage);
         }
 
         /**

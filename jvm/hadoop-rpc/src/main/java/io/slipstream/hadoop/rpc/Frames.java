@@ -16,16 +16,21 @@ import java.nio.ByteBuffer;
  * failed with a text starting with one of the prefixes below; the server signs it ({@link FrameAuth#signRefusal},
  * bound the same way) whenever it verified the frame's MAC, so all but {@link #UNKNOWN_SESSION},
  * {@link #NOT_AUTHENTIC} and a {@link #MALFORMED} frame that names no session. Every session, SIMPLE ones too,
- * uses this version: versions 1 (no sequence, no MAC), 2 (answers not signed) and 3 (refusals not signed) are
- * refused like any unknown version.
+ * uses this version: versions 1 (no sequence, no MAC), 2 (answers not signed), 3 (refusals not signed) and 4
+ * (every MAC over the whole body) are refused like any unknown version. What the MACs of frames and answers
+ * cover (the whole body, or its length: {@link FrameAuth.Coverage}, {@code slipstream.rpc.frameMac}) is the
+ * session's, agreed when it opens (message 2) and bound into its key ({@link #keyPurpose}).
  */
 final class Frames {
     private Frames() {
     }
 
     static final int OP_CALL = 1;
-    /** 4: answers and refusals signed; the discovery answer names it too (FabricDiscovery version 4). */
-    static final byte FRAME_VERSION = 4;
+    /**
+     * 5: answers and refusals signed, MAC coverage agreed per session; the discovery answer names it too
+     * (FabricDiscovery version 5).
+     */
+    static final byte FRAME_VERSION = 5;
     static final int SESSION_OFFSET = FrameAuth.SESSION_OFFSET;
     static final int SEQUENCE_OFFSET = FrameAuth.SEQUENCE_OFFSET;
     static final int MAC_OFFSET = FrameAuth.MAC_OFFSET;
@@ -34,11 +39,14 @@ final class Frames {
     /** Bytes before Hadoop's own framing in a response: the server's MAC. */
     static final int RESPONSE_PREFIX_BYTES = FrameAuth.RESPONSE_PREFIX_BYTES;
     /**
-     * HKDF's "info" for this engine's session keys (SessionKeys.macKey): names the engine, the frame version
-     * and the MAC, so that a key can never be taken for one of another engine or version (a version-3 peer,
-     * whose refusals are not signed, derives another key).
+     * HKDF's "info" for this engine's session keys (SessionKeys.macKey): names the engine, the frame version,
+     * the MAC and its coverage, so that a key can never be taken for one of another engine, version or coverage
+     * (a version-3 peer, whose refusals are not signed, derives another key; so does a session whose MACs cover
+     * only the bodies' lengths).
      */
-    static final String KEY_PURPOSE = "slipstream hadoop-rpc frame v4 hmac-sha256";
+    static String keyPurpose(FrameAuth.Coverage coverage) {
+        return "slipstream hadoop-rpc frame v" + FRAME_VERSION + " hmac-sha256 " + coverage.word();
+    }
 
     /** What every refusal's text starts with. */
     static final String REFUSAL_PREFIX = "slipstream-rpc: ";

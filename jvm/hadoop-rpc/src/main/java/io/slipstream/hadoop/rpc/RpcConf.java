@@ -3,6 +3,7 @@ package io.slipstream.hadoop.rpc;
 import io.slipstream.fabric.FabricConfig;
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.NetDevices;
+import io.slipstream.fabric.session.FrameAuth;
 import java.time.Duration;
 import java.util.Locale;
 import org.apache.hadoop.conf.Configuration;
@@ -39,6 +40,12 @@ final class RpcConf {
     static final String HANDLER_PULLERS = PREFIX + "handler.pullers";
     /** With {@link FabricCallQueue}: longest a handler waits on the fabric at a time (a server stop waits as long). */
     static final String HANDLER_PULL_MS = PREFIX + "handler.pull.ms";
+    /**
+     * What the MACs of a session's frames and answers cover: {@code header} (default: the session, sequence
+     * number and length, as much as an authenticated socket connection without SASL wrapping proves) or
+     * {@code full} (every byte too). A session takes {@code full} when its client's or its server's setting says so.
+     */
+    static final String FRAME_MAC = PREFIX + "frameMac";
     /** The client's backstop for a fabric call without an RPC timeout ({@code ipc.client.rpc-timeout.ms} 0). */
     static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
 
@@ -58,6 +65,7 @@ final class RpcConf {
     final long handlerPullMs;
     final int handlerPullers;
     final long requestTimeoutMs;
+    final FrameAuth.Coverage frameMac;
     /** {@code ipc.maximum.data.length} (requests on the server) and {@code ipc.maximum.response.length}. */
     final int maxDataLength;
     final int maxResponseLength;
@@ -93,6 +101,11 @@ final class RpcConf {
         requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
         if (requestTimeoutMs < 1) {
             throw new IllegalArgumentException("slipstream: " + REQUEST_TIMEOUT_MS + "=" + requestTimeoutMs + " must be positive");
+        }
+        frameMac = FrameAuth.Coverage.ofWord(conf.getTrimmed(FRAME_MAC, "header"));
+        if (frameMac == null) {
+            throw new IllegalArgumentException("slipstream: " + FRAME_MAC + "=" + conf.getTrimmed(FRAME_MAC)
+                    + " must be header or full");
         }
         maxDataLength = conf.getInt(CommonConfigurationKeys.IPC_MAXIMUM_DATA_LENGTH,
                 CommonConfigurationKeys.IPC_MAXIMUM_DATA_LENGTH_DEFAULT);

@@ -36,7 +36,7 @@ record SessionOffer(String host, int port, long sessionId, FrameAuth auth, Previ
 
     static {
         try {
-            OPEN_SESSION = FabricDiscovery.class.getMethod("openSession", String.class, byte[].class, long.class);
+            OPEN_SESSION = FabricDiscovery.class.getMethod("openSession", String.class, byte[].class, long.class, String.class);
         } catch (NoSuchMethodException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -49,28 +49,33 @@ record SessionOffer(String host, int port, long sessionId, FrameAuth auth, Previ
      * offers no fabric; throws Hadoop's {@link org.apache.hadoop.ipc.RemoteException} for the server's
      * refusals (no such protocol or version, session limit, authorization) and its {@link IOException} when
      * the connection cannot be made or authenticated. {@code previousSession}: the session the client held and
-     * was told is unknown, whose fate the server reports in {@link #previous} (0: none).
+     * was told is unknown, whose fate the server reports in {@link #previous} (0: none). {@code frameMac}: the MAC
+     * coverage this client asks for; the session's is at least that.
      */
     static SessionOffer open(Configuration conf, InetSocketAddress server, Class<?> protocol, String protocolName,
-            UserGroupInformation ticket, int rpcTimeoutMs, long previousSession) throws IOException {
+            UserGroupInformation ticket, int rpcTimeoutMs, long previousSession, FrameAuth.Coverage frameMac)
+            throws IOException {
         SessionKeys keys = SessionKeys.generate();
         Configuration discoveryConf = new Configuration(conf);
         // One connection attempt: an unreachable server fails the discovery as it would the call.
         discoveryConf.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_KEY, 0);
         discoveryConf.setInt(CommonConfigurationKeysPublic.IPC_CLIENT_CONNECT_MAX_RETRIES_ON_SOCKET_TIMEOUTS_KEY, 0);
         Object answer = FabricCallBridge.callWritable(discoveryConf, server, protocol, ticket, rpcTimeoutMs, OPEN_SESSION,
-                protocolName, keys.publicKey(), previousSession);
+                protocolName, keys.publicKey(), previousSession, frameMac.word());
         if (answer == null || "".equals(answer)) {
             return null;
         }
-        return accept(server, answer.toString(), keys, previousSession);
+        return accept(server, answer.toString(), keys, previousSession, frameMac);
     }
 
-    /** The client's side of the answer: parse it, agree the key. */
-    static SessionOffer accept(InetSocketAddress server, String answer, SessionKeys keys, long previousSession)
-            throws IOException {
+    /**
+     * The client's side of the answer: parse it, agree the key. A session whose MACs would cover less than
+     * {@code frameMac} asks for is refused (a server that answers so is not following the protocol).
+     */
+    static SessionOffer accept(InetSocketAddress server, String answer, SessionKeys keys, long previousSession,
+            FrameAuth.Coverage frameMac) throws IOException {
         String[] parts = answer.split(" ");
-        if (parts.length != 6 || !parts[0].equals(Byte.toString(Frames.FRAME_VERSION))) {
+        if (parts.length != 7 || !parts[0].equals(Byte.toString(Frames.FRAME_VERSION))) {
             throw new IOException("slipstream: RPC server " + server + " answered an unknown session format: " + answer);
         }
         try {
@@ -81,10 +86,15 @@ record SessionOffer(String host, int port, long sessionId, FrameAuth auth, Previ
             if ((previous == Previous.NONE) != (previousSession == 0)) {
                 throw new IllegalArgumentException("the previous session is " + parts[5]);
             }
+            FrameAuth.Coverage coverage = FrameAuth.Coverage.ofWord(parts[6]);
+            if (coverage == null || (frameMac == FrameAuth.Coverage.FULL && coverage != FrameAuth.Coverage.FULL)) {
+                throw new IllegalArgumentException("MACs covering " + parts[6] + ", this client asked for "
+                        + frameMac.word());
+            }
             byte[] secret = keys.agree(serverPublicKey);
             return new SessionOffer(parts[1], port, sessionId,
                     new FrameAuth(SessionKeys.macKey(secret, sessionId, keys.publicKey(), serverPublicKey,
-                            Frames.KEY_PURPOSE)), previous);
+                            Frames.keyPurpose(coverage)), coverage), previous);
         } catch (IllegalArgumentException | InvalidKeyException e) {
             throw new IOException("slipstream: RPC server " + server + " answered a session that cannot be used ("
                     + e.getMessage() + "): " + answer, e);
@@ -92,8 +102,10 @@ record SessionOffer(String host, int port, long sessionId, FrameAuth auth, Previ
     }
 
     /** The server's answer (message 2) for a session it holds, given its own public key. */
-    static String answer(InetSocketAddress fabricAddress, long sessionId, byte[] serverPublicKey, Previous previous) {
+    static String answer(InetSocketAddress fabricAddress, long sessionId, byte[] serverPublicKey, Previous previous,
+            FrameAuth.Coverage coverage) {
         return Frames.FRAME_VERSION + " " + fabricAddress.getAddress().getHostAddress() + " " + fabricAddress.getPort() + " "
-                + sessionId + " " + Base64.getEncoder().encodeToString(serverPublicKey) + " " + previous.word();
+                + sessionId + " " + Base64.getEncoder().encodeToString(serverPublicKey) + " " + previous.word() + " "
+                + coverage.word();
     }
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.session.FrameAuth;
 import java.lang.reflect.UndeclaredThrowableException;
 import java.security.PrivilegedExceptionAction;
 import org.apache.hadoop.conf.Configuration;
@@ -101,7 +102,7 @@ class AuthorizationOverFabricTest {
         RemoteException e = assertThrows(RemoteException.class, () -> {
             try {
                 alice.doAs((PrivilegedExceptionAction<SessionOffer>) () -> SessionOffer.open(conf, server.getListenerAddress(),
-                        SecureEcho.class, RPC.getProtocolName(AdminEcho.class), alice, 0, 0));
+                        SecureEcho.class, RPC.getProtocolName(AdminEcho.class), alice, 0, 0, FrameAuth.Coverage.HEADER));
             } catch (UndeclaredThrowableException u) {
                 throw u.getCause();
             }

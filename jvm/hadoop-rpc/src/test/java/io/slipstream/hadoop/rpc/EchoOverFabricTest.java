@@ -165,9 +165,9 @@ class EchoOverFabricTest {
             v1.put((byte) 1).putLong(session.sessionId()).put(garbage);
             assertRefused(endpoint, Frames.OP_CALL, v1.array(), "version 1");
             FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
-            // Versions 2 and 3 (answers, then refusals, not signed), even sealed with a key, are refused as unknown,
-            // saying which version this server takes.
-            for (byte version : new byte[] {2, 3}) {
+            // Versions 2, 3 and 4 (answers, then refusals, not signed; MACs always over the whole body), even sealed
+            // with a key, are refused as unknown, saying which version this server takes.
+            for (byte version : new byte[] {2, 3, 4}) {
                 byte[] older = TestFrames.frame(session, 3, garbage);
                 session.auth().seal(older, version, session.sessionId(), 3);
                 assertRefused(endpoint, Frames.OP_CALL, older, "version " + version + " (this server takes version "
@@ -175,7 +175,7 @@ class EchoOverFabricTest {
                 FabricTesting.awaitConnectionsOpen(raw, 0, "the server closed the connection");
             }
         }
-        assertEquals(7, fabricServer().fabricFramesRefused() - refusedBefore);
+        assertEquals(8, fabricServer().fabricFramesRefused() - refusedBefore);
         long sent = FabricRpcEngine.fabricCalls();
         assertEquals("still serving", fabric.echo(null, EchoProtocols.echo("still serving")).getMessage());
         assertEquals(1, FabricRpcEngine.fabricCalls() - sent);

@@ -54,6 +54,9 @@ class SignedAnswersTest {
     static void start() throws Exception {
         conf = EchoProtocols.conf();
         conf.set(RpcConf.FALLBACK, "never");
+        // MACs over every byte, so that an answer altered after signing is refused (with the default, header,
+        // the MAC binds the answer's length, not its bytes: FrameMacTest).
+        conf.set(RpcConf.FRAME_MAC, "full");
         conf.setInt(CommonConfigurationKeys.IPC_SERVER_HANDLER_QUEUE_SIZE_KEY, 1);
         // The queue's settings are keyed by the port the server is built with (0 here).
         conf.setBoolean("ipc.0." + CommonConfigurationKeys.IPC_BACKOFF_ENABLE, true);

@@ -79,7 +79,9 @@ final class StandInServer implements FabricDiscovery, AutoCloseable {
 
     /** A session as the engine's server opens one: X25519 with the client's key, the engine's key derivation. */
     @Override
-    public String openSession(String protocol, byte[] clientPublicKey, long previousSession) throws IOException {
+    public String openSession(String protocol, byte[] clientPublicKey, long previousSession, String frameMac)
+            throws IOException {
+        FrameAuth.Coverage coverage = FrameAuth.Coverage.ofWord(frameMac);
         previousNamed.add(previousSession);
         SessionKeys keys = SessionKeys.generate();
         long id = 1000 + sessionsOpened.incrementAndGet();
@@ -87,11 +89,11 @@ final class StandInServer implements FabricDiscovery, AutoCloseable {
                 : sessions.containsKey(previousSession) ? SessionOffer.Previous.OPEN : SessionOffer.Previous.GONE;
         try {
             sessions.put(id, new FrameAuth(SessionKeys.macKey(keys.agree(clientPublicKey), id, clientPublicKey,
-                    keys.publicKey(), Frames.KEY_PURPOSE)));
+                    keys.publicKey(), Frames.keyPurpose(coverage)), coverage));
         } catch (InvalidKeyException e) {
             throw new IOException(e);
         }
-        return SessionOffer.answer(fabric.localAddress(), id, keys.publicKey(), previous);
+        return SessionOffer.answer(fabric.localAddress(), id, keys.publicKey(), previous, coverage);
     }
 
     private void receive(FabricRequest request) throws IOException {

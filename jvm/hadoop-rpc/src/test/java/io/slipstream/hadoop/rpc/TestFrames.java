@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.slipstream.fabric.FabricBuffer;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricException;
+import io.slipstream.fabric.session.FrameAuth;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -31,11 +32,19 @@ final class TestFrames {
     private TestFrames() {
     }
 
-    /** Opens a session as {@code user}, over a socket connection for {@code protocol}, as the engine's client does. */
+    /**
+     * Opens a session as {@code user}, over a socket connection for {@code protocol}, as the engine's client does,
+     * with MACs over every byte (so that a test's altered body is refused as not authentic).
+     */
     static SessionOffer open(UserGroupInformation user, Configuration conf, InetSocketAddress server, Class<?> protocol)
             throws Exception {
+        return open(user, conf, server, protocol, FrameAuth.Coverage.FULL);
+    }
+
+    static SessionOffer open(UserGroupInformation user, Configuration conf, InetSocketAddress server, Class<?> protocol,
+            FrameAuth.Coverage frameMac) throws Exception {
         return user.doAs((PrivilegedExceptionAction<SessionOffer>) () -> SessionOffer.open(conf, server, protocol,
-                RPC.getProtocolName(protocol), user, 0, 0));
+                RPC.getProtocolName(protocol), user, 0, 0, frameMac));
     }
 
     /** An echo call as Hadoop's socket path frames it after its length: the two headers and the request. */
