@@ -209,7 +209,7 @@ public final class FabricConfig {
         private int completionQueueDepth = 4096;
         private Duration wedgeTimeout = Duration.ofSeconds(5);
         private boolean sameHostPull = true;
-        private int sameHostPullMinBytes = 16 << 10;
+        private int sameHostPullMinBytes = 8 << 10;
         private Duration incomingIdleTimeout = Duration.ofSeconds(120);
         private int maxReassemblyMessagesPerConnection = 256;
         private int maxReassemblyMessages = 4096;
