@@ -32,13 +32,14 @@ impl ToolJvm<'_> {
     }
 
     /// Runs one JVM per configuration with every point's tool arguments (`runs`), logs each JVM's
-    /// output under `build/`, and turns its stdout into result points with `results_of(config,
-    /// stdout)`. Returns the points and the failures (a point with an `error`, named by
-    /// `point_name`, or a JVM that exited badly).
+    /// output under `build/` (`<bench>-<config><log_tag>.log`: a tag keeps rounds apart), and turns
+    /// its stdout into result points with `results_of(config, stdout)`. Returns the points and the
+    /// failures (a point with an `error`, named by `point_name`, or a JVM that exited badly).
     #[allow(clippy::too_many_arguments)]
     pub fn run_configs(
         &self,
         root: &Path,
+        log_tag: &str,
         configs: &[String],
         runs: &[Vec<String>],
         timeout: Duration,
@@ -56,7 +57,7 @@ impl ToolJvm<'_> {
             for args in runs {
                 cmd.arg("--run").args(args);
             }
-            let log = root.join("build").join(format!("{}-{config}.log", self.file_stem()));
+            let log = root.join("build").join(format!("{}-{config}{log_tag}.log", self.file_stem()));
             let captured = run_logged(&self.file_stem(), cmd, timeout, &log)?;
             let points = results_of(config, &captured.stdout)?;
             for p in &points {

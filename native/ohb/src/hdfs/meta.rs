@@ -2,8 +2,10 @@
 //! arguments: `-op create|open|fileStatus|delete -threads T -files N`, plus `-fs hdfs://127.0.0.1:<port>`)
 //! against a NameNode in its own process (a MiniDFSCluster without DataNodes: these operations make
 //! files without blocks) served by vanilla Hadoop RPC, by the fabric engine, and by the fabric engine
-//! forced to TCP, side by side in one run: ops/s per operation, ratios against vanilla, and the issue's
-//! target (open and fileStatus at least 1.5x vanilla).
+//! forced to TCP, side by side in one run: ops/s per operation (the median of `--rounds` rounds, each
+//! running every configuration, in rotated order), ratios of the medians against vanilla, and the
+//! issue's target (open and fileStatus at least 1.5x vanilla). Why rounds: one operation over 5000
+//! files lasts about half a second, and single runs of vanilla's open ranged 3.6k to 7.6k ops/s.
 //!
 //! The JVM side is `io.slipstream.ohb.rpc.NnMetaBench` in `jvm/ohb-rpc` (the module that depends on the
 //! engine): one JVM per configuration runs the tool once per operation; its NameNode process is started
@@ -17,12 +19,14 @@ use crate::rpc::callbench::configs;
 use crate::tool_jvm::{path_error, split_tool_runs, value_after, ToolJvm};
 use crate::rpc::render::TCP_TARGET_RATIO;
 use crate::rpc::CONFIGS;
+use crate::hdfs::dfsio::round_order;
+use crate::stats::median;
 use crate::table::{format_ratio, format_rate, Check, Worst};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const USAGE: &str = "Usage: ohb hdfs meta [--quick] [--ops LIST] [--files N] [--threads N] [--configs LIST] [--json FILE]\n";
+const USAGE: &str = "Usage: ohb hdfs meta [--quick] [--ops LIST] [--files N] [--threads N] [--rounds N] [--configs LIST] [--json FILE]\n";
 /// The operations, in the order they run, as the tool names them.
 pub const OPS: [&str; 4] = ["create", "open", "fileStatus", "delete"];
 /// The target: these operations at least this many times vanilla's ops/s.
@@ -37,6 +41,8 @@ pub struct MetaRun {
     pub ops: Vec<String>,
     pub files: u64,
     pub threads: u64,
+    /// Rounds of every configuration; the table shows medians (3, or 1 with `--quick`).
+    pub rounds: u64,
     pub configs: Vec<String>,
     pub json: Option<PathBuf>,
 }
@@ -47,6 +53,7 @@ pub fn parse_args(argv: &[String]) -> Result<MetaRun, String> {
         ops: OPS.iter().map(|o| o.to_string()).collect(),
         files: if quick { 500 } else { 5000 },
         threads: 8,
+        rounds: if quick { 1 } else { 3 },
         configs: CONFIGS.iter().map(|c| c.to_string()).collect(),
         json: None,
     };
@@ -62,6 +69,7 @@ pub fn parse_args(argv: &[String]) -> Result<MetaRun, String> {
             "--json" => run.json = Some(PathBuf::from(value?)),
             "--files" => run.files = bounded(flag, value?, 1, 10_000_000)?,
             "--threads" => run.threads = bounded(flag, value?, 1, 256)?,
+            "--rounds" => run.rounds = bounded(flag, value?, 1, 9)?,
             "--configs" => run.configs = configs(value?)?,
             "--ops" => {
                 run.ops = value?.split(',').map(str::to_string).collect();
@@ -156,11 +164,31 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// The table (ops/s per operation, ratios against vanilla) and the targets.
+/// One point per configuration and operation from the points of every round (each with its
+/// `round`): the median ops/s of the rounds that passed, the rounds' figures beside it, and the
+/// first round's error if any round failed (such a point shows FAILED).
+pub fn medians(configs: &[String], ops: &[String], rounds: &[Value]) -> Vec<Value> {
+    let mut points = Vec::new();
+    for config in configs {
+        for op in ops {
+            let of: Vec<&Value> = rounds.iter().filter(|r| r["config"] == config.as_str() && r["op"] == op.as_str()).collect();
+            let rates: Vec<f64> = of.iter().filter(|r| r["error"].is_null()).filter_map(|r| r["ops_per_s"].as_f64()).collect();
+            let error = of.iter().find_map(|r| r["error"].as_str().map(str::to_string));
+            let error = error.or_else(|| of.is_empty().then(|| "no round ran".to_string()));
+            points.push(json!({
+                "config": config, "op": op, "ops_per_s": median(&rates),
+                "rounds_ops_per_s": rates, "error": error, "rounds": of,
+            }));
+        }
+    }
+    points
+}
+
+/// The table (median ops/s per operation, ratios against vanilla) and the targets.
 pub fn render(run: &MetaRun, results: &[Value]) -> (String, Vec<Check>) {
     let mut text = format!(
-        "ohb hdfs meta: Hadoop's NNThroughputBenchmark, {} files, {} threads, NameNode in its own process (ops/s)\n",
-        run.files, run.threads
+        "ohb hdfs meta: Hadoop's NNThroughputBenchmark, {} files, {} threads, NameNode in its own process (ops/s, median of {} round(s), configurations in rotated order)\n",
+        run.files, run.threads, run.rounds
     );
     text += &format!("{:>10}", "op");
     for c in CONFIGS {
@@ -200,9 +228,21 @@ pub fn meta_main(argv: &[String]) -> Result<(), String> {
     let tool = ToolJvm { bench: "hdfs meta", module: "ohb-rpc", main_class: "io.slipstream.ohb.rpc.NnMetaBench" };
     let runs: Vec<Vec<String>> = run.ops.iter().map(|op| tool_args(&run, op)).collect();
     let timeout = PER_OP_TIMEOUT * (run.ops.len() as u32 + 1);
-    let (results, failed) = tool.run_configs(&root, &run.configs, &runs, timeout, &format!("NameNode, then {}", run.ops.join(", ")), |config, stdout| results_of(config, &run.ops, stdout), |p| {
-        p["op"].as_str().unwrap_or("?").to_string()
-    })?;
+    let mut rounds = Vec::new();
+    let mut failed = Vec::new();
+    for round in 0..run.rounds {
+        let order = round_order(&run.configs, round as u32);
+        let describe = format!("round {} of {}, NameNode, then {}", round + 1, run.rounds, run.ops.join(", "));
+        let (points, failures) = tool.run_configs(&root, &format!("-round{}", round + 1), &order, &runs, timeout, &describe, |config, stdout| results_of(config, &run.ops, stdout), |p| {
+            format!("{} (round {})", p["op"].as_str().unwrap_or("?"), round + 1)
+        })?;
+        rounds.extend(points.into_iter().map(|mut p| {
+            p["round"] = json!(round + 1);
+            p
+        }));
+        failed.extend(failures);
+    }
+    let results = medians(&run.configs, &run.ops, &rounds);
     let (table, checks) = render(&run, &results);
     tool.finish(&root, run.json.clone(), &runs, results, (table, checks), &failed)
 }
@@ -278,8 +318,29 @@ mod tests {
         let run = parse_args(&words("--ops open,fileStatus --files 100 --threads 2 --configs vanilla,fabric-tcp")).unwrap();
         assert_eq!((run.ops.clone(), run.configs.clone()), (ops("open,fileStatus"), ops("vanilla,fabric-tcp")));
         assert_eq!(tool_args(&run, "fileStatus"), words("-op fileStatus -threads 2 -files 100"));
-        for bad in ["--ops mkdirs", "--files 0", "--threads 257", "--files", "--configs grpc", "--bogus 1"] {
+        assert_eq!((quick.rounds, parse_args(&words("--rounds 5")).unwrap().rounds, run.rounds), (1, 5, 3));
+        for bad in ["--ops mkdirs", "--files 0", "--threads 257", "--files", "--configs grpc", "--bogus 1", "--rounds 0", "--rounds 10"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_table_shows_medians_of_the_rounds_and_a_failed_round_fails_its_point() {
+        let p = |config: &str, op: &str, round: u64, rate: f64| json!({"config": config, "op": op, "round": round, "ops_per_s": rate, "error": null});
+        let mut rounds = vec![p("vanilla", "open", 1, 7600.0), p("vanilla", "open", 2, 3600.0), p("vanilla", "open", 3, 4800.0)];
+        rounds.extend([p("fabric", "open", 1, 6500.0), p("fabric", "open", 2, 9000.0), p("fabric", "open", 3, 7200.0)]);
+        let configs = ops("vanilla,fabric");
+        let points = medians(&configs, &ops("open"), &rounds);
+        assert_eq!((points[0]["ops_per_s"].as_f64(), points[1]["ops_per_s"].as_f64()), (Some(4800.0), Some(7200.0)));
+        assert_eq!(points[0]["rounds"].as_array().unwrap().len(), 3);
+        assert!(points.iter().all(|p| p["error"].is_null()));
+        rounds[4]["error"] = json!("no call went over the fabric");
+        let points = medians(&configs, &ops("open"), &rounds);
+        assert_eq!(points[1]["error"], "no call went over the fabric");
+        assert_eq!(points[1]["rounds_ops_per_s"].as_array().unwrap().len(), 2);
+        let missing = medians(&ops("vanilla,fabric-tcp"), &ops("open"), &rounds);
+        assert_eq!(missing[1]["error"], "no round ran");
+        let run = MetaRun { ops: ops("open"), rounds: 3, ..parse_args(&[]).unwrap() };
+        assert!(render(&run, &medians(&configs, &ops("open"), &rounds)).0.contains("median of 3 round(s)"));
     }
 }

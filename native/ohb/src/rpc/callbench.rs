@@ -182,7 +182,7 @@ pub fn callbench_main(argv: &[String]) -> Result<(), String> {
     let tool = ToolJvm { bench: "rpc callbench", module: "ohb-rpc", main_class: "io.slipstream.ohb.rpc.CallBench" };
     let runs: Vec<Vec<String>> = run.clients.iter().map(|&clients| tool_args(&run, clients)).collect();
     let timeout = (Duration::from_secs(run.seconds) + RUN_SLACK) * run.clients.len() as u32;
-    let (results, failed) = tool.run_configs(&root, &run.configs, &runs, timeout, &format!("clients {:?}", run.clients), |config, stdout| results_of(config, &run.clients, stdout), |p| {
+    let (results, failed) = tool.run_configs(&root, "", &run.configs, &runs, timeout, &format!("clients {:?}", run.clients), |config, stdout| results_of(config, &run.clients, stdout), |p| {
         format!("{} clients", p["clients"])
     })?;
     let (table, checks) = render(&run, &results);
