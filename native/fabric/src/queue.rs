@@ -5,6 +5,12 @@
 //! `len`, `is_full` and `try_pop` of an empty queue on every spin, and those answer from the
 //! atomic without taking the lock (a lock and an unlock per question were a tenth of a spinning
 //! thread's samples: docs/fabric.md, "The cost of a spin round").
+//!
+//! A push or a pop wakes the other side only when a thread waits there: each side counts its
+//! waiters under the lock. `Condvar::notify_one` is a `futex` system call whether or not anyone
+//! waits, and the request queue's push on the progress thread and pop on a handler made two of
+//! them per request (a JVM echo over TCP: about two `futex` calls per message on the server's
+//! handler threads, 95 % of them from these notifies; docs/fabric.md).
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -18,6 +24,13 @@ pub(crate) struct BoundedQueue<T> {
     count: AtomicUsize,
     not_empty: Condvar,
     not_full: Condvar,
+    /// Threads waiting on `not_empty` / `not_full`; changed and read only under `items`' lock, so
+    /// a push or pop that sees none cannot miss a waiter (who would look at `items` before waiting).
+    pop_waiters: AtomicUsize,
+    push_waiters: AtomicUsize,
+    /// Notifies sent by pushes and pops (tests: none while nobody waits).
+    #[cfg(test)]
+    notifies: AtomicUsize,
     capacity: usize,
     /// Set by `close`: blocked and later pops return at once.
     closed: std::sync::atomic::AtomicBool,
@@ -31,6 +44,10 @@ impl<T> BoundedQueue<T> {
             count: AtomicUsize::new(0),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
+            pop_waiters: AtomicUsize::new(0),
+            push_waiters: AtomicUsize::new(0),
+            #[cfg(test)]
+            notifies: AtomicUsize::new(0),
             capacity,
             closed: std::sync::atomic::AtomicBool::new(false),
         }
@@ -58,6 +75,38 @@ impl<T> BoundedQueue<T> {
         self.len() >= self.capacity
     }
 
+    /// After an item went in (the lock held as `items`): unlocks, then wakes one popper if any waits.
+    fn pushed(&self, items: MutexGuard<'_, VecDeque<T>>) {
+        self.publish(&items);
+        let waiting = self.pop_waiters.load(Ordering::Relaxed) > 0;
+        drop(items);
+        if waiting {
+            #[cfg(test)]
+            self.notifies.fetch_add(1, Ordering::Relaxed);
+            self.not_empty.notify_one();
+        }
+    }
+
+    /// After an item came out (the lock held as `items`): unlocks, then wakes one pusher if any waits.
+    fn popped(&self, items: MutexGuard<'_, VecDeque<T>>) {
+        self.publish(&items);
+        let waiting = self.push_waiters.load(Ordering::Relaxed) > 0;
+        drop(items);
+        if waiting {
+            #[cfg(test)]
+            self.notifies.fetch_add(1, Ordering::Relaxed);
+            self.not_full.notify_one();
+        }
+    }
+
+    /// Waits on `condvar` (counted in `waiters`) with the lock held as `items`, at most `timeout`.
+    fn wait<'a>(&self, condvar: &Condvar, waiters: &AtomicUsize, items: MutexGuard<'a, VecDeque<T>>, timeout: Duration) -> MutexGuard<'a, VecDeque<T>> {
+        waiters.fetch_add(1, Ordering::Relaxed);
+        let items = condvar.wait_timeout(items, timeout).unwrap().0;
+        waiters.fetch_sub(1, Ordering::Relaxed);
+        items
+    }
+
     /// Gives the item back when the queue is full.
     pub(crate) fn try_push(&self, item: T) -> Result<(), T> {
         let mut items = self.items.lock().unwrap();
@@ -65,9 +114,7 @@ impl<T> BoundedQueue<T> {
             return Err(item);
         }
         items.push_back(item);
-        self.publish(&items);
-        drop(items);
-        self.not_empty.notify_one();
+        self.pushed(items);
         Ok(())
     }
 
@@ -79,12 +126,10 @@ impl<T> BoundedQueue<T> {
             if now >= deadline {
                 return Err(item);
             }
-            items = self.not_full.wait_timeout(items, deadline - now).unwrap().0;
+            items = self.wait(&self.not_full, &self.push_waiters, items, deadline - now);
         }
         items.push_back(item);
-        self.publish(&items);
-        drop(items);
-        self.not_empty.notify_one();
+        self.pushed(items);
         Ok(())
     }
 
@@ -95,10 +140,8 @@ impl<T> BoundedQueue<T> {
         }
         let mut items = self.items.lock().unwrap();
         let item = items.pop_front();
-        self.publish(&items);
-        drop(items);
         if item.is_some() {
-            self.not_full.notify_one();
+            self.popped(items);
         }
         item
     }
@@ -119,16 +162,14 @@ impl<T> BoundedQueue<T> {
                 return None;
             }
             if let Some(item) = items.pop_front() {
-                self.publish(&items);
-                drop(items);
-                self.not_full.notify_one();
+                self.popped(items);
                 return Some(item);
             }
             let now = Instant::now();
             if now >= deadline || stop() {
                 return None;
             }
-            items = self.not_empty.wait_timeout(items, deadline - now).unwrap().0;
+            items = self.wait(&self.not_empty, &self.pop_waiters, items, deadline - now);
         }
     }
 
@@ -145,7 +186,7 @@ impl<T> BoundedQueue<T> {
         }
         let items = self.items.lock().unwrap();
         if items.len() >= self.capacity {
-            let _ = self.not_full.wait_timeout(items, timeout).unwrap();
+            drop(self.wait(&self.not_full, &self.push_waiters, items, timeout));
         }
     }
 
@@ -230,5 +271,50 @@ mod tests {
         let (item, waited) = consumer.join().unwrap();
         assert_eq!(item, None);
         assert!(waited < Duration::from_secs(5), "pop waited {waited:?} after close");
+    }
+
+    #[test]
+    fn pushes_and_pops_wake_nobody_while_nobody_waits() {
+        let queue = BoundedQueue::new(4);
+        for i in 0..1000 {
+            queue.try_push(i).unwrap();
+            queue.push_until(i, Instant::now()).unwrap();
+            assert_eq!(queue.try_pop(), Some(i));
+            assert_eq!(queue.pop_timeout(Duration::ZERO), Some(i));
+        }
+        assert_eq!(queue.notifies.load(Ordering::Relaxed), 0);
+    }
+
+    /// A waiter is never missed: a consumer blocked with a long timeout gets each of many items
+    /// pushed at random moments (a missed wake would cost it the whole timeout), and a producer
+    /// blocked on a full queue resumes at each pop.
+    #[test]
+    fn every_waiter_is_woken_under_contention() {
+        const ITEMS: u32 = 20_000;
+        for capacity in [1, 3] {
+            let queue = Arc::new(BoundedQueue::new(capacity));
+            let started = Instant::now();
+            let consumer = {
+                let queue = queue.clone();
+                std::thread::spawn(move || {
+                    let mut next = 0;
+                    while next < ITEMS {
+                        let item = queue.pop_timeout(Duration::from_secs(30)).expect("a pushed item, woken in time");
+                        assert_eq!(item, next);
+                        next += 1;
+                    }
+                })
+            };
+            for i in 0..ITEMS {
+                if i % 7 == 0 {
+                    std::thread::yield_now();
+                }
+                queue.push_until(i, Instant::now() + Duration::from_secs(30)).unwrap();
+            }
+            consumer.join().unwrap();
+            assert!(started.elapsed() < Duration::from_secs(20), "a wake was missed: {:?}", started.elapsed());
+            assert!(queue.is_empty());
+            assert_eq!(queue.pop_waiters.load(Ordering::Relaxed) + queue.push_waiters.load(Ordering::Relaxed), 0);
+        }
     }
 }
