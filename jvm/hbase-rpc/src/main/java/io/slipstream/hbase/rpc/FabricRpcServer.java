@@ -1,5 +1,6 @@
 package io.slipstream.hbase.rpc;
 
+import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricRequest;
 import io.slipstream.fabric.FabricUnavailableException;
@@ -12,6 +13,7 @@ import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.security.InvalidKeyException;
 import java.security.SecureRandom;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
@@ -22,6 +24,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.Server;
+import org.apache.hadoop.hbase.ipc.CallRunner;
 import org.apache.hadoop.hbase.ipc.FabricIpcBridge;
 import org.apache.hadoop.hbase.ipc.NettyRpcServer;
 import org.apache.hadoop.hbase.ipc.RpcCall;
@@ -54,6 +57,14 @@ public class FabricRpcServer extends NettyRpcServer {
     /** Refusal reasons already logged at WARN: each is logged once per server, then at DEBUG (a flood costs no log). */
     private final Set<String> refusalsLogged = ConcurrentHashMap.newKeySet();
     private volatile FabricNode node;
+    /**
+     * The general executor's queues when they are {@link FabricCallQueue}s its handlers wait on: idle handlers
+     * pull the fabric's calls (and the standby while every handler is busy); null when the receiver threads do.
+     */
+    private HandlerQueue.Pulls<CallRunner> pulls;
+    private volatile boolean receiversStarted;
+    /** Fabric calls taken by the standby (every general handler busy) rather than by a handler. */
+    private final AtomicLong callsTakenByStandby = new AtomicLong();
 
     /**
      * A session: HBase's connection state (service, codecs, the socket connection's user), the key its frames
@@ -149,10 +160,11 @@ public class FabricRpcServer extends NettyRpcServer {
             String host = getListenerAddress().getAddress().getHostAddress();
             try {
                 FabricNode n = rpcConf.nodeBuilder(host).start();
-                n.serve(this::receive, rpcConf.receiverThreads);
                 node = n;
-                LOG.info("slipstream: RPC server {} also takes calls over the fabric at {} ({} transport)",
-                        getListenerAddress(), n.localAddress(), rpcConf.transport);
+                pullWith(n, handlerQueues());
+                LOG.info("slipstream: RPC server {} also takes calls over the fabric at {} ({} transport; {})",
+                        getListenerAddress(), n.localAddress(), rpcConf.transport, pulls != null
+                                ? "idle handlers pull them" : "receiver threads pull them into the scheduler");
             } catch (FabricUnavailableException | RuntimeException e) {
                 if (rpcConf.fallback == HBaseRpcConf.Fallback.NEVER) {
                     throw new IllegalStateException("slipstream: the fabric cannot start for RPC server "
@@ -165,8 +177,96 @@ public class FabricRpcServer extends NettyRpcServer {
         super.start();
     }
 
+    /**
+     * The general executor's queues if they are {@link FabricCallQueue}s whose handlers wait on them, else null
+     * (with a warning when a FabricCallQueue is configured but its handlers cannot pull).
+     */
+    private List<HandlerQueue<CallRunner>> handlerQueues() {
+        FabricIpcBridge.GeneralQueues general = FabricIpcBridge.generalQueues(getScheduler());
+        List<HandlerQueue<CallRunner>> queues = new ArrayList<>();
+        for (Object q : general.queues()) {
+            if (q instanceof FabricCallQueue fabric) {
+                queues.add(fabric.handlerQueue());
+            }
+        }
+        if (queues.isEmpty()) {
+            return null;
+        }
+        if (general.whyNotPulled() != null || queues.size() != general.queues().size()) {
+            LOG.warn("slipstream: {} is configured, but RPC server {}'s handlers cannot pull fabric calls ({}): receiver"
+                    + " threads pull them", FabricCallQueue.class.getName(), getListenerAddress(),
+                    general.whyNotPulled() != null ? general.whyNotPulled() : "not all its general queues are one");
+            return null;
+        }
+        return queues;
+    }
+
+    /** Who pulls the fabric's calls: the handlers of {@code queues} (and the standby), or receiver threads (null). */
+    private void pullWith(FabricNode n, List<HandlerQueue<CallRunner>> queues) {
+        if (queues == null) {
+            n.serve(this::receive, rpcConf.receiverThreads);
+            receiversStarted = true;
+            return;
+        }
+        HandlerPulls source = new HandlerPulls(n);
+        HandlerQueue.Pulls<CallRunner> p = HandlerQueue.attach(queues, source, rpcConf.handlerPullers,
+                rpcConf.handlerPullMs);
+        Thread t = new Thread(p::runStandby, "slipstream-hbase-rpc-standby-" + getListenerAddress().getPort());
+        t.setDaemon(true);
+        source.standby = t;
+        pulls = p;
+        t.start();
+    }
+
+    /** An idle handler's pull (or the standby's): one fabric request, received as a receiver thread would. */
+    private final class HandlerPulls implements HandlerQueue.Source {
+        private final FabricNode node;
+        volatile Thread standby;
+
+        HandlerPulls(FabricNode node) {
+            this.node = node;
+        }
+
+        @Override
+        public void pull(long timeoutMs) {
+            FabricRequest request;
+            try {
+                request = node.nextRequest(Duration.ofMillis(timeoutMs));
+            } catch (FabricException e) {
+                if (e.kind() != FabricException.Kind.CLOSED) {
+                    LOG.error("slipstream: pulling fabric calls failed", e);
+                }
+                return; // closed: the server stops
+            }
+            if (request == null) {
+                return;
+            }
+            if (Thread.currentThread() == standby) {
+                callsTakenByStandby.incrementAndGet();
+            }
+            try {
+                receive(request);
+            } catch (RuntimeException e) {
+                if (!request.isAnswered()) {
+                    request.fail(String.valueOf(e));
+                }
+                LOG.warn("slipstream: a fabric call failed before it was dispatched", e);
+            }
+        }
+
+        @Override
+        public void interrupt() {
+            node.interruptPull();
+        }
+    }
+
     @Override
     public synchronized void stop() {
+        HandlerQueue.Pulls<CallRunner> p = pulls;
+        pulls = null;
+        if (p != null) {
+            p.detach();
+        }
         FabricNode n = node;
         node = null;
         if (n != null) {
@@ -214,6 +314,21 @@ public class FabricRpcServer extends NettyRpcServer {
     /** Sessions held now. */
     public int fabricSessions() {
         return sessions.size();
+    }
+
+    /** Handlers pulling fabric calls now, or -1 when the receiver threads pull them. */
+    synchronized int handlersPulling() {
+        return pulls == null ? -1 : pulls.pullingHandlers();
+    }
+
+    /** Whether receiver threads pull the fabric's calls (the general call queues are not {@link FabricCallQueue}s). */
+    boolean receiverThreadsStarted() {
+        return receiversStarted;
+    }
+
+    /** Fabric calls the standby took since start (every general handler was busy), the rest of them handlers' or receivers'. */
+    long fabricCallsTakenByStandby() {
+        return callsTakenByStandby.get();
     }
 
     private void receive(FabricRequest request) {

@@ -34,6 +34,14 @@ final class HBaseRpcConf {
     static final String BUFFER_CAP = PREFIX + "buffer.cap";
     /** Threads taking fabric frames off the wire into the server's RpcScheduler (its handlers run the calls). */
     static final String RECEIVER_THREADS = PREFIX + "receiver.threads";
+    /**
+     * With {@link FabricCallQueue}: the most idle handlers pulling fabric calls at once (instead of receiver
+     * threads). One: a second puller waits on the fabric's dispatch queue, so the calls it gets come through the
+     * progress thread, one hand-off more (docs/hadoop-rpc.md, "Latency").
+     */
+    static final String HANDLER_PULLERS = PREFIX + "handler.pullers";
+    /** With {@link FabricCallQueue}: longest a handler waits on the fabric at a time (a stop of HBase's handlers waits as long). */
+    static final String HANDLER_PULL_MS = PREFIX + "handler.pull.ms";
     /** The fabric's own backstop for a call; HBase's RPC timeout (hbase.rpc.timeout) is the one callers see. */
     static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
     /** Bytes a server's fabric takes above hbase.ipc.max.request.size, so that it answers those with HBase's error. */
@@ -54,6 +62,8 @@ final class HBaseRpcConf {
     final long sessionIdleMs;
     final long bufferCapBytes;
     final int receiverThreads;
+    final int handlerPullers;
+    final long handlerPullMs;
     final long requestTimeoutMs;
     /** {@code hbase.ipc.max.request.size} (the server's limit on one request). */
     final int maxRequestBytes;
@@ -87,6 +97,14 @@ final class HBaseRpcConf {
         receiverThreads = conf.getInt(RECEIVER_THREADS, 2);
         if (receiverThreads < 1 || receiverThreads > 64) {
             throw new IllegalArgumentException("slipstream: " + RECEIVER_THREADS + "=" + receiverThreads + " must be 1 to 64");
+        }
+        handlerPullers = conf.getInt(HANDLER_PULLERS, 1);
+        if (handlerPullers < 1 || handlerPullers > 64) {
+            throw new IllegalArgumentException("slipstream: " + HANDLER_PULLERS + "=" + handlerPullers + " must be 1 to 64");
+        }
+        handlerPullMs = conf.getLong(HANDLER_PULL_MS, 100);
+        if (handlerPullMs < 1 || handlerPullMs > 600_000) {
+            throw new IllegalArgumentException("slipstream: " + HANDLER_PULL_MS + "=" + handlerPullMs + " must be 1 to 600000");
         }
         requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
         if (requestTimeoutMs < 1) {

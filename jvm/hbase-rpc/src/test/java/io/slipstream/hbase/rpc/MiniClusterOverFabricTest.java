@@ -1,6 +1,7 @@
 package io.slipstream.hbase.rpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -29,6 +30,7 @@ import org.apache.hadoop.hbase.client.Table;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
 import org.apache.hadoop.hbase.exceptions.RequestTooBigException;
 import org.apache.hadoop.hbase.ipc.NettyRpcClient;
+import org.apache.hadoop.hbase.ipc.RpcExecutor;
 import org.apache.hadoop.hbase.ipc.RpcServer;
 import org.apache.hadoop.hbase.util.Bytes;
 import org.junit.jupiter.api.AfterAll;
@@ -53,11 +55,15 @@ class MiniClusterOverFabricTest {
         conf.setInt(RpcServer.MAX_REQUEST_SIZE, MAX_REQUEST_BYTES);
         // The client's own cell size check (10 MB) would refuse the oversized puts before any RPC.
         conf.setInt("hbase.client.keyvalue.maxsize", 16 << 20);
+        // The README's recommended call queue: the servers' idle general handlers pull the fabric's calls.
+        conf.set(RpcExecutor.CALL_QUEUE_TYPE_CONF_KEY, RpcExecutor.CALL_QUEUE_TYPE_PLUGGABLE_CONF_VALUE);
+        conf.set(RpcExecutor.PLUGGABLE_CALL_QUEUE_CLASS_NAME, FabricCallQueue.class.getName());
         util = new HBaseTestingUtility(conf);
         util.startMiniCluster(1);
         regionServer = (FabricRpcServer) util.getMiniHBaseCluster().getRegionServer(0).getRpcServer();
         master = (FabricRpcServer) util.getMiniHBaseCluster().getMaster().getRpcServer();
         assertTrue(regionServer.fabricAddress() != null && master.fabricAddress() != null, "both servers offer the fabric");
+        assertFalse(regionServer.receiverThreadsStarted() || master.receiverThreadsStarted(), "handlers pull, no receivers");
     }
 
     @AfterAll

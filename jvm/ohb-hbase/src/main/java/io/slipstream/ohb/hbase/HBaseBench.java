@@ -1,5 +1,6 @@
 package io.slipstream.ohb.hbase;
 
+import io.slipstream.hbase.rpc.FabricCallQueue;
 import io.slipstream.hbase.rpc.FabricRpcClient;
 import io.slipstream.hbase.rpc.FabricRpcServer;
 import java.io.BufferedReader;
@@ -68,7 +69,21 @@ public final class HBaseBench {
         conf.set("dfs.datanode.http.address", "127.0.0.1:0");
         conf.set("dfs.datanode.ipc.address", "127.0.0.1:0");
         conf.set("dfs.namenode.http-address", "127.0.0.1:0");
+        if (fabric) {
+            fabricCallQueue(conf);
+        }
         return conf;
+    }
+
+    /**
+     * The README's recommended call queue for a fabric configuration's servers: idle handlers pull the fabric's
+     * calls. {@code OHB_HBASE_FABRIC_QUEUE=hbase} keeps HBase's default queue (receiver threads) for an A/B.
+     */
+    static void fabricCallQueue(Configuration conf) {
+        if (!"hbase".equals(System.getenv("OHB_HBASE_FABRIC_QUEUE"))) {
+            conf.set("hbase.ipc.server.callqueue.type", "pluggable");
+            conf.set("hbase.ipc.server.callqueue.pluggable.queue.class.name", FabricCallQueue.class.getName());
+        }
     }
 
     public static void main(String[] args) throws Exception {

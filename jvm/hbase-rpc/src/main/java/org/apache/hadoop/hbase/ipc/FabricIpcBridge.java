@@ -4,12 +4,15 @@ import io.opentelemetry.context.Scope;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.nio.ByteBuffer;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.CellScanner;
@@ -235,6 +238,36 @@ public final class FabricIpcBridge {
     }
 
     // ---------------------------------------------------------------- server
+
+    /**
+     * The queues of a scheduler's general executor (where calls of no higher priority go), and why its handlers
+     * cannot pull calls themselves, or null when they can: HBase's {@code SimpleRpcScheduler} whose general
+     * executor is a {@code BalancedQueueRpcExecutor} ({@code hbase.ipc.server.callqueue.type=pluggable} without
+     * the fast path or a read/write split), whose handlers wait in their queue's {@code take()}.
+     */
+    public record GeneralQueues(List<BlockingQueue<CallRunner>> queues, String whyNotPulled) {
+    }
+
+    /** {@code scheduler}'s general queues (HBase 2.6's {@code SimpleRpcScheduler.callExecutor}), empty if it has none. */
+    public static GeneralQueues generalQueues(RpcScheduler scheduler) {
+        if (!(scheduler instanceof SimpleRpcScheduler)) {
+            return new GeneralQueues(List.of(), "the scheduler is a " + scheduler.getClass().getName());
+        }
+        RpcExecutor executor;
+        try {
+            Field field = SimpleRpcScheduler.class.getDeclaredField("callExecutor");
+            field.setAccessible(true);
+            executor = (RpcExecutor) field.get(scheduler);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return new GeneralQueues(List.of(), "SimpleRpcScheduler's general executor is out of reach: " + e);
+        }
+        // Exactly this class: the fast-path subclass hands calls to idle handlers without their queue's take(),
+        // and the read/write executors serve several queues per handler group.
+        String why = executor.getClass() == BalancedQueueRpcExecutor.class ? null
+                : "its general executor " + executor.getName() + " is a " + executor.getClass().getSimpleName()
+                        + ", whose handlers do not wait in their queue's take()";
+        return new GeneralQueues(List.copyOf(executor.getQueues()), why);
+    }
 
     /** Where a session's answers go: the fabric request the call came in. */
     public interface Responder {

@@ -1,0 +1,466 @@
+package io.slipstream.hbase.rpc;
+
+import java.util.AbstractQueue;
+import java.util.Collection;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One call queue of HBase's general RPC executor (a bounded FIFO, as the {@code LinkedBlockingQueue} HBase makes
+ * by default), whose idle handlers take fabric calls off the wire themselves; {@link FabricCallQueue} is this
+ * queue in HBase's types. It knows nothing of HBase or the fabric: the server {@linkplain #attach attaches} the
+ * queues of its executor to a {@link Source}.
+ *
+ * <p>Why: the hand-off from the thread that dispatches a call to a parked handler (a futex wake onto the other
+ * core) is most of a small fabric call's median. A handler that finds its queue empty pulls the next fabric
+ * request itself (at most {@code pullersMax} handlers of the executor at once), dispatches its call through
+ * HBase's scheduler like any call, and takes its queue's head: its own call, when nothing waited before it.
+ *
+ * <p>The executor has several queues (HBase makes one per ten handlers), each served by its own handlers, and its
+ * balancer picks a queue for each call. So that the call a handler pulled is the one it runs:
+ * <ul>
+ *   <li>a call offered to one of the executor's queues on a pulling handler's thread (the one it pulled, which the
+ *       scheduler put in this executor) goes on the puller's own queue instead, unless that holds more calls than
+ *       the one the balancer chose (so it never waits longer, nor passes the limit the balancer checked);
+ *   <li>a pulling handler whose queue is empty also takes the head of another queue of the executor: a call queued
+ *       there (the socket path's) whose own handlers are all busy interrupts a pull, and whichever handler's pull
+ *       ends takes it (the fabric's interrupt ends some pull, not a chosen one).
+ * </ul>
+ * Calls the scheduler puts in its other executors (priority, replication, meta, bulk load: HBase's own queues)
+ * go there, as from any thread.
+ *
+ * <p>While the pullers are at their maximum, other idle handlers park; the last puller leaving with a call wakes
+ * one to pull in its place, or, when none is parked (every handler busy), the standby ({@link Pulls#runStandby}),
+ * a thread that pulls only then, so that calls for the other executors (an admin call while every general handler
+ * is busy) still reach them.
+ */
+final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E> {
+    /** The queue each thread is pulling for, if any: the call it pulls goes there and needs no wake of another handler. */
+    private static final ThreadLocal<HandlerQueue<?>> PULLING_FOR = new ThreadLocal<>();
+
+    /** Where idle handlers pull fabric calls from: the server. */
+    interface Source {
+        /**
+         * Waits up to {@code timeoutMs} for one fabric request and dispatches its call through the scheduler (or
+         * answers it: a refusal, a full queue), or until {@link #interrupt()}.
+         */
+        void pull(long timeoutMs);
+
+        /** Ends one {@link #pull} under way, or else the next one, at once. */
+        void interrupt();
+    }
+
+    /** The queues of one executor, whose idle handlers pull from one source, with its standby. */
+    static final class Pulls<E> {
+        /** Longest the standby waits on the fabric at a time: it yields to a handler within this. */
+        static final long STANDBY_SLICE_MS = 20;
+
+        final Source source;
+        final int pullersMax;
+        final long pullSliceMs;
+        final List<HandlerQueue<E>> queues;
+        private final AtomicInteger pulling = new AtomicInteger();
+        private final ReentrantLock standbyLock = new ReentrantLock();
+        private final Condition standbyWanted = standbyLock.newCondition();
+        private volatile boolean standbyPulling;
+        private volatile boolean attached = true;
+
+        private Pulls(List<HandlerQueue<E>> queues, Source source, int pullersMax, long pullSliceMs) {
+            this.queues = List.copyOf(queues);
+            this.source = source;
+            this.pullersMax = pullersMax;
+            this.pullSliceMs = pullSliceMs;
+        }
+
+        /** Handlers pulling now. */
+        int pullingHandlers() {
+            return pulling.get();
+        }
+
+        /** Whether the standby is pulling now. */
+        boolean standbyPulling() {
+            return standbyPulling;
+        }
+
+        /** Stops the pulls: pulling handlers go back to their queues alone, and the standby returns. */
+        void detach() {
+            attached = false;
+            for (HandlerQueue<E> q : queues) {
+                q.pulls = null;
+            }
+            for (int i = pulling.get() + (standbyPulling ? 1 : 0); i > 0; i--) {
+                source.interrupt();
+            }
+            signalStandby();
+        }
+
+        /**
+         * The standby's loop, on a thread of the server's, until {@link #detach()}: pulls only while no handler
+         * can (none pulling, none parked: every handler runs a call), so that the scheduler's other executors get
+         * their calls, and the general ones wait in its queues as with receiver threads.
+         */
+        void runStandby() {
+            while (attached) {
+                standbyLock.lock();
+                try {
+                    while (attached && !handlersBusy()) {
+                        // Woken by the last puller leaving with no handler parked; the timeout only bounds a miss.
+                        standbyWanted.await(pullSliceMs, TimeUnit.MILLISECONDS);
+                    }
+                } catch (InterruptedException e) {
+                    return;
+                } finally {
+                    standbyLock.unlock();
+                }
+                standbyPulling = true;
+                try {
+                    // Checked again after saying so: a handler that starts pulling sees standbyPulling (and
+                    // interrupts this pull) or this sees it pulling.
+                    if (attached && handlersBusy()) {
+                        source.pull(Math.min(pullSliceMs, STANDBY_SLICE_MS));
+                    }
+                } finally {
+                    standbyPulling = false;
+                }
+            }
+        }
+
+        private boolean handlersBusy() {
+            if (pulling.get() > 0) {
+                return false;
+            }
+            for (HandlerQueue<E> q : queues) {
+                if (q.takersParked.get() > 0) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** The last puller left: a parked handler pulls in its place, else the standby. */
+        private void replaceLastPuller() {
+            for (HandlerQueue<E> q : queues) {
+                if (q.takersParked.get() > 0) {
+                    q.signal(q.notEmpty);
+                    return;
+                }
+            }
+            signalStandby();
+        }
+
+        private void signalStandby() {
+            standbyLock.lock();
+            try {
+                standbyWanted.signal();
+            } finally {
+                standbyLock.unlock();
+            }
+        }
+
+        /** The head of a queue of this executor other than {@code own}, or null. */
+        private E pollOthers(HandlerQueue<E> own) {
+            for (HandlerQueue<E> q : queues) {
+                if (q != own) {
+                    E e = q.poll();
+                    if (e != null) {
+                        return e;
+                    }
+                }
+            }
+            return null;
+        }
+    }
+
+    private final int capacity;
+    private final ConcurrentLinkedQueue<E> items = new ConcurrentLinkedQueue<>();
+    /** Items held, counted before an item is added and after it is taken: never above {@link #capacity}. */
+    private final AtomicInteger count = new AtomicInteger();
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition notEmpty = lock.newCondition();
+    private final Condition notFull = lock.newCondition();
+    /** Threads waiting on {@link #notEmpty} / {@link #notFull}; changed under {@link #lock}, read without it. */
+    private final AtomicInteger takersParked = new AtomicInteger();
+    private final AtomicInteger puttersParked = new AtomicInteger();
+    private volatile Pulls<E> pulls;
+
+    HandlerQueue(int capacity) {
+        if (capacity < 1) {
+            throw new IllegalArgumentException("call queue capacity must be positive: " + capacity);
+        }
+        this.capacity = capacity;
+    }
+
+    /**
+     * Lets up to {@code pullersMax} idle handlers of {@code queues} (one executor's) pull from {@code source},
+     * {@code pullSliceMs} at a time; the caller runs the standby ({@link Pulls#runStandby}) on a thread of its own.
+     */
+    static <E> Pulls<E> attach(List<HandlerQueue<E>> queues, Source source, int pullersMax, long pullSliceMs) {
+        if (queues.isEmpty() || pullersMax < 1 || pullSliceMs < 1) {
+            throw new IllegalArgumentException("queues, pullers and slice: " + queues.size() + ", " + pullersMax + ", "
+                    + pullSliceMs);
+        }
+        Pulls<E> p = new Pulls<>(queues, Objects.requireNonNull(source, "source"), pullersMax, pullSliceMs);
+        for (HandlerQueue<E> q : p.queues) {
+            if (q.pulls != null) {
+                throw new IllegalStateException("a call queue pulled for twice");
+            }
+            q.pulls = p;
+        }
+        return p;
+    }
+
+    @Override
+    public boolean offer(E e) {
+        Objects.requireNonNull(e, "call");
+        HandlerQueue<?> puller = PULLING_FOR.get();
+        Pulls<E> p = pulls;
+        if (puller != null && puller != this && p != null && puller.pulls == p && puller.count.get() <= count.get()) {
+            // The call this thread pulled, put here by the balancer: on the puller's queue it is taken next.
+            @SuppressWarnings("unchecked")
+            HandlerQueue<E> own = (HandlerQueue<E>) puller;
+            if (own.offer(e)) {
+                return true;
+            }
+        }
+        for (int c = count.get(); ; c = count.get()) {
+            if (c >= capacity) {
+                return false;
+            }
+            if (count.compareAndSet(c, c + 1)) {
+                break;
+            }
+        }
+        items.add(e);
+        // A handler that queued its own pulled call into an empty queue takes it next: no one else to wake.
+        if (puller == this && count.get() <= 1) {
+            return true;
+        }
+        // A parked handler is woken, else a pulling one is interrupted (it takes this, its queue's or not). No
+        // wake is lost: a handler counts itself parked (or pulling) before it looks at the items (again), and
+        // this thread added the item before it reads those counts; an interrupt made before a pull begins ends
+        // that pull.
+        if (takersParked.get() > 0) {
+            signal(notEmpty);
+        } else if (p != null && p.pulling.get() > 0) {
+            p.source.interrupt();
+        }
+        return true;
+    }
+
+    @Override
+    public boolean offer(E e, long timeout, TimeUnit unit) throws InterruptedException {
+        if (offer(e)) {
+            return true;
+        }
+        long nanos = unit.toNanos(timeout);
+        lock.lockInterruptibly();
+        puttersParked.incrementAndGet();
+        try {
+            while (!offer(e)) {
+                if (nanos <= 0) {
+                    return false;
+                }
+                nanos = notFull.awaitNanos(nanos);
+            }
+            return true;
+        } finally {
+            puttersParked.decrementAndGet();
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public void put(E e) throws InterruptedException {
+        offer(e, Long.MAX_VALUE, TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public E poll() {
+        E e = items.poll();
+        if (e != null) {
+            count.decrementAndGet();
+            if (puttersParked.get() > 0) {
+                signal(notFull);
+            }
+        }
+        return e;
+    }
+
+    /** A handler's wait (HBase's handlers {@link #take()}, without a timeout). */
+    @Override
+    public E poll(long timeout, TimeUnit unit) throws InterruptedException {
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        while (true) {
+            E e = poll();
+            if (e != null) {
+                return took(e);
+            }
+            e = pullWhileIdle(deadline);
+            if (e != null) {
+                return e;
+            }
+            long nanos = deadline - System.nanoTime();
+            if (nanos <= 0) {
+                return null;
+            }
+            lock.lockInterruptibly();
+            takersParked.incrementAndGet();
+            try {
+                e = poll();
+                if (e != null) {
+                    return took(e);
+                }
+                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the last
+                // puller leaving, which looks for parked handlers after it left, so neither is missed.
+                Pulls<E> p = pulls;
+                if (p == null || p.pulling.get() >= p.pullersMax) {
+                    notEmpty.awaitNanos(nanos);
+                }
+            } finally {
+                takersParked.decrementAndGet();
+                lock.unlock();
+            }
+        }
+    }
+
+    /**
+     * A handler leaves with a call it did not pull. If no handler pulls (this one may have been woken to pull in
+     * the last puller's place, then found a call queued), another parked one pulls, or else the standby: some
+     * thread keeps taking fabric calls while this one runs its call.
+     */
+    private E took(E e) {
+        Pulls<E> p = pulls;
+        if (p != null && p.pulling.get() == 0 && p.attached) {
+            p.replaceLastPuller();
+        }
+        return e;
+    }
+
+    /**
+     * Pulls fabric calls on this handler until one is on this queue (or another of the executor's), {@code deadline}
+     * passes, or the pulls are detached; null when it did not pull (pullers at their maximum) or nothing came.
+     */
+    private E pullWhileIdle(long deadline) throws InterruptedException {
+        Pulls<E> p = pulls;
+        if (p == null) {
+            return null;
+        }
+        if (p.pulling.incrementAndGet() > p.pullersMax) {
+            p.pulling.decrementAndGet();
+            return null;
+        }
+        if (p.standbyPulling) {
+            p.source.interrupt(); // the standby yields to a handler
+        }
+        PULLING_FOR.set(this);
+        try {
+            while (pulls == p) {
+                if (Thread.interrupted()) {
+                    throw new InterruptedException(); // HBase stops its handlers so
+                }
+                // Looked at after counting itself pulling (see offer), then after each pull.
+                E e = poll();
+                if (e == null) {
+                    e = p.pollOthers(this);
+                }
+                if (e != null) {
+                    return e;
+                }
+                long leftNanos = deadline - System.nanoTime();
+                if (leftNanos <= 0) {
+                    return null;
+                }
+                long leftMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(leftNanos));
+                p.source.pull(Math.min(leftMs, p.pullSliceMs));
+            }
+            return null;
+        } finally {
+            PULLING_FOR.remove();
+            if (p.pulling.decrementAndGet() == 0 && p.attached) {
+                p.replaceLastPuller();
+            }
+        }
+    }
+
+    private void signal(Condition condition) {
+        lock.lock();
+        try {
+            condition.signal();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    @Override
+    public E take() throws InterruptedException {
+        return poll(Long.MAX_VALUE / 2, TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public E peek() {
+        return items.peek();
+    }
+
+    @Override
+    public int size() {
+        return count.get();
+    }
+
+    @Override
+    public int remainingCapacity() {
+        return capacity - count.get();
+    }
+
+    @Override
+    public boolean remove(Object o) {
+        if (o != null && items.remove(o)) {
+            count.decrementAndGet();
+            if (puttersParked.get() > 0) {
+                signal(notFull);
+            }
+            return true;
+        }
+        return false;
+    }
+
+    /** A view that cannot remove (removal goes through {@link #remove(Object)}, which keeps the count). */
+    @Override
+    public Iterator<E> iterator() {
+        Iterator<E> it = items.iterator();
+        return new Iterator<E>() {
+            @Override
+            public boolean hasNext() {
+                return it.hasNext();
+            }
+
+            @Override
+            public E next() {
+                return it.next();
+            }
+        };
+    }
+
+    @Override
+    public int drainTo(Collection<? super E> c) {
+        return drainTo(c, Integer.MAX_VALUE);
+    }
+
+    @Override
+    public int drainTo(Collection<? super E> c, int maxElements) {
+        if (c == this) {
+            throw new IllegalArgumentException("draining a queue into itself");
+        }
+        int n = 0;
+        for (E e; n < maxElements && (e = poll()) != null; n++) {
+            c.add(e);
+        }
+        return n;
+    }
+}
