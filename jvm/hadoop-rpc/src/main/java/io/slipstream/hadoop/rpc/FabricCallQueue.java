@@ -1,15 +1,9 @@
 package io.slipstream.hadoop.rpc;
 
-import java.util.AbstractQueue;
-import java.util.Collection;
-import java.util.Iterator;
+import io.slipstream.fabric.pull.CountedCallQueue;
 import java.util.Objects;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Hadoop's default call queue (a bounded FIFO, as {@code LinkedBlockingQueue}) for a server of the fabric
@@ -34,7 +28,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * queue while every puller is busy (the wake the receiver threads' hand-off paid on every call, paid
  * here only when the pullers run out).
  */
-public final class FabricCallQueue<E> extends AbstractQueue<E> implements BlockingQueue<E> {
+public final class FabricCallQueue<E> extends CountedCallQueue<E> {
     /** The queue each thread is pulling for, if any: its own call needs no wake of another handler. */
     private static final ThreadLocal<FabricCallQueue<?>> PULLING_FOR = new ThreadLocal<>();
     /** The queue made on this thread since {@link #beginConstruction()}: how a server finds the one Hadoop made. */
@@ -52,16 +46,6 @@ public final class FabricCallQueue<E> extends AbstractQueue<E> implements Blocki
         void interrupt();
     }
 
-    private final int capacity;
-    private final ConcurrentLinkedQueue<E> items = new ConcurrentLinkedQueue<>();
-    /** Items held, counted before an item is added and after it is taken: never above {@link #capacity}. */
-    private final AtomicInteger count = new AtomicInteger();
-    private final ReentrantLock lock = new ReentrantLock();
-    private final Condition notEmpty = lock.newCondition();
-    private final Condition notFull = lock.newCondition();
-    /** Threads waiting on {@link #notEmpty} / {@link #notFull}; changed under {@link #lock}, read without it. */
-    private final AtomicInteger takersParked = new AtomicInteger();
-    private final AtomicInteger puttersParked = new AtomicInteger();
     private final AtomicInteger pulling = new AtomicInteger();
     private volatile Source source;
     private volatile int pullersMax;
@@ -74,10 +58,7 @@ public final class FabricCallQueue<E> extends AbstractQueue<E> implements Blocki
 
     /** The constructor Hadoop's {@code CallQueueManager} (3.4) tries for {@code LinkedBlockingQueue}'s place. */
     public FabricCallQueue(int capacity) {
-        if (capacity < 1) {
-            throw new IllegalArgumentException("call queue capacity must be positive: " + capacity);
-        }
-        this.capacity = capacity;
+        super(capacity);
         CONSTRUCTED.set(this);
     }
 
@@ -121,18 +102,11 @@ public final class FabricCallQueue<E> extends AbstractQueue<E> implements Blocki
 
     @Override
     public boolean offer(E e) {
-        Objects.requireNonNull(e, "call");
-        for (int c = count.get(); ; c = count.get()) {
-            if (c >= capacity) {
-                return false;
-            }
-            if (count.compareAndSet(c, c + 1)) {
-                break;
-            }
+        if (!enqueue(e)) {
+            return false;
         }
-        items.add(e);
         // A handler that queued its own pulled call into an empty queue takes it next: no one else to wake.
-        if (PULLING_FOR.get() == this && count.get() <= 1) {
+        if (PULLING_FOR.get() == this && size() <= 1) {
             return true;
         }
         // A parked handler is woken, else a pulling one is interrupted. No wake is lost: a handler
@@ -147,45 +121,6 @@ public final class FabricCallQueue<E> extends AbstractQueue<E> implements Blocki
             }
         }
         return true;
-    }
-
-    @Override
-    public boolean offer(E e, long timeout, TimeUnit unit) throws InterruptedException {
-        if (offer(e)) {
-            return true;
-        }
-        long nanos = unit.toNanos(timeout);
-        lock.lockInterruptibly();
-        puttersParked.incrementAndGet();
-        try {
-            while (!offer(e)) {
-                if (nanos <= 0) {
-                    return false;
-                }
-                nanos = notFull.awaitNanos(nanos);
-            }
-            return true;
-        } finally {
-            puttersParked.decrementAndGet();
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public void put(E e) throws InterruptedException {
-        offer(e, Long.MAX_VALUE, TimeUnit.NANOSECONDS);
-    }
-
-    @Override
-    public E poll() {
-        E e = items.poll();
-        if (e != null) {
-            count.decrementAndGet();
-            if (puttersParked.get() > 0) {
-                signal(notFull);
-            }
-        }
-        return e;
     }
 
     /** A handler's wait (Hadoop's {@code CallQueueManager.take} asks for a second at a time). */
@@ -262,80 +197,5 @@ public final class FabricCallQueue<E> extends AbstractQueue<E> implements Blocki
                 signal(notEmpty);
             }
         }
-    }
-
-    private void signal(Condition condition) {
-        lock.lock();
-        try {
-            condition.signal();
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public E take() throws InterruptedException {
-        return poll(Long.MAX_VALUE / 2, TimeUnit.NANOSECONDS);
-    }
-
-    @Override
-    public E peek() {
-        return items.peek();
-    }
-
-    @Override
-    public int size() {
-        return count.get();
-    }
-
-    @Override
-    public int remainingCapacity() {
-        return capacity - count.get();
-    }
-
-    @Override
-    public boolean remove(Object o) {
-        if (o != null && items.remove(o)) {
-            count.decrementAndGet();
-            if (puttersParked.get() > 0) {
-                signal(notFull);
-            }
-            return true;
-        }
-        return false;
-    }
-
-    /** A view that cannot remove (removal goes through {@link #remove(Object)}, which keeps the count). */
-    @Override
-    public Iterator<E> iterator() {
-        Iterator<E> it = items.iterator();
-        return new Iterator<E>() {
-            @Override
-            public boolean hasNext() {
-                return it.hasNext();
-            }
-
-            @Override
-            public E next() {
-                return it.next();
-            }
-        };
-    }
-
-    @Override
-    public int drainTo(Collection<? super E> c) {
-        return drainTo(c, Integer.MAX_VALUE);
-    }
-
-    @Override
-    public int drainTo(Collection<? super E> c, int maxElements) {
-        if (c == this) {
-            throw new IllegalArgumentException("draining a queue into itself");
-        }
-        int n = 0;
-        for (E e; n < maxElements && (e = poll()) != null; n++) {
-            c.add(e);
-        }
-        return n;
     }
 }

@@ -1,12 +1,8 @@
 package io.slipstream.hbase.rpc;
 
-import java.util.AbstractQueue;
-import java.util.Collection;
-import java.util.Iterator;
+import io.slipstream.fabric.pull.CountedCallQueue;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Condition;
@@ -41,7 +37,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * a thread that pulls only then, so that calls for the other executors (an admin call while every general handler
  * is busy) still reach them.
  */
-final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E> {
+final class HandlerQueue<E> extends CountedCallQueue<E> {
     /** The queue each thread is pulling for, if any: the call it pulls goes there and needs no wake of another handler. */
     private static final ThreadLocal<HandlerQueue<?>> PULLING_FOR = new ThreadLocal<>();
 
@@ -178,23 +174,10 @@ final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E>
         }
     }
 
-    private final int capacity;
-    private final ConcurrentLinkedQueue<E> items = new ConcurrentLinkedQueue<>();
-    /** Items held, counted before an item is added and after it is taken: never above {@link #capacity}. */
-    private final AtomicInteger count = new AtomicInteger();
-    private final ReentrantLock lock = new ReentrantLock();
-    private final Condition notEmpty = lock.newCondition();
-    private final Condition notFull = lock.newCondition();
-    /** Threads waiting on {@link #notEmpty} / {@link #notFull}; changed under {@link #lock}, read without it. */
-    private final AtomicInteger takersParked = new AtomicInteger();
-    private final AtomicInteger puttersParked = new AtomicInteger();
     private volatile Pulls<E> pulls;
 
     HandlerQueue(int capacity) {
-        if (capacity < 1) {
-            throw new IllegalArgumentException("call queue capacity must be positive: " + capacity);
-        }
-        this.capacity = capacity;
+        super(capacity);
     }
 
     /**
@@ -221,7 +204,7 @@ final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E>
         Objects.requireNonNull(e, "call");
         HandlerQueue<?> puller = PULLING_FOR.get();
         Pulls<E> p = pulls;
-        if (puller != null && puller != this && p != null && puller.pulls == p && puller.count.get() <= count.get()) {
+        if (puller != null && puller != this && p != null && puller.pulls == p && puller.size() <= size()) {
             // The call this thread pulled, put here by the balancer: on the puller's queue it is taken next.
             @SuppressWarnings("unchecked")
             HandlerQueue<E> own = (HandlerQueue<E>) puller;
@@ -229,17 +212,11 @@ final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E>
                 return true;
             }
         }
-        for (int c = count.get(); ; c = count.get()) {
-            if (c >= capacity) {
-                return false;
-            }
-            if (count.compareAndSet(c, c + 1)) {
-                break;
-            }
+        if (!enqueue(e)) {
+            return false;
         }
-        items.add(e);
         // A handler that queued its own pulled call into an empty queue takes it next: no one else to wake.
-        if (puller == this && count.get() <= 1) {
+        if (puller == this && size() <= 1) {
             return true;
         }
         // A parked handler is woken, else a pulling one is interrupted (it takes this, its queue's or not). No
@@ -252,45 +229,6 @@ final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E>
             p.source.interrupt();
         }
         return true;
-    }
-
-    @Override
-    public boolean offer(E e, long timeout, TimeUnit unit) throws InterruptedException {
-        if (offer(e)) {
-            return true;
-        }
-        long nanos = unit.toNanos(timeout);
-        lock.lockInterruptibly();
-        puttersParked.incrementAndGet();
-        try {
-            while (!offer(e)) {
-                if (nanos <= 0) {
-                    return false;
-                }
-                nanos = notFull.awaitNanos(nanos);
-            }
-            return true;
-        } finally {
-            puttersParked.decrementAndGet();
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public void put(E e) throws InterruptedException {
-        offer(e, Long.MAX_VALUE, TimeUnit.NANOSECONDS);
-    }
-
-    @Override
-    public E poll() {
-        E e = items.poll();
-        if (e != null) {
-            count.decrementAndGet();
-            if (puttersParked.get() > 0) {
-                signal(notFull);
-            }
-        }
-        return e;
     }
 
     /** A handler's wait (HBase's handlers {@link #take()}, without a timeout). */
@@ -387,80 +325,5 @@ final class HandlerQueue<E> extends AbstractQueue<E> implements BlockingQueue<E>
                 p.replaceLastPuller();
             }
         }
-    }
-
-    private void signal(Condition condition) {
-        lock.lock();
-        try {
-            condition.signal();
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public E take() throws InterruptedException {
-        return poll(Long.MAX_VALUE / 2, TimeUnit.NANOSECONDS);
-    }
-
-    @Override
-    public E peek() {
-        return items.peek();
-    }
-
-    @Override
-    public int size() {
-        return count.get();
-    }
-
-    @Override
-    public int remainingCapacity() {
-        return capacity - count.get();
-    }
-
-    @Override
-    public boolean remove(Object o) {
-        if (o != null && items.remove(o)) {
-            count.decrementAndGet();
-            if (puttersParked.get() > 0) {
-                signal(notFull);
-            }
-            return true;
-        }
-        return false;
-    }
-
-    /** A view that cannot remove (removal goes through {@link #remove(Object)}, which keeps the count). */
-    @Override
-    public Iterator<E> iterator() {
-        Iterator<E> it = items.iterator();
-        return new Iterator<E>() {
-            @Override
-            public boolean hasNext() {
-                return it.hasNext();
-            }
-
-            @Override
-            public E next() {
-                return it.next();
-            }
-        };
-    }
-
-    @Override
-    public int drainTo(Collection<? super E> c) {
-        return drainTo(c, Integer.MAX_VALUE);
-    }
-
-    @Override
-    public int drainTo(Collection<? super E> c, int maxElements) {
-        if (c == this) {
-            throw new IllegalArgumentException("draining a queue into itself");
-        }
-        int n = 0;
-        for (E e; n < maxElements && (e = poll()) != null; n++) {
-            c.add(e);
-        }
-        return n;
     }
 }
