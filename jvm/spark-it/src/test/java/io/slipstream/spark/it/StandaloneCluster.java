@@ -7,12 +7,17 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Predicate;
 import java.util.stream.Stream;
 
 /**
@@ -107,23 +112,60 @@ final class StandaloneCluster implements AutoCloseable {
 
     /** The tail of the Master's and Worker's logs and every executor's stderr, for failure messages and checks. */
     String logs() throws IOException {
-        StringBuilder logs = new StringBuilder();
-        try (Stream<Path> files = Files.walk(folder)) {
-            for (Path file : files.filter(f -> f.getFileName().toString().matches("stderr|master\\.log|worker\\d*\\.log")).sorted()
-                    .toList()) {
-                logs.append("---- ").append(file).append('\n').append(Files.readString(file, StandardCharsets.UTF_8)).append('\n');
-            }
-        }
-        return logs.toString();
+        return contents(filesUnder(folder, f -> f.getFileName().toString().matches("stderr|master\\.log|worker\\d*\\.log")));
     }
 
     /** Every executor's stderr of application {@code appId} (under each Worker's work directory). */
     String applicationLogs(String appId) throws IOException {
+        return contents(filesUnder(folder, f -> f.getFileName().toString().equals("stderr") && f.getParent() != null
+                && f.getParent().getParent() != null && f.getParent().getParent().getFileName().toString().equals(appId)));
+    }
+
+    /**
+     * The files under {@code root} that {@code wanted} takes, sorted. The Workers delete their applications' local
+     * directories (local-worker*&#47;spark-*) when an application ends, possibly while this walks: a path that
+     * vanished under the walk is skipped (a clean run failed once with NoSuchFileException here, session 33).
+     */
+    private static List<Path> filesUnder(Path root, Predicate<Path> wanted) throws IOException {
+        List<Path> found = new ArrayList<>();
+        Files.walkFileTree(root, new SimpleFileVisitor<Path>() {
+            @Override
+            public FileVisitResult visitFile(Path file, BasicFileAttributes attributes) {
+                if (wanted.test(file)) {
+                    found.add(file);
+                }
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+                if (e instanceof NoSuchFileException) {
+                    return FileVisitResult.CONTINUE;
+                }
+                throw e;
+            }
+
+            /** A directory deleted while its entries were read ends with this exception here. */
+            @Override
+            public FileVisitResult postVisitDirectory(Path dir, IOException e) throws IOException {
+                if (e == null || e instanceof NoSuchFileException) {
+                    return FileVisitResult.CONTINUE;
+                }
+                throw e;
+            }
+        });
+        return found.stream().sorted().toList();
+    }
+
+    /** Each file's name and text; a file gone before it was read is skipped. */
+    private static String contents(List<Path> files) throws IOException {
         StringBuilder logs = new StringBuilder();
-        try (Stream<Path> files = Files.walk(folder)) {
-            for (Path file : files.filter(f -> f.getFileName().toString().equals("stderr"))
-                    .filter(f -> f.getParent().getParent().getFileName().toString().equals(appId)).sorted().toList()) {
-                logs.append("---- ").append(file).append('\n').append(Files.readString(file, StandardCharsets.UTF_8)).append('\n');
+        for (Path file : files) {
+            try {
+                String text = Files.readString(file, StandardCharsets.UTF_8);
+                logs.append("---- ").append(file).append('\n').append(text).append('\n');
+            } catch (NoSuchFileException e) {
+                // deleted since the walk
             }
         }
         return logs.toString();
