@@ -18,9 +18,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * counted in atomics, so that an offer or a poll wakes a parked thread only when one is parked, and a
  * subclass can tell whether a handler is parked before it interrupts a pulling one.
  *
- * <p>A subclass decides whom an offer wakes ({@link #offer(Object)}, built on {@link #enqueue}) and how a
- * handler waits ({@link #poll(long, TimeUnit)}: pulling, or parked on {@link #notEmpty} counted in
- * {@link #takersParked}); the rest is here. Knows no engine and no fabric.
+ * <p>A handler's wait ({@link #poll(long, TimeUnit)}) is here too: take the head, else pull while a puller's
+ * place is free ({@link #pullWhileIdle}), else park on {@link #notEmpty} counted in {@link #takersParked}.
+ * A subclass decides whom an offer wakes ({@link #offer(Object)}, built on {@link #enqueue}), how a handler
+ * pulls, and what a handler leaving with a queued call does ({@link #took}). Knows no engine and no fabric.
  */
 public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements BlockingQueue<E> {
     private final int capacity;
@@ -67,6 +68,56 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
             condition.signal();
         } finally {
             lock.unlock();
+        }
+    }
+
+    /**
+     * Pulls fabric calls on the calling handler until one is on the queue or {@code deadline} (nanoTime)
+     * passes; null when it did not pull (no source, or the pullers at their maximum) or nothing came.
+     */
+    protected abstract E pullWhileIdle(long deadline) throws InterruptedException;
+
+    /** Whether a parked handler should pull instead of park: a puller's place is free. Asked under {@link #lock}. */
+    protected abstract boolean mayPull();
+
+    /** A handler leaves with {@code e}, a call it took from the queue rather than pulled; returns it. */
+    protected E took(E e) {
+        return e;
+    }
+
+    /** A handler's wait: the head, else a pull, else parked until a call is queued or a puller's place frees. */
+    @Override
+    public final E poll(long timeout, TimeUnit unit) throws InterruptedException {
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        while (true) {
+            E e = poll();
+            if (e != null) {
+                return took(e);
+            }
+            e = pullWhileIdle(deadline);
+            if (e != null) {
+                return e;
+            }
+            long nanos = deadline - System.nanoTime();
+            if (nanos <= 0) {
+                return null;
+            }
+            lock.lockInterruptibly();
+            takersParked.incrementAndGet();
+            try {
+                e = poll();
+                if (e != null) {
+                    return took(e);
+                }
+                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the
+                // last puller leaving, which looks for parked handlers after it left, so neither is missed.
+                if (!mayPull()) {
+                    notEmpty.awaitNanos(nanos);
+                }
+            } finally {
+                takersParked.decrementAndGet();
+                lock.unlock();
+            }
         }
     }
 

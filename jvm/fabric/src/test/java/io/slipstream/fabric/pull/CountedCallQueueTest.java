@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 class CountedCallQueueTest {
-    /** The simplest subclass: an offer wakes a parked taker; a taker parks (no pulling). */
+    /** The simplest subclass: an offer wakes a parked taker; a taker never pulls, it parks. */
     static final class Plain<E> extends CountedCallQueue<E> {
         Plain(int capacity) {
             super(capacity);
@@ -32,28 +32,13 @@ class CountedCallQueueTest {
         }
 
         @Override
-        public E poll(long timeout, TimeUnit unit) throws InterruptedException {
-            long deadline = System.nanoTime() + unit.toNanos(timeout);
-            while (true) {
-                E e = poll();
-                if (e != null) {
-                    return e;
-                }
-                long nanos = deadline - System.nanoTime();
-                if (nanos <= 0) {
-                    return null;
-                }
-                lock.lockInterruptibly();
-                takersParked.incrementAndGet();
-                try {
-                    if (isEmpty()) {
-                        notEmpty.awaitNanos(nanos);
-                    }
-                } finally {
-                    takersParked.decrementAndGet();
-                    lock.unlock();
-                }
-            }
+        protected E pullWhileIdle(long deadline) {
+            return null;
+        }
+
+        @Override
+        protected boolean mayPull() {
+            return false;
         }
     }
 

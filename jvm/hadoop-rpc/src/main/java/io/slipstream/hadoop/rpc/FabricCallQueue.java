@@ -123,47 +123,18 @@ public final class FabricCallQueue<E> extends CountedCallQueue<E> {
         return true;
     }
 
-    /** A handler's wait (Hadoop's {@code CallQueueManager.take} asks for a second at a time). */
+    /** Hadoop's {@code CallQueueManager.take} waits a second at a time in {@link #poll(long, TimeUnit)}. */
     @Override
-    public E poll(long timeout, TimeUnit unit) throws InterruptedException {
-        long deadline = System.nanoTime() + unit.toNanos(timeout);
-        while (true) {
-            E e = poll();
-            if (e != null) {
-                return e;
-            }
-            e = pullWhileIdle(deadline);
-            if (e != null) {
-                return e;
-            }
-            long nanos = deadline - System.nanoTime();
-            if (nanos <= 0) {
-                return null;
-            }
-            lock.lockInterruptibly();
-            takersParked.incrementAndGet();
-            try {
-                e = poll();
-                if (e != null) {
-                    return e;
-                }
-                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by
-                // the last puller leaving, which asks under this lock, so neither is missed.
-                if (source == null || pulling.get() >= pullersMax) {
-                    notEmpty.awaitNanos(nanos);
-                }
-            } finally {
-                takersParked.decrementAndGet();
-                lock.unlock();
-            }
-        }
+    protected boolean mayPull() {
+        return source != null && pulling.get() < pullersMax;
     }
 
     /**
      * Pulls fabric calls on this handler until one is on the queue, {@code deadline} passes, or no source
      * is attached; null when it did not pull (pullers at their maximum) or nothing came.
      */
-    private E pullWhileIdle(long deadline) throws InterruptedException {
+    @Override
+    protected E pullWhileIdle(long deadline) throws InterruptedException {
         Source s = source;
         if (s == null) {
             return null;

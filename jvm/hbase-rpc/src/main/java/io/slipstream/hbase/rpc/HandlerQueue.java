@@ -231,41 +231,11 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
         return true;
     }
 
-    /** A handler's wait (HBase's handlers {@link #take()}, without a timeout). */
+    /** HBase's handlers wait in {@link #take()}, without a timeout. */
     @Override
-    public E poll(long timeout, TimeUnit unit) throws InterruptedException {
-        long deadline = System.nanoTime() + unit.toNanos(timeout);
-        while (true) {
-            E e = poll();
-            if (e != null) {
-                return took(e);
-            }
-            e = pullWhileIdle(deadline);
-            if (e != null) {
-                return e;
-            }
-            long nanos = deadline - System.nanoTime();
-            if (nanos <= 0) {
-                return null;
-            }
-            lock.lockInterruptibly();
-            takersParked.incrementAndGet();
-            try {
-                e = poll();
-                if (e != null) {
-                    return took(e);
-                }
-                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the last
-                // puller leaving, which looks for parked handlers after it left, so neither is missed.
-                Pulls<E> p = pulls;
-                if (p == null || p.pulling.get() >= p.pullersMax) {
-                    notEmpty.awaitNanos(nanos);
-                }
-            } finally {
-                takersParked.decrementAndGet();
-                lock.unlock();
-            }
-        }
+    protected boolean mayPull() {
+        Pulls<E> p = pulls;
+        return p != null && p.pulling.get() < p.pullersMax;
     }
 
     /**
@@ -273,7 +243,8 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
      * the last puller's place, then found a call queued), another parked one pulls, or else the standby: some
      * thread keeps taking fabric calls while this one runs its call.
      */
-    private E took(E e) {
+    @Override
+    protected E took(E e) {
         Pulls<E> p = pulls;
         if (p != null && p.pulling.get() == 0 && p.attached) {
             p.replaceLastPuller();
@@ -285,7 +256,8 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
      * Pulls fabric calls on this handler until one is on this queue (or another of the executor's), {@code deadline}
      * passes, or the pulls are detached; null when it did not pull (pullers at their maximum) or nothing came.
      */
-    private E pullWhileIdle(long deadline) throws InterruptedException {
+    @Override
+    protected E pullWhileIdle(long deadline) throws InterruptedException {
         Pulls<E> p = pulls;
         if (p == null) {
             return null;
