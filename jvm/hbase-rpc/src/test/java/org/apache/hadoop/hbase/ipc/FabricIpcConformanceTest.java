@@ -113,4 +113,46 @@ public class FabricIpcConformanceTest extends AbstractTestIPC {
             verify(scheduler).stop();
         }
     }
+
+    /**
+     * HBase's client ends a call's span after it has woken the caller (AbstractRpcClient's callback runs
+     * the caller's, then {@code span.end()}), on another thread; so the span of the previous test's last
+     * call can end inside the next test and fail HBase's "every span of this trace lasts at least 100 ms".
+     * Reproduced with HBase's own NettyRpcClient and NettyRpcServer (testBadPreambleHeader or
+     * testGetConnectionRegistry, then testTracingSuccessIpc, in a loop under load; 2026-11-29). The two
+     * tracing tests start once no span has ended for {@link #QUIET_MS}; their assertions are HBase's.
+     */
+    @Override
+    @Test
+    public void testTracingSuccessIpc() throws IOException, ServiceException {
+        quietSpans();
+        super.testTracingSuccessIpc();
+    }
+
+    @Override
+    @Test
+    public void testTracingErrorIpc() throws IOException {
+        quietSpans();
+        super.testTracingErrorIpc();
+    }
+
+    private static final long QUIET_MS = 200;
+
+    private void quietSpans() {
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+        int ended = -1;
+        while (traceRule.getSpans().size() != ended) {
+            ended = traceRule.getSpans().size();
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("spans of earlier tests still ending after 30 s: " + ended);
+            }
+            try {
+                Thread.sleep(QUIET_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError("interrupted", e);
+            }
+        }
+        traceRule.clearSpans();
+    }
 }
