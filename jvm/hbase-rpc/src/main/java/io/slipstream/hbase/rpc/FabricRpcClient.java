@@ -283,6 +283,38 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
     }
 
     /** One session: message 4 out, message 6 back. */
+    /**
+     * The answer to one frame. A thread that waits for it with {@code get(timeout)} (a blocking caller, see
+     * {@code FabricIpcBridge.ClientBase}) first waits for the fabric's response itself: on this client's
+     * node, which has no listener, that thread then drives the fabric and sleeps on its event fd, and the
+     * response is delivered (checked, decoded, HBase's callback run) on it, with no hand-off through the
+     * fabric's progress and completer threads.
+     */
+    private static final class Answer extends CompletableFuture<byte[]> {
+        private volatile CompletableFuture<FabricBuffer> sent;
+
+        @Override
+        public byte[] get(long timeout, TimeUnit unit) throws InterruptedException, java.util.concurrent.ExecutionException,
+                java.util.concurrent.TimeoutException {
+            long deadline = System.nanoTime() + unit.toNanos(timeout);
+            CompletableFuture<FabricBuffer> s = sent;
+            if (s != null && !isDone()) {
+                try {
+                    s.get(timeout, unit);
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.CancellationException
+                        | java.util.concurrent.TimeoutException e) {
+                    // The answer carries the failure (its dependent on s); a timeout is the answer's too.
+                }
+            }
+            return super.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return new CompletableFuture<>();
+        }
+    }
+
     private final class FabricRoute implements FabricIpcBridge.Route {
         private final FabricEndpoint endpoint;
         private final Discovery.Offer offer;
@@ -318,7 +350,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                         + " bytes is larger than the fabric messages of " + target.server() + " ("
                         + offer.frameBytesMax() + " bytes; raise " + HBaseRpcConf.BUFFER_CAP + " there)"));
             }
-            CompletableFuture<byte[]> answer = new CompletableFuture<>();
+            Answer answer = new Answer();
             sendNumbered(frame, answer);
             return answer;
         }
@@ -328,7 +360,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
          * were numbered (ReplayWindow takes 1024 out of order, and a frame overtaken by more later); sends it
          * once: no refusal proves the server did not take it (docs/hbase-rpc.md, step 7).
          */
-        private void sendNumbered(byte[] frame, CompletableFuture<byte[]> answer) {
+        private void sendNumbered(byte[] frame, Answer answer) {
             long number = sequence.getAndIncrement();
             Frames.seal(frame, offer.sessionId(), number, auth);
             CompletableFuture<FabricBuffer> sent;
@@ -338,6 +370,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                 answer.completeExceptionally(transportError(e));
                 return;
             }
+            answer.sent = sent;
             sent.whenComplete((buffer, error) -> {
                 if (error != null) {
                     Throwable cause = error instanceof java.util.concurrent.CompletionException && error.getCause() != null

@@ -1,7 +1,11 @@
 package io.slipstream.hbase.rpc;
 
+import java.io.BufferedReader;
+import java.io.File;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HBaseConfiguration;
@@ -45,6 +49,37 @@ final class EchoServers {
             throw e;
         }
         return server;
+    }
+
+    /** {@link EchoServerMain} in a JVM of its own (its port: {@link #port}); the caller destroys it. */
+    static Process startInOwnProcess() throws IOException {
+        String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+        return new ProcessBuilder(java, "-Xmx256m", "-cp", System.getProperty("java.class.path"),
+                EchoServerMain.class.getName()).redirectErrorStream(true).start();
+    }
+
+    /** The port {@code server} (started by {@link #startInOwnProcess}) printed; its further output is drained. */
+    static int port(Process server) throws IOException {
+        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
+        StringBuilder seen = new StringBuilder();
+        for (String line; (line = out.readLine()) != null; ) {
+            if (line.startsWith("PORT ")) {
+                Thread drain = new Thread(() -> {
+                    try {
+                        while (out.readLine() != null) {
+                            // keep the child's pipe from filling
+                        }
+                    } catch (IOException ignored) {
+                        // the child is gone
+                    }
+                }, "echo-server-output");
+                drain.setDaemon(true);
+                drain.start();
+                return Integer.parseInt(line.substring(5).trim());
+            }
+            seen.append(line).append('\n');
+        }
+        throw new IOException("the echo server exited before printing its port:\n" + seen);
     }
 
     /** A fabric echo server (fallback never) and a fabric client of it, closed together. */

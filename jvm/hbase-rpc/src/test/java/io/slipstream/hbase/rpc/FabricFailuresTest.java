@@ -11,12 +11,8 @@ import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricException;
 import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricTesting;
-import java.io.BufferedReader;
-import java.io.File;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -137,14 +133,12 @@ class FabricFailuresTest {
 
     @Test
     void aCallPendingOnAKilledServerFailsWithHBasesExceptionWithinTheRpcTimeout() throws Exception {
-        String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
-        Process child = new ProcessBuilder(java, "-Xmx256m", "-cp", System.getProperty("java.class.path"),
-                EchoServerMain.class.getName()).redirectErrorStream(true).start();
+        Process child = EchoServers.startInOwnProcess();
         ExecutorService caller = Executors.newSingleThreadExecutor();
         Configuration conf = EchoServers.conf("never");
         conf.setInt(HConstants.HBASE_RPC_TIMEOUT_KEY, RPC_TIMEOUT_MS);
         try (FabricRpcClient client = new FabricRpcClient(conf)) {
-            InetSocketAddress at = new InetSocketAddress("127.0.0.1", port(child));
+            InetSocketAddress at = new InetSocketAddress("127.0.0.1", EchoServers.port(child));
             BlockingInterface stub = TestProtobufRpcProto.newBlockingStub(client.createBlockingRpcChannel(
                     ServerName.valueOf("127.0.0.1", at.getPort(), 0L), User.getCurrent(), RPC_TIMEOUT_MS));
             assertEquals("alive", stub.echo(null, echo("alive")).getMessage());
@@ -169,29 +163,6 @@ class FabricFailuresTest {
 
     private static EchoRequestProto echo(String message) {
         return EchoRequestProto.newBuilder().setMessage(message).build();
-    }
-
-    private static int port(Process server) throws IOException {
-        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
-        StringBuilder seen = new StringBuilder();
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith("PORT ")) {
-                Thread drain = new Thread(() -> {
-                    try {
-                        while (out.readLine() != null) {
-                            // keep the child's pipe from filling
-                        }
-                    } catch (IOException ignored) {
-                        // the child is gone
-                    }
-                }, "echo-server-output");
-                drain.setDaemon(true);
-                drain.start();
-                return Integer.parseInt(line.substring(5).trim());
-            }
-            seen.append(line).append('\n');
-        }
-        throw new IOException("the echo server exited before printing its port:\n" + seen);
     }
 
 }

@@ -14,9 +14,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.CellScanner;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
+import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.client.MetricsConnection;
 import org.apache.hadoop.hbase.client.VersionInfoUtil;
 import org.apache.hadoop.hbase.exceptions.RequestTooBigException;
@@ -28,11 +30,14 @@ import org.apache.hadoop.hbase.security.User;
 import org.apache.hadoop.hbase.util.EnvironmentEdgeManager;
 import org.apache.hadoop.security.UserGroupInformation;
 
+import org.apache.hbase.thirdparty.com.google.protobuf.BlockingRpcChannel;
 import org.apache.hbase.thirdparty.com.google.protobuf.BlockingService;
 import org.apache.hbase.thirdparty.com.google.protobuf.CodedInputStream;
 import org.apache.hbase.thirdparty.com.google.protobuf.CodedOutputStream;
 import org.apache.hbase.thirdparty.com.google.protobuf.Descriptors.MethodDescriptor;
 import org.apache.hbase.thirdparty.com.google.protobuf.Message;
+import org.apache.hbase.thirdparty.com.google.protobuf.RpcChannel;
+import org.apache.hbase.thirdparty.com.google.protobuf.ServiceException;
 
 import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.CellBlockMeta;
 import org.apache.hadoop.hbase.shaded.protobuf.generated.RPCProtos.RequestHeader;
@@ -95,7 +100,70 @@ public final class FabricIpcBridge {
         protected NettyRpcConnection createConnection(ConnectionId remoteId) throws IOException {
             return new ClientConnection(this, remoteId);
         }
+
+        /**
+         * HBase's blocking calls (HTable and the blocking stubs), as HBase's own channel makes them, except the
+         * wait: a call that went over the fabric is waited for on its route's answer ({@link Route#send}'s
+         * future, with a timeout), so that a route whose answer helps its waiter delivers the response on the
+         * calling thread itself. HBase's channel waits on a monitor that only the fabric's completer thread
+         * can notify: three threads woken per call instead of one.
+         */
+        @Override
+        public BlockingRpcChannel createBlockingRpcChannel(ServerName sn, User ticket, int rpcTimeout) {
+            RpcChannel channel = createRpcChannel(sn, ticket, rpcTimeout);
+            return (md, controller, param, returnType) -> callBlocking(channel, md,
+                    configureHBaseRpcController(controller, rpcTimeout), param, returnType);
+        }
+
+        private static Message callBlocking(RpcChannel channel, MethodDescriptor md, HBaseRpcController hrc,
+                Message param, Message returnType) throws ServiceException {
+            BlockingRpcCallback<Message> done = new BlockingRpcCallback<>();
+            CompletableFuture<?>[] sent = new CompletableFuture<?>[1];
+            SENT_ON_THIS_THREAD.set(sent);
+            try {
+                channel.callMethod(md, hrc, param, returnType, done);
+            } finally {
+                SENT_ON_THIS_THREAD.remove();
+            }
+            if (sent[0] != null) {
+                awaitAnswer(sent[0], hrc);
+            }
+            Message value;
+            try {
+                value = done.get();
+            } catch (IOException e) {
+                throw new ServiceException(e);
+            }
+            if (hrc.failed()) {
+                throw new ServiceException(hrc.getFailed());
+            }
+            return value;
+        }
+
+        /** Waits for the route's answer, in slices so that a call HBase ends otherwise (its timeout) is not held. */
+        private static void awaitAnswer(CompletableFuture<?> answer, HBaseRpcController hrc) throws ServiceException {
+            while (!answer.isDone() && !hrc.isCanceled()) {
+                try {
+                    answer.get(ANSWER_WAIT_SLICE_MS, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new ServiceException(new java.io.InterruptedIOException("interrupted waiting for " + hrc));
+                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.CancellationException e) {
+                    return; // HBase's callback has the failure
+                } catch (java.util.concurrent.TimeoutException e) {
+                    if (hrc.failed()) {
+                        return; // HBase ended the call itself (its call timeout)
+                    }
+                }
+            }
+        }
     }
+
+    /** How long a blocking caller waits on its answer before it checks whether HBase ended the call. */
+    static final long ANSWER_WAIT_SLICE_MS = 20;
+
+    /** Where {@link ClientConnection} leaves the answer of a call sent over a route by a blocking caller's thread. */
+    private static final ThreadLocal<CompletableFuture<?>[]> SENT_ON_THIS_THREAD = new ThreadLocal<>();
 
     private static final class ClientConnection extends NettyRpcConnection {
         private final ClientBase owner;
@@ -164,7 +232,12 @@ public final class FabricIpcBridge {
                 }
                 owner.counted(true);
                 scheduleTimeoutTask(call);
-                route.send(frame).whenComplete((response, error) -> {
+                CompletableFuture<byte[]> answer = route.send(frame);
+                CompletableFuture<?>[] waiter = SENT_ON_THIS_THREAD.get();
+                if (waiter != null && waiter[0] == null) {
+                    waiter[0] = answer;
+                }
+                answer.whenComplete((response, error) -> {
                     if (error != null) {
                         call.setException(IPCUtil.toIOE(unwrap(error)));
                     } else {
