@@ -330,7 +330,7 @@ Options for rpc callbench (Hadoop's RPCCallBenchmark, its server and clients in 
 Options for hbase (HBase 2.6 mini cluster with one RegionServer in its own JVM per configuration; the
 PerformanceEvaluation client in the bench's JVM):
   --quick              1000 rows
-  --rows N             rows per test (default 5000)
+  --rows N             rows per test (default 20000: PerformanceEvaluation has no warm-up)
   --configs LIST       subset of netty,fabric,fabric-tcp
   --json PATH          default results/ohb-hbase-pe.json
 

@@ -92,7 +92,7 @@ public final class HBaseBench {
             serve(args[1]);
             return;
         }
-        int rows = 5000;
+        int rows = 20000; // as ohb hbase: PerformanceEvaluation has no warm-up
         List<String> configs = CONFIGS;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
