@@ -2,6 +2,11 @@ package io.slipstream.fabric;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+
 /** Test helpers shared by the modules above the fabric (this module's test jar). */
 public final class FabricTesting {
     private FabricTesting() {
@@ -18,5 +23,33 @@ public final class FabricTesting {
             assertTrue(System.nanoTime() < deadline, what + ": " + node.stats());
             Thread.sleep(10);
         }
+    }
+
+    /**
+     * The port a server started in a child process printed as its line {@code PORT <port>}; the child's
+     * further output is drained (so its pipe never fills) by a daemon thread. Fails when the child exits
+     * first, with what it printed.
+     */
+    public static int childPort(Process child) throws IOException {
+        BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
+        StringBuilder seen = new StringBuilder();
+        for (String line; (line = out.readLine()) != null; ) {
+            if (line.startsWith("PORT ")) {
+                Thread drain = new Thread(() -> {
+                    try {
+                        while (out.readLine() != null) {
+                            // keep the child's pipe from filling
+                        }
+                    } catch (IOException ignored) {
+                        // the child is gone
+                    }
+                }, "child-server-output");
+                drain.setDaemon(true);
+                drain.start();
+                return Integer.parseInt(line.substring(5).trim());
+            }
+            seen.append(line).append('\n');
+        }
+        throw new IOException("the server process exited before printing its port:\n" + seen);
     }
 }

@@ -5,13 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.slipstream.fabric.FabricTesting;
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
-import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -35,7 +33,7 @@ class ServerKilledTest {
                 EchoServerMain.class.getName()).redirectErrorStream(true).start();
         ExecutorService caller = Executors.newSingleThreadExecutor();
         try {
-            int port = port(server);
+            int port = FabricTesting.childPort(server);
             Configuration conf = EchoProtocols.conf();
             conf.set(RpcConf.FALLBACK, "never");
             conf.setInt(CommonConfigurationKeys.IPC_CLIENT_RPC_TIMEOUT_KEY, RPC_TIMEOUT_MS);
@@ -60,28 +58,5 @@ class ServerKilledTest {
             caller.shutdownNow();
             server.destroyForcibly();
         }
-    }
-
-    private static int port(Process server) throws IOException {
-        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
-        StringBuilder seen = new StringBuilder();
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith("PORT ")) {
-                Thread drain = new Thread(() -> {
-                    try {
-                        while (out.readLine() != null) {
-                            // keep the child's pipe from filling
-                        }
-                    } catch (IOException ignored) {
-                        // the child is gone
-                    }
-                }, "echo-server-output");
-                drain.setDaemon(true);
-                drain.start();
-                return Integer.parseInt(line.substring(5).trim());
-            }
-            seen.append(line).append('\n');
-        }
-        throw new IOException("the echo server exited before printing its port:\n" + seen);
     }
 }

@@ -1,11 +1,9 @@
 package io.slipstream.hbase.rpc;
 
-import java.io.BufferedReader;
+import io.slipstream.fabric.FabricTesting;
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HBaseConfiguration;
@@ -58,28 +56,9 @@ final class EchoServers {
                 EchoServerMain.class.getName()).redirectErrorStream(true).start();
     }
 
-    /** The port {@code server} (started by {@link #startInOwnProcess}) printed; its further output is drained. */
+    /** The port {@code server} (started by {@link #startInOwnProcess}) printed. */
     static int port(Process server) throws IOException {
-        BufferedReader out = new BufferedReader(new InputStreamReader(server.getInputStream(), StandardCharsets.UTF_8));
-        StringBuilder seen = new StringBuilder();
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith("PORT ")) {
-                Thread drain = new Thread(() -> {
-                    try {
-                        while (out.readLine() != null) {
-                            // keep the child's pipe from filling
-                        }
-                    } catch (IOException ignored) {
-                        // the child is gone
-                    }
-                }, "echo-server-output");
-                drain.setDaemon(true);
-                drain.start();
-                return Integer.parseInt(line.substring(5).trim());
-            }
-            seen.append(line).append('\n');
-        }
-        throw new IOException("the echo server exited before printing its port:\n" + seen);
+        return FabricTesting.childPort(server);
     }
 
     /** A fabric echo server (fallback never) and a fabric client of it, closed together. */
