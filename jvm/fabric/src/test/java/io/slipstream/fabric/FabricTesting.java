@@ -1,5 +1,6 @@
 package io.slipstream.fabric;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.BufferedReader;
@@ -23,6 +24,18 @@ public final class FabricTesting {
             assertTrue(System.nanoTime() < deadline, what + ": " + node.stats());
             Thread.sleep(10);
         }
+    }
+
+    /**
+     * Waits up to 10 s until {@code node}'s pool bytes in use are {@code expected} (responses that arrive
+     * after their fetcher or future is gone are released as they come); fails with {@code what} otherwise.
+     */
+    public static void awaitPoolBytesInUse(FabricNode node, long expected, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (node.stats().poolBytesInUse() != expected && System.nanoTime() < deadline) {
+            Thread.sleep(10);
+        }
+        assertEquals(expected, node.stats().poolBytesInUse(), what);
     }
 
     /**

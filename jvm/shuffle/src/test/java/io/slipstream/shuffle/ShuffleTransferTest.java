@@ -269,7 +269,7 @@ class ShuffleTransferTest {
         assertArrayEquals(outputs.contents.get(new MapOutputBlock(0, 31, 2)), got.get(new MapOutputBlock(0, 31, 2)));
         // The let-go block's pieces already asked for may still be on their way when the fetcher closes:
         // each goes back as it arrives (BlockFetcher.completed), so the pool returns to where it was soon after.
-        awaitPoolInUse(client, inUseBefore, "every response buffer went back");
+        FabricTesting.awaitPoolBytesInUse(client, inUseBefore, "every response buffer went back");
 
         FabricNode dying = FabricNode.builder().listen("127.0.0.1", 0).poolCapBytes(64L << 20).maxMessageBytes(8 << 20).start();
         new ShuffleServer(dying, outputs, null, null, RequestAuthenticator.none()).start(1);
@@ -287,7 +287,7 @@ class ShuffleTransferTest {
                 }
             }
         });
-        awaitPoolInUse(client, inUseBefore, "the failed fetch's buffers went back");
+        FabricTesting.awaitPoolBytesInUse(client, inUseBefore, "the failed fetch's buffers went back");
     }
 
     @Test
@@ -662,14 +662,5 @@ class ShuffleTransferTest {
         assertEquals(null, RequestAuthenticator.scopeOf(new RequestAuthenticator("k").seal(ShuffleProtocol.OP_FETCH, ByteBuffer.allocate(1))));
         ByteBuffer truncated = ByteBuffer.wrap(new byte[] {RequestAuthenticator.VERSION, 2, 0, 9, 'x'});
         assertThrows(RequestAuthenticator.AuthenticationException.class, () -> RequestAuthenticator.scopeOf(truncated));
-    }
-
-    /** Waits up to 10 s for {@code node}'s pool bytes in use to return to {@code expected} (late responses go back as they arrive). */
-    private static void awaitPoolInUse(FabricNode node, long expected, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (node.stats().poolBytesInUse() != expected && System.nanoTime() < deadline) {
-            Thread.sleep(10);
-        }
-        assertEquals(expected, node.stats().poolBytesInUse(), what);
     }
 }

@@ -25,9 +25,12 @@ import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
@@ -282,7 +285,6 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         }
     }
 
-    /** One session: message 4 out, message 6 back. */
     /**
      * The answer to one frame. A thread that waits for it with {@code get(timeout)} (a blocking caller, see
      * {@code FabricIpcBridge.ClientBase}) first waits for the fabric's response itself: on this client's
@@ -294,15 +296,13 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         private volatile CompletableFuture<FabricBuffer> sent;
 
         @Override
-        public byte[] get(long timeout, TimeUnit unit) throws InterruptedException, java.util.concurrent.ExecutionException,
-                java.util.concurrent.TimeoutException {
+        public byte[] get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
             long deadline = System.nanoTime() + unit.toNanos(timeout);
             CompletableFuture<FabricBuffer> s = sent;
             if (s != null && !isDone()) {
                 try {
                     s.get(timeout, unit);
-                } catch (java.util.concurrent.ExecutionException | java.util.concurrent.CancellationException
-                        | java.util.concurrent.TimeoutException e) {
+                } catch (ExecutionException | CancellationException | TimeoutException e) {
                     // The answer carries the failure (its dependent on s); a timeout is the answer's too.
                 }
             }
@@ -315,6 +315,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         }
     }
 
+    /** One session: message 4 out, message 6 back. */
     private final class FabricRoute implements FabricIpcBridge.Route {
         private final FabricEndpoint endpoint;
         private final Discovery.Offer offer;
