@@ -66,6 +66,9 @@ pub(super) struct ContextKey {
     /// Shared memory with peer error handling: the one setting under which UCX 1.13's FIFO hazard applies.
     pub(super) shm_with_peer_errors: bool,
     net_devices: String,
+    /// Unit tests only: the thread that asked for a runtime of its own (`runtime_of_this_thread`).
+    #[cfg(test)]
+    owner: Option<std::thread::ThreadId>,
 }
 
 impl ContextKey {
@@ -74,8 +77,24 @@ impl ContextKey {
             transport: config.transport,
             shm_with_peer_errors: config.transport == Transport::Auto && config.shm_with_peer_errors,
             net_devices: config.net_devices.clone(),
+            #[cfg(test)]
+            owner: OWN_RUNTIME.with(Cell::get).then(|| std::thread::current().id()),
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    static OWN_RUNTIME: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Unit tests only: nodes this thread starts from now on share a runtime with no other test's
+/// nodes. The unit tests of a crate run in parallel in one process, and a test that counts what
+/// the runtime did (a helper's events, the progress thread's sleep) would otherwise count the
+/// traffic of tests that happen to run beside it.
+#[cfg(test)]
+pub(super) fn runtime_of_this_thread() {
+    OWN_RUNTIME.with(|own| own.set(true));
 }
 
 /// What only the holder of `Runtime::lock` may touch.
