@@ -13,13 +13,17 @@ import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.crypto.CryptoProtocolVersion;
 import org.apache.hadoop.fs.CreateFlag;
+import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Options.ChecksumOpt;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.hdfs.DFSClient;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.DFSInputStream;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.SlipstreamClientBridge;
 import org.apache.hadoop.hdfs.protocol.HdfsFileStatus;
 import org.apache.hadoop.io.EnumSetWritable;
 import org.apache.hadoop.util.DataChecksum;
@@ -30,8 +34,8 @@ import org.slf4j.LoggerFactory;
 /**
  * HDFS's {@code DistributedFileSystem} whose {@code create()} writes blocks over the fabric, selected
  * in the clients' {@code core-site.xml} by {@code fs.hdfs.impl=io.slipstream.hdfs.SlipstreamDistributedFileSystem}.
- * Everything else is HDFS's: reads (with the plugin's replica accessor if configured), appends,
- * metadata. A create that the fabric path does not write goes to HDFS's own stream: flags other
+ * Everything else is HDFS's: reads (with the plugin's replica accessor if configured, which is
+ * then told what HDFS's open located), appends, metadata. A create that the fabric path does not write goes to HDFS's own stream: flags other
  * than CREATE/OVERWRITE (append, lazy persist, ...), erasure-coded or encrypted files, encrypted
  * data transfer, checksums other than CRC32/CRC32C in 64 B to 64 KiB chunks, and with {@code fallback=auto} a client whose fabric cannot start or a file whose
  * first block's DataNodes offer none; with {@code fallback=never} the last two fail with the reason.
@@ -65,6 +69,27 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     public FSDataOutputStream create(Path f, FsPermission permission, EnumSet<CreateFlag> flags, int bufferSize, short replication,
             long blockSize, Progressable progress, ChecksumOpt checksumOpt) throws IOException {
         return create(f, permission, flags, bufferSize, replication, blockSize, progress, checksumOpt, true);
+    }
+
+    /**
+     * HDFS's open; then what it located is handed to the replica locator, so that the fabric
+     * reader's first block of the file asks the NameNode nothing more. Only for this file system's
+     * own streams when it is the default one (the locator keys files by the default file system):
+     * a stream of another cluster (a symlink resolved there) or an encrypted one is left alone.
+     */
+    @Override
+    public FSDataInputStream open(Path f, int bufferSize) throws IOException {
+        FSDataInputStream in = super.open(f, bufferSize);
+        if (in.getWrappedStream() instanceof DFSInputStream stream && SlipstreamClientBridge.client(stream) == getClient() && isDefault()) {
+            ReplicaLocator.learn(getConf(), SlipstreamClientBridge.path(stream), SlipstreamClientBridge.locatedBlocks(stream));
+        }
+        return in;
+    }
+
+    private boolean isDefault() {
+        URI defaultUri = FileSystem.getDefaultUri(getConf());
+        return getUri().getScheme().equalsIgnoreCase(defaultUri.getScheme()) && getUri().getAuthority() != null
+                && getUri().getAuthority().equalsIgnoreCase(defaultUri.getAuthority());
     }
 
     /** As HDFS's: the parent directory must exist (HBase writes its WALs this way). */

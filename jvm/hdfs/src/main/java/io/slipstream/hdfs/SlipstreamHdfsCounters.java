@@ -10,6 +10,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong BYTES_READ = new AtomicLong();
     static final AtomicLong REQUESTS = new AtomicLong();
     static final AtomicLong ACCESSORS = new AtomicLong();
+    static final AtomicLong NAMENODE_LOOKUPS = new AtomicLong();
     static final AtomicLong DECLINED = new AtomicLong();
     static final AtomicLong CORRUPT_REPLICAS = new AtomicLong();
     static final AtomicLong FAILOVERS = new AtomicLong();
@@ -33,6 +34,14 @@ public final class SlipstreamHdfsCounters {
     /** Block read requests sent over the fabric. */
     public static long requests() {
         return REQUESTS.get();
+    }
+
+    /**
+     * {@code getBlockLocations} calls the replica locator made to find a block's DataNodes; none for
+     * files opened through {@link SlipstreamDistributedFileSystem}, whose opens hand over what HDFS located.
+     */
+    public static long nameNodeLookups() {
+        return NAMENODE_LOOKUPS.get();
     }
 
     /** Replica accessors built (blocks opened over the fabric). */
@@ -115,7 +124,7 @@ public final class SlipstreamHdfsCounters {
 
     /** One line for logs and benchmark output. */
     public static String summary() {
-        return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() + " accessors=" + accessors() + " declined=" + declined()
+        return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() +  " accessors=" + accessors() + " nameNodeLookups=" + nameNodeLookups() + " declined=" + declined()
                 + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
                 + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries()
                 + " completeRetries=" + completeRetries() + " addBlockRetries=" + addBlockRetries();

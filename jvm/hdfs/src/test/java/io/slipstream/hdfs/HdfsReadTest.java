@@ -27,10 +27,15 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.DFSTestUtil;
+import org.apache.hadoop.hdfs.client.HdfsClientConfigKeys;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.metrics2.AbstractMetric;
+import org.apache.hadoop.metrics2.MetricsRecord;
+import org.apache.hadoop.metrics2.impl.MetricsCollectorImpl;
+import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -282,6 +287,62 @@ class HdfsReadTest {
         try (FSDataInputStream in = fs.open(path)) {
             in.readFully(0, new byte[100]);
         }
+    }
+
+    /**
+     * An open through the plugin's file system hands what HDFS located to the replica accessor: the
+     * NameNode is asked once per open, not twice (in {@code ohb hdfs srl} the second call was a fifth
+     * of a 1 MiB read). HDFS's own file system with the accessor still asks twice. The NameNode's
+     * own counter tells, and a block beyond what the open located is still found.
+     */
+    @Test
+    @Order(8)
+    void anOpenThroughThePluginFileSystemAsksTheNameNodeOnce() throws Exception {
+        int length = 3 * TestClusters.BLOCK_BYTES + 99;
+        Configuration plugin = new Configuration(conf);
+        plugin.set("fs.hdfs.impl", SlipstreamDistributedFileSystem.class.getName());
+        plugin.setBoolean("fs.hdfs.impl.disable.cache", true);
+        // HDFS's open locates two blocks only: the third and fourth are found by the accessor itself.
+        plugin.setLong(HdfsClientConfigKeys.Read.PREFETCH_SIZE_KEY, 2L * TestClusters.BLOCK_BYTES);
+        try (FileSystem pluginFs = FileSystem.newInstance(fs.getUri(), plugin)) {
+            assertTrue(pluginFs instanceof SlipstreamDistributedFileSystem, pluginFs.getClass().getName());
+            for (int file = 0; file < 2; file++) {
+                Path path = new Path("/located-once/" + file);
+                byte[] written = TestClusters.write(fs, path, length, 60 + file);
+                FileSystem reader = file == 0 ? pluginFs : fs;
+                long nameNodeBefore = nameNodeBlockLocationCalls();
+                long lookupsBefore = SlipstreamHdfsCounters.nameNodeLookups();
+                long bytesBefore = SlipstreamHdfsCounters.bytesRead();
+                byte[] got = new byte[length];
+                try (FSDataInputStream in = reader.open(path)) {
+                    in.readFully(0, got, 0, TestClusters.BLOCK_BYTES);
+                    assertEquals(file == 0 ? 0 : 1, SlipstreamHdfsCounters.nameNodeLookups() - lookupsBefore,
+                            file == 0 ? "the open's blocks were handed over" : "HDFS's file system: the accessor asks for itself");
+                    in.readFully(0, got);
+                }
+                assertArrayEquals(written, got);
+                assertEquals(length + TestClusters.BLOCK_BYTES, SlipstreamHdfsCounters.bytesRead() - bytesBefore, "every byte over the fabric");
+                assertEquals(1, SlipstreamHdfsCounters.nameNodeLookups() - lookupsBefore, file == 0
+                        ? "one lookup, for the blocks beyond the open's" : "one lookup: the accessor keeps what it asked");
+                // Plugin: the open, HDFS's stream for blocks 3 and 4, the accessor's lookup for them.
+                // HDFS's: the open (all four blocks), the accessor's lookup.
+                assertEquals(file == 0 ? 3 : 2, nameNodeBlockLocationCalls() - nameNodeBefore, "NameNode getBlockLocations calls");
+            }
+        }
+    }
+
+    /** The NameNode's own count of getBlockLocations calls (its NameNodeActivity metrics, read now). */
+    private static long nameNodeBlockLocationCalls() {
+        MetricsCollectorImpl collector = new MetricsCollectorImpl();
+        DefaultMetricsSystem.instance().getSource("NameNodeActivity").getMetrics(collector, true);
+        for (MetricsRecord record : collector.getRecords()) {
+            for (AbstractMetric metric : record.metrics()) {
+                if (metric.name().equals("GetBlockLocations")) {
+                    return metric.value().longValue();
+                }
+            }
+        }
+        throw new AssertionError("the NameNode has no GetBlockLocations metric");
     }
 
     @Test
