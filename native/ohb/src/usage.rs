@@ -342,7 +342,8 @@ one JVM per configuration, the reader or writer in it):
   --readers N          swt's writers / srt's readers, each on its own file (default 2)
   --seek-bytes N       rrl's interval between reads (default 64 KiB)
   --read-bytes N       rrl's read size (default 4 KiB)
-  --iterations N       files written or read (swl/srl/rrl, one per iteration) or swt/srt runs; medians reported
+  --iterations N       files written or read (swl/srl/rrl, default 20, one per iteration) or swt/srt runs (default 10);
+                       medians reported
   --configs LIST       subset of vanilla,plugin,plugin-tcp,vanilla-sc (vanilla required)
   --json PATH          default results/ohb-hdfs-<test>.json
 

@@ -193,5 +193,6 @@ mod tests {
         assert_eq!(Workload::new("srl", false).file_bytes, 1 << 20);
         assert_eq!(Workload::new("rrl", true).file_bytes, 1 << 20);
         assert!(Workload::new("srt", false).file_bytes >= 64 << 20);
+        assert_eq!(Workload::new("swt", false).iterations, 10, "enough runs for a median");
     }
 }
