@@ -94,9 +94,6 @@ final class DataNodeWrites {
         if (sessions.containsKey(open.writeId())) {
             throw new BlockReadProtocol.MalformedException("write id " + open.writeId() + " in use");
         }
-        DataChecksum checksum = DataChecksum.newDataChecksum(DataChecksum.Type.valueOf(open.checksumType()), open.bytesPerChecksum());
-        String storageId = open.storageId().isEmpty() ? null : open.storageId();
-        boolean recovery = open.stage() == BlockWriteProtocol.STAGE_RECOVERY;
         BlockWriteProtocol.Target next = open.downstream().isEmpty() ? null : open.downstream().get(0);
         // Forwarded before this DataNode creates its replica, so that the pipeline's DataNodes create
         // theirs at once: creating one is a few file-system operations (about 1.8 ms per DataNode in
@@ -104,7 +101,7 @@ final class DataNodeWrites {
         CompletableFuture<FabricBuffer> downstreamOpen = next == null ? null
                 : fabric.node.endpoint(next.host(), conf.port).requestAsync(BlockWriteProtocol.OP_OPEN, open.forward().encode());
         try {
-            openHere(request, open, block, checksum, storageId, recovery, next, downstreamOpen);
+            openHere(request, open, block, next, downstreamOpen);
         } catch (IOException | RuntimeException e) {
             if (downstreamOpen != null) {
                 // The DataNodes below may have opened the write: without packets their sessions end at
@@ -115,8 +112,12 @@ final class DataNodeWrites {
         }
     }
 
-    private void openHere(FabricRequest request, BlockWriteProtocol.Open open, ExtendedBlock block, DataChecksum checksum, String storageId,
-            boolean recovery, BlockWriteProtocol.Target next, CompletableFuture<FabricBuffer> downstreamOpen) throws IOException {
+    /** OPEN's own part: the replica here and its write session; answers when {@code downstreamOpen} (if any) did. */
+    private void openHere(FabricRequest request, BlockWriteProtocol.Open open, ExtendedBlock block, BlockWriteProtocol.Target next,
+            CompletableFuture<FabricBuffer> downstreamOpen) throws IOException {
+        DataChecksum checksum = DataChecksum.newDataChecksum(DataChecksum.Type.valueOf(open.checksumType()), open.bytesPerChecksum());
+        String storageId = open.storageId().isEmpty() ? null : open.storageId();
+        boolean recovery = open.stage() == BlockWriteProtocol.STAGE_RECOVERY;
         ReplicaHandler handler;
         if (recovery) {
             // As BlockReceiver for PIPELINE_SETUP_STREAMING_RECOVERY: an older write of the block here is stopped first.

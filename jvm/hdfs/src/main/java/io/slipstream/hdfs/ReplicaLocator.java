@@ -75,8 +75,8 @@ final class ReplicaLocator {
     /**
      * What HDFS's own open of {@code file} located (through the default file system, as
      * {@link #locate} asks), kept as if asked here: the fabric reader of a file just opened then makes
-     * no second {@code getBlockLocations} (in {@code ohb hdfs srl}, 1 MiB files, that call was a fifth
-     * of a read). Only the blocks HDFS located at open, its prefetch range: a block beyond it is
+     * no second {@code getBlockLocations} (in {@code ohb hdfs srl}, 1 MiB files, a file's first read
+     * took 1.0-1.7 ms longer with it: docs/benchmarks.md, session 35). Only the blocks HDFS located at open, its prefetch range: a block beyond it is
      * not found there and {@link #locate} asks the NameNode for all. A copy of the list, since
      * HDFS's stream inserts into its own as it reads on.
      */

@@ -52,6 +52,8 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     /** HDFS's replace-datanode-on-failure for this file system's fabric streams. */
     private PipelineReplacement replacement;
     private boolean encryptedTransfer;
+    /** Whether this is the default file system, by which the replica locator keys files (see {@link #open}). */
+    private boolean defaultFileSystem;
     private final Set<FabricOutputStream> open = ConcurrentHashMap.newKeySet();
     private ScheduledExecutorService leaseRenewer;
     private ScheduledFuture<?> renewal;
@@ -63,6 +65,9 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
         hdfsConf = new HdfsConf(conf);
         replacement = new PipelineReplacement(getClient(), conf);
         encryptedTransfer = conf.getBoolean(DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_KEY, DFSConfigKeys.DFS_ENCRYPT_DATA_TRANSFER_DEFAULT);
+        URI defaultUri = FileSystem.getDefaultUri(conf);
+        defaultFileSystem = getUri().getScheme().equalsIgnoreCase(defaultUri.getScheme()) && getUri().getAuthority() != null
+                && getUri().getAuthority().equalsIgnoreCase(defaultUri.getAuthority());
     }
 
     @Override
@@ -80,16 +85,10 @@ public class SlipstreamDistributedFileSystem extends DistributedFileSystem {
     @Override
     public FSDataInputStream open(Path f, int bufferSize) throws IOException {
         FSDataInputStream in = super.open(f, bufferSize);
-        if (in.getWrappedStream() instanceof DFSInputStream stream && SlipstreamClientBridge.client(stream) == getClient() && isDefault()) {
+        if (in.getWrappedStream() instanceof DFSInputStream stream && SlipstreamClientBridge.client(stream) == getClient() && defaultFileSystem) {
             ReplicaLocator.learn(getConf(), SlipstreamClientBridge.path(stream), SlipstreamClientBridge.locatedBlocks(stream));
         }
         return in;
-    }
-
-    private boolean isDefault() {
-        URI defaultUri = FileSystem.getDefaultUri(getConf());
-        return getUri().getScheme().equalsIgnoreCase(defaultUri.getScheme()) && getUri().getAuthority() != null
-                && getUri().getAuthority().equalsIgnoreCase(defaultUri.getAuthority());
     }
 
     /** As HDFS's: the parent directory must exist (HBase writes its WALs this way). */
