@@ -80,7 +80,7 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
     /** Whether a parked handler should pull instead of park: a puller's place is free. Asked under {@link #lock}. */
     protected abstract boolean mayPull();
 
-    /** A handler's wait: the head, else a pull, else parked until a call is queued or a puller's place frees. */
+    /** A handler's wait: the head, else a pull, else parked until a call is queued. */
     @Override
     public final E poll(long timeout, TimeUnit unit) throws InterruptedException {
         long deadline = System.nanoTime() + unit.toNanos(timeout);
@@ -104,8 +104,10 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
                 if (e != null) {
                     return e;
                 }
-                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the
-                // last puller leaving, which looks for parked handlers after it left, so neither is missed.
+                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the last
+                // puller leaving when the engine wakes one (Hadoop's does; HBase's leaves what comes next to its
+                // standby), each of which looks for parked handlers after this one counted itself, so neither is
+                // missed.
                 if (!mayPull()) {
                     notEmpty.awaitNanos(nanos);
                 }

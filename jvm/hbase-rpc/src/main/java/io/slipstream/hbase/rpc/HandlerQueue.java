@@ -37,7 +37,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * other executors, an admin call, reach them). A handler back from its call pulls again. Why: waking a parked
  * handler to pull in the last puller's place on every call cost about 70 us of a call's median on two cores (the
  * woken handler took the core from the one about to run the call; docs/hbase-rpc.md), and with one caller, or
- * calls that come one after another, nothing arrives while the call runs.
+ * calls that come one after another, nothing arrives while the call runs. (Waking one only while calls overlap
+ * was measured too, and lost the gain: docs/benchmarks.md, "Session 36".)
  */
 final class HandlerQueue<E> extends CountedCallQueue<E> {
     /** The queue each thread is pulling for, if any: the call it pulls goes there and needs no wake of another handler. */
@@ -252,7 +253,7 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
             return null;
         } finally {
             PULLING_FOR.remove();
-            p.pulling.decrementAndGet(); // what comes next while no handler pulls is the standby's (see the class comment)
+            p.pulling.decrementAndGet(); // what comes next while no handler pulls is the standby's (class comment)
         }
     }
 }
