@@ -130,20 +130,6 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeInterruptPull<
     })
 }
 
-/// `Node::await_unpulled`: 1 when a request waits while nobody pulls, 0 at the timeout or close.
-#[no_mangle]
-pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeAwaitUnpulled<'local>(
-    mut env: JNIEnv<'local>,
-    _class: JClass<'local>,
-    node: jlong,
-    timeout_ms: jlong,
-) -> jboolean {
-    guard(&mut env, 0, |_env| {
-        let ctx: &NodeCtx = borrow(node, "node")?;
-        Ok(ctx.node.await_unpulled(millis(timeout_ms)) as jboolean)
-    })
-}
-
 /// `Node::help_progress`: drives the node's progress on the calling Java thread for up to
 /// `spin_us` or until something happens; returns how much happened.
 #[no_mangle]

@@ -234,8 +234,6 @@ pub(crate) struct NodeInner {
     puller_spinning: AtomicBool,
     /// Set by `interrupt_pull`, taken by the `next_request` it ends.
     pull_interrupted: AtomicBool,
-    /// Who is inside `next_request`, and the threads waiting for a request nobody pulls.
-    unpulled: stages::UnpulledWatch,
     closed: AtomicBool,
     /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
     retired: AtomicBool,
@@ -338,7 +336,6 @@ impl Node {
             handler,
             puller_spinning: AtomicBool::new(false),
             pull_interrupted: AtomicBool::new(false),
-            unpulled: stages::UnpulledWatch::default(),
             closed: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             receiving: AtomicBool::new(false),
@@ -430,14 +427,6 @@ impl Node {
     /// Interrupts do not add up: one pending at most.
     pub fn interrupt_pull(&self) {
         self.inner.interrupt_pull();
-    }
-
-    /// Waits up to `timeout` until a request waits for a puller while no thread is in
-    /// `next_request` (true), in Pull mode; false at the timeout or the close. For servers whose
-    /// pullers also run what they pull: a puller leaving with a request need not wake another
-    /// thread to pull in its place on every request; one thread here takes what arrives meanwhile.
-    pub fn await_unpulled(&self, timeout: Duration) -> bool {
-        self.inner.await_unpulled(timeout)
     }
 
     /// Drives this node's progress on the calling thread, as a helper, for up to `spin` or until
@@ -717,7 +706,6 @@ impl NodeInner {
         }
         self.dispatch.close();
         self.respond.close();
-        self.wake_unpulled_watchers();
         let current = std::thread::current().id();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap());
         for thread in threads {

@@ -1,9 +1,9 @@
 //! The stages after receive (SEDA): the bounded dispatch queue (with its overflow list and load
 //! shedding), the handler threads of Staged mode, the intake of Pull mode, and `Request`, which
 //! a handler answers exactly once.
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::HandlerMode;
 use crate::error::{Error, Result};
@@ -13,38 +13,6 @@ use crate::wire;
 use super::progress::WAITER_SPIN;
 use super::send::{Outgoing, Payload};
 use super::{NodeInner, NodeState};
-
-/// Threads inside `next_request`, and the watchers of `await_unpulled`: what tells a server that
-/// a request arrived while nobody pulls, so that pullers need not keep a replacement pulling.
-#[derive(Default)]
-pub(super) struct UnpulledWatch {
-    pullers_inside: AtomicUsize,
-    watchers: AtomicUsize,
-    lock: Mutex<()>,
-    changed: Condvar,
-    /// When a watcher last found a request nobody pulled (`clock::coarse_ms`; 0: never): the
-    /// node's calls overlap (`keep_fd_watched`).
-    last_unpulled_ms: AtomicU64,
-    /// Times `keep_fd_watched` woke the progress thread (tests look).
-    #[cfg(test)]
-    fd_handbacks: AtomicU64,
-}
-
-/// How long after a watcher last found a request nobody pulled the node counts its calls as
-/// overlapping (`keep_fd_watched`).
-const OVERLAP_WINDOW_MS: u64 = 100;
-
-/// Counts a thread inside `next_request` while it lives.
-struct InsidePull<'a>(&'a NodeInner);
-
-impl Drop for InsidePull<'_> {
-    fn drop(&mut self) {
-        if self.0.unpulled.pullers_inside.fetch_sub(1, Ordering::SeqCst) == 1 {
-            // The last puller leaving may leave requests behind (they came while it took its own).
-            self.0.notify_if_unpulled();
-        }
-    }
-}
 
 /// Handles requests arriving at a node (Inline and Staged modes).
 pub trait Handler: Send + Sync + 'static {
@@ -172,10 +140,7 @@ impl NodeInner {
             HandlerMode::Staged { .. } | HandlerMode::Pull => {
                 let request = if state.overflow.is_empty() {
                     match self.dispatch.try_push(request) {
-                        Ok(()) => {
-                            self.notify_if_unpulled();
-                            return;
-                        }
+                        Ok(()) => return,
                         Err(request) => request,
                     }
                 } else {
@@ -234,8 +199,6 @@ impl NodeInner {
         if self.closed.load(Ordering::SeqCst) {
             return None;
         }
-        self.unpulled.pullers_inside.fetch_add(1, Ordering::SeqCst);
-        let _inside = InsidePull(self);
         if let Some(request) = self.dispatch.try_pop() {
             return Some(request);
         }
@@ -247,7 +210,6 @@ impl NodeInner {
             });
             self.puller_spinning.store(false, Ordering::SeqCst);
             if found.is_some() {
-                self.keep_fd_watched();
                 return found;
             }
             if slept.is_some() {
@@ -256,70 +218,6 @@ impl NodeInner {
             }
         }
         self.dispatch.pop_timeout_unless(timeout, || self.pull_interrupted.swap(false, Ordering::SeqCst))
-    }
-
-    /// See `Node::await_unpulled`. No wake is lost: a watcher counts itself before it looks (under
-    /// the lock), and whoever makes the condition true (a push, the last puller leaving) changes
-    /// it before it reads the count, then notifies under the lock.
-    pub(super) fn await_unpulled(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let watch = &self.unpulled;
-        let mut guard = watch.lock.lock().unwrap_or_else(|e| e.into_inner());
-        watch.watchers.fetch_add(1, Ordering::SeqCst);
-        let found = loop {
-            if self.closed.load(Ordering::SeqCst) {
-                break false;
-            }
-            if self.unpulled_now() {
-                watch.last_unpulled_ms.store(crate::clock::coarse_ms(), Ordering::Relaxed);
-                break true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break false;
-            }
-            guard = watch.changed.wait_timeout(guard, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        };
-        watch.watchers.fetch_sub(1, Ordering::SeqCst);
-        found
-    }
-
-    /// A puller leaves the event fd with a request. While the node's calls overlap (a watcher
-    /// found a request nobody pulled within `OVERLAP_WINDOW_MS`), the progress thread takes the fd
-    /// back at once, so that what arrives while this request runs is received, and the watcher
-    /// told, without waiting for this puller's return or the progress thread's bound
-    /// (`SLEEP_MAX_MS`). Calls that come one after another wake nobody: the puller is back first.
-    fn keep_fd_watched(&self) {
-        let watch = &self.unpulled;
-        if watch.watchers.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        let last = watch.last_unpulled_ms.load(Ordering::Relaxed);
-        if last != 0 && crate::clock::coarse_ms().saturating_sub(last) <= OVERLAP_WINDOW_MS {
-            #[cfg(test)]
-            watch.fd_handbacks.fetch_add(1, Ordering::Relaxed);
-            self.runtime.wake_progress_from_helpers();
-        }
-    }
-
-    fn unpulled_now(&self) -> bool {
-        self.unpulled.pullers_inside.load(Ordering::SeqCst) == 0 && !self.dispatch.is_empty()
-    }
-
-    /// Wakes the watchers when a request waits and nobody pulls: two atomic loads when nobody
-    /// watches or somebody pulls (the hot path of a pulling server).
-    fn notify_if_unpulled(&self) {
-        let watch = &self.unpulled;
-        if watch.watchers.load(Ordering::SeqCst) > 0 && self.unpulled_now() {
-            let _guard = watch.lock.lock().unwrap_or_else(|e| e.into_inner());
-            watch.changed.notify_all();
-        }
-    }
-
-    /// Ends every `await_unpulled` at once (the node closes).
-    pub(super) fn wake_unpulled_watchers(&self) {
-        let _guard = self.unpulled.lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.unpulled.changed.notify_all();
     }
 
     /// See `Node::interrupt_pull`. The fd sleeper takes the flag before it sleeps again (it asks
@@ -378,121 +276,6 @@ mod tests {
         assert!(node.next_request(Duration::from_millis(50)).is_none());
         assert!(start.elapsed() >= Duration::from_millis(50), "and only that one");
         node.close();
-    }
-
-    /// A listening Pull-mode node and a client node with an endpoint to it.
-    fn pull_server_and_client() -> (Node, Node, crate::node::Endpoint) {
-        let server = Node::start(
-            Config { listen: Some("127.0.0.1:0".parse().unwrap()), handler_mode: HandlerMode::Pull, ..Config::default() },
-            None,
-        )
-        .unwrap();
-        let client = Node::start(Config::default(), None).unwrap();
-        let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
-        (server, client, endpoint)
-    }
-
-    /// `await_unpulled` reports a request that came while nobody pulls, never one a puller is
-    /// there to take, and returns at the close.
-    #[test]
-    fn a_watcher_sees_only_requests_nobody_pulls() {
-        use std::sync::atomic::Ordering;
-        let (server, client, endpoint) = pull_server_and_client();
-        // Nobody pulls: the watcher is told, and the request is there to take.
-        let pending = endpoint.request(1, b"unpulled").unwrap();
-        assert!(server.await_unpulled(Duration::from_secs(10)), "the request came while nobody pulled");
-        let request = server.next_request(Duration::from_secs(1)).expect("the request the watcher saw");
-        assert_eq!(request.payload(), b"unpulled");
-        request.respond(b"ok");
-        assert_eq!(&pending.wait().unwrap()[..], b"ok");
-        assert!(!server.await_unpulled(Duration::from_millis(50)), "nothing waits now");
-        // A puller is there: it takes the request, and the watcher is not told.
-        let puller = {
-            let server = server.clone();
-            std::thread::spawn(move || {
-                let request = server.next_request(Duration::from_secs(10)).expect("pulled");
-                request.respond(b"pulled");
-            })
-        };
-        while server.inner.unpulled.pullers_inside.load(Ordering::SeqCst) == 0 {
-            std::thread::yield_now();
-        }
-        let watcher = {
-            let server = server.clone();
-            std::thread::spawn(move || server.await_unpulled(Duration::from_millis(500)))
-        };
-        assert_eq!(&endpoint.request(1, b"pulled").unwrap().wait().unwrap()[..], b"pulled");
-        puller.join().unwrap();
-        assert!(!watcher.join().unwrap(), "the puller took it: the watcher was not told");
-        // The close ends a watch at once.
-        let watcher = {
-            let server = server.clone();
-            std::thread::spawn(move || {
-                let start = Instant::now();
-                (server.await_unpulled(Duration::from_secs(20)), start.elapsed())
-            })
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        server.close();
-        let (found, waited) = watcher.join().unwrap();
-        assert!(!found && waited < Duration::from_secs(5), "the close ended the watch: {found} after {waited:?}");
-        client.close();
-    }
-
-    /// A puller leaving with its request hands the event fd back to the progress thread only
-    /// while the node's calls overlap (a watcher found a request nobody pulled within 100 ms):
-    /// requests that come one after another wake nobody.
-    #[test]
-    fn a_leaving_puller_hands_the_fd_back_only_while_calls_overlap() {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        let (server, client, endpoint) = pull_server_and_client();
-        let stop = Arc::new(AtomicBool::new(false));
-        let watcher = {
-            let (server, stop) = (server.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    if server.await_unpulled(Duration::from_millis(20)) {
-                        if let Some(request) = server.next_request(Duration::ZERO) {
-                            request.respond(b"standby");
-                        }
-                    }
-                }
-            })
-        };
-        let handbacks = |server: &Node| server.inner.unpulled.fd_handbacks.load(Ordering::Relaxed);
-        let pulled = |server: &Node, endpoint: &crate::node::Endpoint| {
-            let puller = {
-                let server = server.clone();
-                std::thread::spawn(move || server.next_request(Duration::from_secs(10)).expect("pulled").respond(b"pulled"))
-            };
-            while server.inner.unpulled.pullers_inside.load(Ordering::SeqCst) == 0 {
-                std::thread::yield_now();
-            }
-            let answer = endpoint.request(1, b"x").unwrap().wait().unwrap();
-            puller.join().unwrap();
-            answer
-        };
-        // One after another: the puller takes each, nobody is woken.
-        for _ in 0..3 {
-            assert_eq!(&pulled(&server, &endpoint)[..], b"pulled");
-        }
-        assert_eq!(handbacks(&server), 0, "no overlap seen: no hand-back");
-        // A request while nobody pulls: the watcher's. Now calls overlap, and the next puller
-        // leaving with its request hands the fd back (tried a few times: on a loaded machine more
-        // than the window may pass between the two).
-        for _ in 0..5 {
-            assert_eq!(&endpoint.request(1, b"y").unwrap().wait().unwrap()[..], b"standby");
-            assert_eq!(&pulled(&server, &endpoint)[..], b"pulled");
-            if handbacks(&server) >= 1 {
-                break;
-            }
-        }
-        assert!(handbacks(&server) >= 1, "the puller handed the fd back while calls overlapped");
-        stop.store(true, Ordering::SeqCst);
-        watcher.join().unwrap();
-        client.close();
-        server.close();
     }
 
     /// An Inline handler that sends a request of its own and responds runs after the receive path

@@ -71,9 +71,6 @@ final class FabricNative {
     /** {@code Node::interrupt_pull}: one {@link #nodeNextRequest}, under way or the next, returns. */
     static native void nodeInterruptPull(long node);
 
-    /** {@code Node::await_unpulled}: whether a request waits while no {@link #nodeNextRequest} is under way. */
-    static native boolean nodeAwaitUnpulled(long node, long timeoutMs);
-
     /** {@code Node::help_progress}: drives the node's progress on this thread for up to {@code spinUs}; returns events. */
     static native int nodeHelpProgress(long node, long spinUs);
 

@@ -179,26 +179,6 @@ public final class FabricNode implements AutoCloseable {
     }
 
     /**
-     * Waits up to {@code timeout} until a request waits while no thread is in {@link #nextRequest}: true then,
-     * false at the timeout or once the node is closed. For servers whose pulling threads run what they pull:
-     * rather than waking another thread to pull in its place each time one leaves with a request, one thread
-     * watches here and takes ({@code nextRequest}) what arrives while nobody pulls.
-     */
-    public boolean awaitUnpulled(Duration timeout) {
-        long timeoutMs = Math.max(0, timeout.toMillis());
-        try {
-            handle.enter();
-        } catch (FabricException closed) {
-            return false;
-        }
-        try {
-            return FabricNative.nodeAwaitUnpulled(handle.ptr, timeoutMs);
-        } finally {
-            handle.exit();
-        }
-    }
-
-    /**
      * Makes one {@link #nextRequest} return null at once (unless a request came): one under way, or
      * else the next one. For threads that pull requests and also serve work from elsewhere: whoever
      * queues such work interrupts a pull, so that a puller looks at it, even one about to pull.

@@ -20,8 +20,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <p>A handler's wait ({@link #poll(long, TimeUnit)}) is here too: take the head, else pull while a puller's
  * place is free ({@link #pullWhileIdle}), else park on {@link #notEmpty} counted in {@link #takersParked}.
- * A subclass decides whom an offer wakes ({@link #offer(Object)}, built on {@link #enqueue}) and how a handler
- * pulls. Knows no engine and no fabric.
+ * A subclass decides whom an offer wakes ({@link #offer(Object)}, built on {@link #enqueue}), how a handler
+ * pulls, and what a handler leaving with a queued call does ({@link #took}). Knows no engine and no fabric.
  */
 public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements BlockingQueue<E> {
     private final int capacity;
@@ -80,14 +80,19 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
     /** Whether a parked handler should pull instead of park: a puller's place is free. Asked under {@link #lock}. */
     protected abstract boolean mayPull();
 
-    /** A handler's wait: the head, else a pull, else parked until a call is queued. */
+    /** A handler leaves with {@code e}, a call it took from the queue rather than pulled; returns it. */
+    protected E took(E e) {
+        return e;
+    }
+
+    /** A handler's wait: the head, else a pull, else parked until a call is queued or a puller's place frees. */
     @Override
     public final E poll(long timeout, TimeUnit unit) throws InterruptedException {
         long deadline = System.nanoTime() + unit.toNanos(timeout);
         while (true) {
             E e = poll();
             if (e != null) {
-                return e;
+                return took(e);
             }
             e = pullWhileIdle(deadline);
             if (e != null) {
@@ -102,12 +107,10 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
             try {
                 e = poll();
                 if (e != null) {
-                    return e;
+                    return took(e);
                 }
-                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the last
-                // puller leaving when the engine wakes one (Hadoop's does; HBase's leaves what comes next to its
-                // standby), each of which looks for parked handlers after this one counted itself, so neither is
-                // missed.
+                // Parks unless a puller's place is free (then it pulls): woken by a call queued, or by the
+                // last puller leaving, which looks for parked handlers after it left, so neither is missed.
                 if (!mayPull()) {
                     notEmpty.awaitNanos(nanos);
                 }

@@ -59,11 +59,11 @@ public class FabricRpcServer extends NettyRpcServer {
     private volatile FabricNode node;
     /**
      * The general executor's queues when they are {@link FabricCallQueue}s its handlers wait on: idle handlers
-     * pull the fabric's calls (and the standby those that come while none pulls); null when the receiver threads do.
+     * pull the fabric's calls (and the standby while every handler is busy); null when the receiver threads do.
      */
     private HandlerQueue.Pulls<CallRunner> pulls;
     private volatile boolean receiversStarted;
-    /** Fabric calls taken by the standby (they came while no general handler pulled) rather than by a handler. */
+    /** Fabric calls taken by the standby (every general handler busy) rather than by a handler. */
     private final AtomicLong callsTakenByStandby = new AtomicLong();
 
     /**
@@ -258,11 +258,6 @@ public class FabricRpcServer extends NettyRpcServer {
         public void interrupt() {
             node.interruptPull();
         }
-
-        @Override
-        public boolean awaitUnpulled(long timeoutMs) {
-            return node.awaitUnpulled(Duration.ofMillis(timeoutMs));
-        }
     }
 
     @Override
@@ -331,7 +326,7 @@ public class FabricRpcServer extends NettyRpcServer {
         return receiversStarted;
     }
 
-    /** Fabric calls the standby took since start (none pulled when they came), the rest of them handlers' or receivers'. */
+    /** Fabric calls the standby took since start (every general handler was busy), the rest of them handlers' or receivers'. */
     long fabricCallsTakenByStandby() {
         return callsTakenByStandby.get();
     }

@@ -5,6 +5,8 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * One call queue of HBase's general RPC executor (a bounded FIFO, as the {@code LinkedBlockingQueue} HBase makes
@@ -30,15 +32,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Calls the scheduler puts in its other executors (priority, replication, meta, bulk load: HBase's own queues)
  * go there, as from any thread.
  *
- * <p>While the pullers are at their maximum, other idle handlers park. A puller leaving with its call wakes nobody:
- * the standby ({@link Pulls#runStandby}), a thread of the server's, is told by the fabric when a request arrives
- * while no thread pulls ({@link Source#awaitUnpulled}), takes it and dispatches it as a receiver thread would (its
- * call wakes a parked handler, or waits in the queue while every handler is busy, and calls for the scheduler's
- * other executors, an admin call, reach them). A handler back from its call pulls again. Why: waking a parked
- * handler to pull in the last puller's place on every call cost about 70 us of a call's median on two cores (the
- * woken handler took the core from the one about to run the call; docs/hbase-rpc.md), and with one caller, or
- * calls that come one after another, nothing arrives while the call runs. (Waking one only while calls overlap
- * was measured too, and lost the gain: docs/benchmarks.md, "Session 36".)
+ * <p>While the pullers are at their maximum, other idle handlers park; the last puller leaving with a call wakes
+ * one to pull in its place, or, when none is parked (every handler busy), the standby ({@link Pulls#runStandby}),
+ * a thread that pulls only then, so that calls for the other executors (an admin call while every general handler
+ * is busy) still reach them.
  */
 final class HandlerQueue<E> extends CountedCallQueue<E> {
     /** The queue each thread is pulling for, if any: the call it pulls goes there and needs no wake of another handler. */
@@ -54,24 +51,20 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
 
         /** Ends one {@link #pull} under way, or else the next one, at once. */
         void interrupt();
-
-        /**
-         * Waits up to {@code timeoutMs} until a request waits while no thread is in {@link #pull}: true then, false
-         * at the timeout or the close.
-         */
-        boolean awaitUnpulled(long timeoutMs);
     }
 
     /** The queues of one executor, whose idle handlers pull from one source, with its standby. */
     static final class Pulls<E> {
-        /** Longest the standby watches at a time: it sees a detach within this. */
-        static final long STANDBY_SLICE_MS = 100;
+        /** Longest the standby waits on the fabric at a time: it yields to a handler within this. */
+        static final long STANDBY_SLICE_MS = 20;
 
         final Source source;
         final int pullersMax;
         final long pullSliceMs;
         final List<HandlerQueue<E>> queues;
         private final AtomicInteger pulling = new AtomicInteger();
+        private final ReentrantLock standbyLock = new ReentrantLock();
+        private final Condition standbyWanted = standbyLock.newCondition();
         private volatile boolean standbyPulling;
         private volatile boolean attached = true;
 
@@ -87,7 +80,7 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
             return pulling.get();
         }
 
-        /** Whether the standby is taking a request now. */
+        /** Whether the standby is pulling now. */
         boolean standbyPulling() {
             return standbyPulling;
         }
@@ -98,40 +91,72 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
             for (HandlerQueue<E> q : queues) {
                 q.pulls = null;
             }
-            for (int i = pulling.get(); i > 0; i--) {
+            for (int i = pulling.get() + (standbyPulling ? 1 : 0); i > 0; i--) {
                 source.interrupt();
             }
+            signalStandby();
         }
 
         /**
-         * The standby's loop, on a thread of the server's, until {@link #detach()}: takes each request that arrives
-         * while no handler pulls (all busy, or parked while the one that pulled runs its call) and dispatches it, so
-         * that it runs on a parked handler, or waits in the queues as with receiver threads.
+         * The standby's loop, on a thread of the server's, until {@link #detach()}: pulls only while no handler
+         * can (none pulling, none parked: every handler runs a call), so that the scheduler's other executors get
+         * their calls, and the general ones wait in its queues as with receiver threads.
          */
         void runStandby() {
             while (attached) {
-                if (!source.awaitUnpulled(Math.min(pullSliceMs, STANDBY_SLICE_MS)) || !attached) {
-                    continue;
+                standbyLock.lock();
+                try {
+                    while (attached && !handlersBusy()) {
+                        // Woken by the last puller leaving with no handler parked; the timeout only bounds a miss.
+                        standbyWanted.await(pullSliceMs, TimeUnit.MILLISECONDS);
+                    }
+                } catch (InterruptedException e) {
+                    return;
+                } finally {
+                    standbyLock.unlock();
                 }
                 standbyPulling = true;
                 try {
-                    source.pull(0); // takes what is there, if a handler did not come back for it first
+                    // Checked again after saying so: a handler that starts pulling sees standbyPulling (and
+                    // interrupts this pull) or this sees it pulling.
+                    if (attached && handlersBusy()) {
+                        source.pull(Math.min(pullSliceMs, STANDBY_SLICE_MS));
+                    }
                 } finally {
                     standbyPulling = false;
                 }
             }
         }
 
-        /**
-         * Wakes a handler parked on a queue other than {@code full} (whose handlers are busy, and none pulls): it
-         * pulls, and takes {@code full}'s head first. One that parks meanwhile sees no puller, so pulls instead.
-         */
-        private void wakeParkedElsewhere(HandlerQueue<E> full) {
+        private boolean handlersBusy() {
+            if (pulling.get() > 0) {
+                return false;
+            }
             for (HandlerQueue<E> q : queues) {
-                if (q != full && q.takersParked.get() > 0) {
+                if (q.takersParked.get() > 0) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        /** The last puller left: a parked handler pulls in its place, else the standby. */
+        private void replaceLastPuller() {
+            for (HandlerQueue<E> q : queues) {
+                if (q.takersParked.get() > 0) {
                     q.signal(q.notEmpty);
                     return;
                 }
+            }
+            signalStandby();
+        }
+
+        private void signalStandby() {
+            standbyLock.lock();
+            try {
+                standbyWanted.signal();
+            } finally {
+                standbyLock.unlock();
             }
         }
 
@@ -194,16 +219,14 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
         if (puller == this && size() <= 1) {
             return true;
         }
-        // A parked handler is woken, else a pulling one is interrupted (it takes this, its queue's or not), else a
-        // handler parked on another queue, which pulls (nobody does) and so takes this first. No wake is lost: a
-        // handler counts itself parked (or pulling) before it looks at the items (again), and this thread added the
-        // item before it reads those counts; an interrupt made before a pull begins ends that pull.
+        // A parked handler is woken, else a pulling one is interrupted (it takes this, its queue's or not). No
+        // wake is lost: a handler counts itself parked (or pulling) before it looks at the items (again), and
+        // this thread added the item before it reads those counts; an interrupt made before a pull begins ends
+        // that pull.
         if (takersParked.get() > 0) {
             signal(notEmpty);
         } else if (p != null && p.pulling.get() > 0) {
             p.source.interrupt();
-        } else if (p != null) {
-            p.wakeParkedElsewhere(this);
         }
         return true;
     }
@@ -213,6 +236,20 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
     protected boolean mayPull() {
         Pulls<E> p = pulls;
         return p != null && p.pulling.get() < p.pullersMax;
+    }
+
+    /**
+     * A handler leaves with a call it did not pull. If no handler pulls (this one may have been woken to pull in
+     * the last puller's place, then found a call queued), another parked one pulls, or else the standby: some
+     * thread keeps taking fabric calls while this one runs its call.
+     */
+    @Override
+    protected E took(E e) {
+        Pulls<E> p = pulls;
+        if (p != null && p.pulling.get() == 0 && p.attached) {
+            p.replaceLastPuller();
+        }
+        return e;
     }
 
     /**
@@ -228,6 +265,9 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
         if (p.pulling.incrementAndGet() > p.pullersMax) {
             p.pulling.decrementAndGet();
             return null;
+        }
+        if (p.standbyPulling) {
+            p.source.interrupt(); // the standby yields to a handler
         }
         PULLING_FOR.set(this);
         try {
@@ -253,7 +293,9 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
             return null;
         } finally {
             PULLING_FOR.remove();
-            p.pulling.decrementAndGet(); // what comes next while no handler pulls is the standby's (class comment)
+            if (p.pulling.decrementAndGet() == 0 && p.attached) {
+                p.replaceLastPuller();
+            }
         }
     }
 }

@@ -104,8 +104,6 @@ class FabricCallQueueTest {
         private final LinkedBlockingQueue<String> requests = new LinkedBlockingQueue<>();
         private final Semaphore interrupts = new Semaphore(0);
         private final AtomicInteger callsPulled = new AtomicInteger();
-        /** Threads in {@link #pull} now: what the fabric's {@code awaitUnpulled} looks at. */
-        private final AtomicInteger inside = new AtomicInteger();
         private volatile Function<String, HandlerQueue<String>> balancer;
         private volatile List<HandlerQueue<String>> queues;
         /** Which queue held the last call pulled right after the scheduler's offer returned (-1: already taken). */
@@ -118,7 +116,6 @@ class FabricCallQueueTest {
 
         @Override
         public void pull(long timeoutMs) {
-            inside.incrementAndGet();
             try {
                 if (interrupts.tryAcquire(timeoutMs, TimeUnit.MILLISECONDS)) {
                     String call = requests.poll();
@@ -135,26 +132,7 @@ class FabricCallQueueTest {
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-            } finally {
-                inside.decrementAndGet();
             }
-        }
-
-        @Override
-        public boolean awaitUnpulled(long timeoutMs) {
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-            while (inside.get() > 0 || requests.isEmpty()) {
-                if (System.nanoTime() > deadline) {
-                    return false;
-                }
-                try {
-                    Thread.sleep(1);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    return false;
-                }
-            }
-            return true;
         }
 
         @Override
@@ -174,14 +152,6 @@ class FabricCallQueueTest {
         wire.balancer = call -> queues.get(queues.size() - 1); // the last queue, whoever pulled
         wire.queues = queues;
         return HandlerQueue.attach(queues, wire, pullers, 60_000);
-    }
-
-    /** The executor's standby, running until {@code p} is detached. */
-    private static Thread standby(HandlerQueue.Pulls<String> p) {
-        Thread standby = new Thread(p::runStandby, "standby");
-        standby.setDaemon(true);
-        standby.start();
-        return standby;
     }
 
     private static void await(String what, BooleanSupplier condition) throws InterruptedException {
@@ -225,7 +195,7 @@ class FabricCallQueueTest {
 
     /**
      * The balancer puts the pulled call on the other queue, whose handler is parked: the call goes on the
-     * puller's own queue and the puller runs it; the parked handler is not woken for it.
+     * puller's own queue and the puller runs it; the parked handler is woken only to pull in its place.
      */
     @Test
     void theCallAHandlerPulledGoesOnItsOwnQueue() throws Exception {
@@ -233,24 +203,17 @@ class FabricCallQueueTest {
         HandlerQueue.Pulls<String> p = executor(wire, 2, 1);
         HandlerQueue<String> own = p.queues.get(0);
         HandlerQueue<String> other = p.queues.get(1);
-        Thread standby = standby(p);
-        try {
-            CompletableFuture<String> puller = pullingHandler(p, own);
-            CompletableFuture<String> parked = handler(other);
-            Thread.sleep(200); // it parks: the pullers are at their maximum
-            wire.send("pulled");
-            assertEquals("pulled", puller.get(WAIT_MS, TimeUnit.MILLISECONDS), "the puller runs the call it pulled");
-            assertEquals(0, wire.lastQueueIndex, "the balancer's choice was the other queue; the call went on the puller's");
-            Thread.sleep(200);
-            assertFalse(parked.isDone());
-            assertEquals(0, p.pullingHandlers(), "nobody was woken to pull in the puller's place");
-            wire.send("next"); // the standby's: it comes while nobody pulls
-            assertEquals("next", parked.get(WAIT_MS, TimeUnit.MILLISECONDS));
-            assertEquals(0, own.size() + other.size());
-        } finally {
-            p.detach();
-            standby.join(WAIT_MS);
-        }
+        CompletableFuture<String> puller = pullingHandler(p, own);
+        CompletableFuture<String> parked = handler(other);
+        Thread.sleep(200); // it parks: the pullers are at their maximum
+        wire.send("pulled");
+        assertEquals("pulled", puller.get(WAIT_MS, TimeUnit.MILLISECONDS), "the puller runs the call it pulled");
+        assertEquals(0, wire.lastQueueIndex, "the balancer's choice was the other queue; the call went on the puller's");
+        await("the parked handler pulling in its place", () -> p.pullingHandlers() == 1);
+        assertFalse(parked.isDone());
+        wire.send("next");
+        assertEquals("next", parked.get(WAIT_MS, TimeUnit.MILLISECONDS));
+        assertEquals(0, own.size() + other.size());
     }
 
     /**
@@ -269,62 +232,34 @@ class FabricCallQueueTest {
     }
 
     /**
-     * One puller, two handlers of one queue: the puller leaves with a call (and keeps it, a long call), waking
-     * nobody; the next call comes while nobody pulls, the standby takes it, and the parked handler runs it.
-     * Regression: the last puller leaving woke a parked handler to pull in its place on every call (about 70 us of
-     * each call's median on two cores, docs/hbase-rpc.md).
+     * One puller, two handlers of one queue: the puller leaves with a call (and keeps it, a long call); the parked
+     * handler, whose own wait would last a minute, is woken to pull the next call.
      */
     @Test
-    void aCallThatComesWhileThePullerRunsItsOwnIsTakenByTheStandbyAndRunByAParkedHandler() throws Exception {
+    void theLastPullerLeavingWakesAParkedHandlerToPull() throws Exception {
         Wire wire = new Wire();
         HandlerQueue.Pulls<String> p = executor(wire, 1, 1);
-        Thread standby = standby(p);
-        try {
-            CompletableFuture<String> first = pullingHandler(p, p.queues.get(0));
-            CompletableFuture<String> second = handler(p.queues.get(0));
-            Thread.sleep(200);
-            assertEquals(1, p.pullingHandlers());
-            wire.send("call 1");
-            assertEquals("call 1", first.get(WAIT_MS, TimeUnit.MILLISECONDS));
-            Thread.sleep(200);
-            assertEquals(0, p.pullingHandlers(), "the parked handler was not woken to pull");
-            assertFalse(second.isDone());
-            wire.send("call 2");
-            assertEquals("call 2", second.get(WAIT_MS, TimeUnit.MILLISECONDS));
-            assertEquals(2, wire.callsPulled.get());
-        } finally {
-            p.detach();
-            standby.join(WAIT_MS);
-        }
+        CompletableFuture<String> first = pullingHandler(p, p.queues.get(0));
+        CompletableFuture<String> second = handler(p.queues.get(0));
+        Thread.sleep(200);
+        assertEquals(1, p.pullingHandlers());
+        wire.send("call 1");
+        assertEquals("call 1", first.get(WAIT_MS, TimeUnit.MILLISECONDS));
+        wire.send("call 2");
+        assertEquals("call 2", second.get(WAIT_MS, TimeUnit.MILLISECONDS));
     }
 
     /**
-     * Nobody pulls (the puller runs its call) and a socket call lands on a queue none of whose handlers waits: a
-     * handler parked on another queue is woken, pulls, and takes it first.
+     * Every handler busy (none waits on the queues): the standby pulls, so calls reach the scheduler (and its
+     * other executors) and wait on the queues; a handler that comes back pulls, and the standby yields.
      */
     @Test
-    void aCallOnAQueueWhoseHandlersAreBusyWakesAHandlerParkedOnAnother() throws Exception {
+    void theStandbyPullsWhileEveryHandlerIsBusyAndYieldsToAHandler() throws Exception {
         Wire wire = new Wire();
         HandlerQueue.Pulls<String> p = executor(wire, 2, 1);
-        CompletableFuture<String> puller = pullingHandler(p, p.queues.get(0));
-        CompletableFuture<String> parked = handler(p.queues.get(0));
-        Thread.sleep(200); // it parks: the pullers are at their maximum
-        wire.send("fabric call");
-        assertEquals("fabric call", puller.get(WAIT_MS, TimeUnit.MILLISECONDS));
-        assertEquals(0, p.pullingHandlers());
-        assertTrue(p.queues.get(1).offer("socket call"));
-        assertEquals("socket call", parked.get(WAIT_MS, TimeUnit.MILLISECONDS), "the handler parked on the other queue");
-    }
-
-    /**
-     * Every handler busy (none waits on the queues): the standby takes the calls, so they reach the scheduler (and
-     * its other executors) and wait on the queues; a handler that comes back pulls, and takes the next one itself.
-     */
-    @Test
-    void theStandbyTakesCallsWhileNoHandlerPullsAndLeavesTheRestToAPullingHandler() throws Exception {
-        Wire wire = new Wire();
-        HandlerQueue.Pulls<String> p = executor(wire, 2, 1);
-        Thread standby = standby(p);
+        Thread standby = new Thread(p::runStandby, "standby");
+        standby.setDaemon(true);
+        standby.start();
         try {
             wire.send("while busy");
             await("the standby queued the call", () -> p.queues.get(1).size() == 1);
