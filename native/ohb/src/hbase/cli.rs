@@ -11,7 +11,7 @@ use std::time::Duration;
 /// One run (three clusters, every test): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const RESULT_PREFIX: &str = "OHB_HBASE_RESULT ";
-const USAGE: &str = "Usage: ohb hbase [--quick] [--rows N] [--configs LIST] [--json FILE]\n";
+const USAGE: &str = "Usage: ohb hbase [--quick] [--rows N] [--warmup N] [--configs LIST] [--json FILE]\n";
 /// randomRead p50: at least this many times lower than Netty's.
 pub const READ_TARGET_RATIO: f64 = 2.0;
 /// Forced to TCP: never slower than Netty by more than this.
@@ -26,14 +26,18 @@ pub struct Run {
 pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     let mut jvm_args = Vec::new();
     let mut rows = None;
+    let mut warmup = None;
     let mut json = None;
     let mut i = 0;
     while i < argv.len() {
         let flag = argv[i].as_str();
         match flag {
-            "--quick" => rows = rows.or(Some("1000".to_string())),
+            "--quick" => {
+                rows = rows.or(Some("1000".to_string()));
+                warmup = warmup.or(Some("1000".to_string()));
+            }
             "--no-progress" => {}
-            "--rows" | "--configs" | "--json" => {
+            "--rows" | "--warmup" | "--configs" | "--json" => {
                 i += 1;
                 let value = argv.get(i).ok_or_else(|| format!("{flag} needs a value"))?;
                 match flag {
@@ -44,6 +48,13 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
                             return Err(format!("--rows: {n} is outside 100..=10000000"));
                         }
                         rows = Some(value.clone());
+                    }
+                    "--warmup" => {
+                        let n: u64 = value.parse().map_err(|_| format!("--warmup: not a number: {value}"))?;
+                        if n > 10_000_000 {
+                            return Err(format!("--warmup: {n} is above 10000000"));
+                        }
+                        warmup = Some(value.clone());
                     }
                     _ => {
                         if let Some(bad) = value.split(',').find(|c| !CONFIGS.contains(c)) {
@@ -57,9 +68,11 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
         }
         i += 1;
     }
-    // 20 000: PerformanceEvaluation has no warm-up, and with 5000 rows its median was the JVMs' warm-up
-    // (randomRead p50 700-900 us on either transport against about 200-330 us from 20 000 rows on; session 34).
+    // 20 000 measured after 20 000 of warm-up (PerformanceEvaluation's --measureAfter): with 5000 rows and no
+    // warm-up the median was the JVMs' warm-up (randomRead p50 700-900 us on either transport; session 34), and
+    // with 20 000 still the slope of it (each 2000 rows' mean fell from about 700 to 120 us; session 37).
     jvm_args.extend(["--rows".to_string(), rows.unwrap_or_else(|| "20000".to_string())]);
+    jvm_args.extend(["--warmup".to_string(), warmup.unwrap_or_else(|| "20000".to_string())]);
     Ok(Run { jvm_args, json })
 }
 
@@ -137,7 +150,12 @@ fn speedup(netty: Option<f64>, other: Option<f64>) -> Option<f64> {
 /// The table (us) and the targets: randomRead p50 at least 2x lower than Netty's; fabric-tcp never
 /// slower than 0.9x Netty.
 pub fn render(results: &[Value]) -> (String, Vec<Check>) {
-    let mut text = String::from("ohb hbase: HBase PerformanceEvaluation, one client, one RPC per row (us)\n");
+    let mut text = String::from("ohb hbase: HBase PerformanceEvaluation, one client, one RPC per row (us)");
+    if let Some(r) = results.first() {
+        let (rows, warmup) = (r["rows"].as_u64().unwrap_or(0), r["warmup_rows"].as_u64().unwrap_or(0));
+        text += &format!(", {rows} rows measured per test after {warmup} of warm-up");
+    }
+    text += "\n";
     text += &format!("{:>16}", "test");
     for c in CONFIGS {
         text += &format!(" {:>30}", format!("{c} p50/p99/min/avg"));
@@ -190,12 +208,13 @@ mod tests {
 
     #[test]
     fn parses_options_and_passes_them_to_the_jvm() {
-        assert_eq!(parse_args(&[]).unwrap().jvm_args, words("--rows 20000"));
+        assert_eq!(parse_args(&[]).unwrap().jvm_args, words("--rows 20000 --warmup 20000"));
         let run = parse_args(&words("--quick --configs netty,fabric --json x.json")).unwrap();
-        assert_eq!(run.jvm_args, words("--configs netty,fabric --rows 1000"));
+        assert_eq!(run.jvm_args, words("--configs netty,fabric --rows 1000 --warmup 1000"));
         assert_eq!(run.json, Some(PathBuf::from("x.json")));
-        assert_eq!(parse_args(&words("--rows 200 --quick")).unwrap().jvm_args, words("--rows 200"));
-        for bad in ["--rows", "--rows 10", "--rows x", "--configs netty,grpc", "--bogus", "lat"] {
+        assert_eq!(parse_args(&words("--rows 200 --quick")).unwrap().jvm_args, words("--rows 200 --warmup 1000"));
+        assert_eq!(parse_args(&words("--warmup 0")).unwrap().jvm_args, words("--rows 20000 --warmup 0"));
+        for bad in ["--rows", "--rows 10", "--rows x", "--warmup", "--warmup -1", "--warmup 20000000", "--configs netty,grpc", "--bogus", "lat"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }
     }
@@ -220,6 +239,11 @@ mod tests {
         assert_eq!(checks[1].pass, Some(false));
         let (_, none) = render(&[point("netty", "randomRead", 1000.0)]);
         assert_eq!(none[0].pass, None);
+        let mut warm = point("netty", "randomRead", 1000.0);
+        warm["rows"] = json!(20000);
+        warm["warmup_rows"] = json!(5000);
+        let (text, _) = render(&[warm]);
+        assert!(text.contains("20000 rows measured per test after 5000 of warm-up"), "{text}");
     }
 
     #[test]

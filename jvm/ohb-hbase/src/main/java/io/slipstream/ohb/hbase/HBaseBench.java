@@ -38,7 +38,8 @@ import org.apache.log4j.spi.LoggingEvent;
  * process ({@code serve <config>}), then runs HBase's own {@code PerformanceEvaluation} from this process
  * (in-process clients, {@code --nomapred --latency --autoFlush=true}: one RPC per row): sequentialWrite (fills
  * the table), randomRead, randomWrite, scanRange100 (a scan of up to 100 rows per operation: several RPCs),
- * one client each. PerformanceEvaluation's latency report (its log line "Latency (us) : ...")
+ * one client each, each test's first rows a warm-up its latency report leaves out ({@code --measureAfter}).
+ * PerformanceEvaluation's latency report (its log line "Latency (us) : ...")
  * becomes one {@code OHB_HBASE_RESULT {json}} line per point. A fabric point whose calls did not all go over
  * the fabric (the client's counters) is a failed point (exit status 1).
  */
@@ -92,11 +93,13 @@ public final class HBaseBench {
             serve(args[1]);
             return;
         }
-        int rows = 20000; // as ohb hbase: PerformanceEvaluation has no warm-up
+        int rows = 20000; // as ohb hbase
+        int warmup = 20000; // rows run before the measured ones (PerformanceEvaluation's --measureAfter)
         List<String> configs = CONFIGS;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--rows" -> rows = Integer.parseInt(args[i + 1]);
+                case "--warmup" -> warmup = Integer.parseInt(args[i + 1]);
                 case "--configs" -> configs = Arrays.asList(args[i + 1].split(","));
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
@@ -109,7 +112,7 @@ public final class HBaseBench {
             Process server = startServer(config);
             try {
                 int zkPort = readPort(server);
-                failed |= !measure(config, zkPort, rows);
+                failed |= !measure(config, zkPort, rows, warmup);
             } finally {
                 server.getOutputStream().close(); // the cluster shuts down when its stdin closes
                 server.waitFor();
@@ -130,20 +133,21 @@ public final class HBaseBench {
         util.shutdownMiniCluster();
     }
 
-    private static boolean measure(String config, int zkPort, int rows) throws Exception {
+    private static boolean measure(String config, int zkPort, int rows, int warmup) throws Exception {
         Configuration conf = conf(config);
         conf.setInt("hbase.zookeeper.property.clientPort", zkPort);
         boolean ok = true;
         for (String test : TESTS) {
             long fabricBefore = FabricRpcClient.fabricCalls();
             long socketBefore = FabricRpcClient.socketCalls();
-            String report = runPe(conf, test, rows);
+            String report = runPe(conf, test, rows, warmup);
             long fabricCalls = FabricRpcClient.fabricCalls() - fabricBefore;
             long socketCalls = FabricRpcClient.socketCalls() - socketBefore;
             Map<String, Object> result = new LinkedHashMap<>();
             result.put("config", config);
             result.put("test", test);
             result.put("rows", rows);
+            result.put("warmup_rows", warmup);
             String error = null;
             if (report == null) {
                 error = "PerformanceEvaluation printed no latency report";
@@ -165,8 +169,9 @@ public final class HBaseBench {
             result.put("fabric_calls", fabricCalls);
             result.put("socket_calls", socketCalls);
             // Every row is one call (autoFlush): all of them, and the table's own lookups, over the fabric.
-            if (error == null && !config.equals("netty") && (fabricCalls < rows || socketCalls != 0)) {
-                error = fabricCalls + " calls over the fabric, " + socketCalls + " over sockets for " + rows + " rows";
+            if (error == null && !config.equals("netty") && (fabricCalls < rows + warmup || socketCalls != 0)) {
+                error = fabricCalls + " calls over the fabric, " + socketCalls + " over sockets for " + (rows + warmup)
+                        + " rows";
             }
             if (error != null) {
                 result.put("error", error);
@@ -178,8 +183,14 @@ public final class HBaseBench {
         return ok;
     }
 
-    /** One PerformanceEvaluation run; its "Latency (us) : ..." report line, or null. */
-    private static String runPe(Configuration conf, String test, int rows) throws Exception {
+    /**
+     * One PerformanceEvaluation run of {@code warmup + rows} rows whose latency report covers the last {@code rows}
+     * ({@code --measureAfter}); its "Latency (us) : ..." report line, or null. Why the warm-up: without it the
+     * median was the JVMs' warm-up (the cluster's and the client's): over 20 000 rows of randomRead (one Netty run)
+     * the mean of each 2000 still fell from about 730 to 120 us (session 37), and where the median fell in that
+     * slope decided the ratio (Netty over fabric 0.68x to 1.45x for the same code in one hour).
+     */
+    private static String runPe(Configuration conf, String test, int rows, int warmup) throws Exception {
         AtomicReference<String> report = new AtomicReference<>();
         AppenderSkeleton capture = new AppenderSkeleton() {
             @Override
@@ -203,7 +214,8 @@ public final class HBaseBench {
         pe.addAppender(capture);
         try {
             // autoFlush: each put is its own RPC (PerformanceEvaluation buffers them otherwise, and measures the buffer).
-            String[] args = {"--nomapred", "--latency", "--oneCon=true", "--autoFlush=true", "--rows=" + rows, test, "1"};
+            String[] args = {"--nomapred", "--latency", "--oneCon=true", "--autoFlush=true", "--rows=" + (warmup + rows),
+                "--measureAfter=" + warmup, test, "1"};
             int status = ToolRunner.run(new Configuration(conf), new PerformanceEvaluation(conf), args);
             if (status != 0) {
                 throw new IOException("PerformanceEvaluation " + String.join(" ", args) + " exited with " + status);
