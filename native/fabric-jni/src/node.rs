@@ -175,11 +175,13 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeNextRequest<'l
     _class: JClass<'local>,
     node: jlong,
     timeout_ms: jlong,
+    spin: jboolean,
     out: JLongArray<'local>,
 ) -> jobject {
     guard(&mut env, std::ptr::null_mut(), |env| {
         let ctx: &NodeCtx = borrow(node, "node")?;
-        let Some(mut request) = ctx.node.next_request(millis(timeout_ms)) else {
+        let pulled = if spin != 0 { ctx.node.next_request(millis(timeout_ms)) } else { ctx.node.next_request_without_spin(millis(timeout_ms)) };
+        let Some(mut request) = pulled else {
             return Ok(std::ptr::null_mut());
         };
         let mut payload = match request.take_payload() {

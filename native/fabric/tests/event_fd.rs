@@ -77,8 +77,47 @@ fn waiters_and_pullers_sleep_on_the_event_fd() {
     let to_puller = client.endpoint(puller_node.local_addr().unwrap()).unwrap();
     assert_eq!(&to_puller.request(2, b"pulled").unwrap().wait().unwrap()[..], b"pulled");
     puller.join().unwrap();
+
+    // 4. A pull without spin sleeps on the fd at once: an idle one costs this thread less CPU than
+    //    one that spins first (~100 us, `WAITER_SPIN`), and a request still reaches it.
+    let idle_pull_cpu = |spin: bool| {
+        let pulls = 40u32;
+        let before = thread_cpu();
+        for _ in 0..pulls {
+            let pulled = if spin { puller_node.next_request(Duration::from_millis(2)) } else { puller_node.next_request_without_spin(Duration::from_millis(2)) };
+            assert!(pulled.is_none());
+        }
+        (thread_cpu() - before) / pulls
+    };
+    let (spun, unspun) = (idle_pull_cpu(true), idle_pull_cpu(false));
+    assert!(unspun + Duration::from_micros(40) < spun, "CPU per idle pull: {unspun:?} without spin, {spun:?} with");
+    let before = puller_node.stats().event_fd_sleeps;
+    let puller = {
+        let node = puller_node.clone();
+        std::thread::spawn(move || {
+            let request = node.next_request_without_spin(Duration::from_secs(10)).expect("a request");
+            let reply = request.payload().to_vec();
+            request.respond(&reply);
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while puller_node.stats().event_fd_sleeps == before {
+        assert!(Instant::now() < deadline, "the puller without spin never slept on the event fd");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(&to_puller.request(2, b"unspun").unwrap().wait().unwrap()[..], b"unspun");
+    puller.join().unwrap();
     client.close();
     puller_node.close();
     let _ = peer.kill();
     let _ = peer.wait();
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }

@@ -183,7 +183,7 @@ impl NodeInner {
     pub(super) fn handler_loop(self: Arc<Self>) {
         let handler = self.handler.clone().expect("Staged mode has a handler");
         while !self.closed.load(Ordering::SeqCst) {
-            if let Some(request) = self.next_request(Duration::from_millis(100)) {
+            if let Some(request) = self.next_request(Duration::from_millis(100), true) {
                 handler.handle(request);
             }
         }
@@ -195,7 +195,10 @@ impl NodeInner {
     /// (`spin_then_sleep_as_helper`), so that the next request wakes it directly rather than through the
     /// progress thread; the others (and that one, when the fd is taken) block on the dispatch
     /// queue.
-    pub(super) fn next_request(&self, timeout: Duration) -> Option<Request> {
+    ///
+    /// `spin` false: the one on the fd sleeps there at once, for a puller that takes over while
+    /// another thread of the process runs a call (on two cores its spin would take that one's core).
+    pub(super) fn next_request(&self, timeout: Duration, spin: bool) -> Option<Request> {
         if self.closed.load(Ordering::SeqCst) {
             return None;
         }
@@ -204,7 +207,8 @@ impl NodeInner {
         }
         if !self.in_progress_here() && !self.puller_spinning.swap(true, Ordering::SeqCst) {
             let mut found = None;
-            let slept = self.runtime.spin_then_sleep_as_helper(WAITER_SPIN.min(timeout), timeout, &self.closed, |_| {
+            let spin = if spin { WAITER_SPIN.min(timeout) } else { Duration::ZERO };
+            let slept = self.runtime.spin_then_sleep_as_helper(spin, timeout, &self.closed, |_| {
                 found = self.dispatch.try_pop();
                 found.is_some() || self.pull_interrupted.swap(false, Ordering::SeqCst)
             });

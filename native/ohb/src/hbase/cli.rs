@@ -84,7 +84,11 @@ pub fn hbase_main(argv: &[String]) -> Result<(), String> {
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
     let mut cmd = bench_jvm(&root, "ohb-hbase", "1g")?;
-    cmd
+    // HBase's mini cluster keeps its data under `target/test-data` of the working directory: under build/,
+    // not the checkout (nor wherever ohb was started).
+    let workdir = root.join("build").join("ohb-hbase");
+    std::fs::create_dir_all(&workdir).map_err(|e| format!("{}: {e}", workdir.display()))?;
+    cmd.current_dir(&workdir)
         .arg("io.slipstream.ohb.hbase.HBaseBench")
         .args(&run.jvm_args);
     eprintln!("ohb hbase: running {} ...", CONFIGS.join(", "));

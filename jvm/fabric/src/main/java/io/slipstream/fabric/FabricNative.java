@@ -66,7 +66,7 @@ final class FabricNative {
      * {@code out[1]} the payload buffer handle, {@code out[2]} the payload length, {@code out[3]} the op,
      * {@code out[4]} the payload's pin handle.
      */
-    static native ByteBuffer nodeNextRequest(long node, long timeoutMs, long[] out);
+    static native ByteBuffer nodeNextRequest(long node, long timeoutMs, boolean spin, long[] out);
 
     /** {@code Node::interrupt_pull}: one {@link #nodeNextRequest}, under way or the next, returns. */
     static native void nodeInterruptPull(long node);

@@ -174,6 +174,26 @@ class NodeLifecycleTest {
         closed.interruptPull(); // nothing to interrupt: no exception
     }
 
+    /** A pull that sleeps at once, without a spin first, still gets its request, and an interrupt ends it. */
+    @Test
+    void aPullWithoutSpinGetsItsRequestAndEndsAtAnInterrupt() throws Exception {
+        try (FabricNode node = Fixtures.serverConfig().start(); FabricNode client = Fixtures.clientConfig().start()) {
+            java.util.concurrent.CompletableFuture<FabricBuffer> answer =
+                    client.endpoint(node.localAddress()).requestAsync(7, new byte[] {1, 2, 3});
+            FabricRequest request = node.nextRequest(Duration.ofSeconds(10), false);
+            assertTrue(request != null, "a request within 10 s");
+            assertEquals(3, request.payload().length());
+            request.respond(new byte[] {9});
+            try (FabricBuffer response = answer.get(10, TimeUnit.SECONDS)) {
+                assertEquals(9, response.byteBuffer().get(0));
+            }
+            node.interruptPull();
+            long start = System.nanoTime();
+            assertEquals(null, node.nextRequest(Duration.ofSeconds(5), false));
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(1), "the pending interrupt ends it");
+        }
+    }
+
     @Test
     void closeIsIdempotentAndLaterCallsFailClosed() throws Exception {
         FabricNode server = Fixtures.startServer(3);

@@ -74,8 +74,10 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
     /**
      * Pulls fabric calls on the calling handler until one is on the queue or {@code deadline} (nanoTime)
      * passes; null when it did not pull (no source, or the pullers at their maximum) or nothing came.
+     * {@code afterPark}: the handler parked in this wait before (it was woken, for example to pull in the place
+     * of a puller that left with a call), rather than coming straight from a call it ran.
      */
-    protected abstract E pullWhileIdle(long deadline) throws InterruptedException;
+    protected abstract E pullWhileIdle(long deadline, boolean afterPark) throws InterruptedException;
 
     /** Whether a parked handler should pull instead of park: a puller's place is free. Asked under {@link #lock}. */
     protected abstract boolean mayPull();
@@ -89,12 +91,13 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
     @Override
     public final E poll(long timeout, TimeUnit unit) throws InterruptedException {
         long deadline = System.nanoTime() + unit.toNanos(timeout);
+        boolean parked = false;
         while (true) {
             E e = poll();
             if (e != null) {
                 return took(e);
             }
-            e = pullWhileIdle(deadline);
+            e = pullWhileIdle(deadline, parked);
             if (e != null) {
                 return e;
             }
@@ -113,6 +116,7 @@ public abstract class CountedCallQueue<E> extends AbstractQueue<E> implements Bl
                 // last puller leaving, which looks for parked handlers after it left, so neither is missed.
                 if (!mayPull()) {
                     notEmpty.awaitNanos(nanos);
+                    parked = true;
                 }
             } finally {
                 takersParked.decrementAndGet();

@@ -32,7 +32,7 @@ class CountedCallQueueTest {
         }
 
         @Override
-        protected E pullWhileIdle(long deadline) {
+        protected E pullWhileIdle(long deadline, boolean afterPark) {
             return null;
         }
 

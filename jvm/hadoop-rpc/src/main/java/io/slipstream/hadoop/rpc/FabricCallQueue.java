@@ -134,7 +134,7 @@ public final class FabricCallQueue<E> extends CountedCallQueue<E> {
      * is attached; null when it did not pull (pullers at their maximum) or nothing came.
      */
     @Override
-    protected E pullWhileIdle(long deadline) throws InterruptedException {
+    protected E pullWhileIdle(long deadline, boolean afterPark) throws InterruptedException {
         Source s = source;
         if (s == null) {
             return null;

@@ -228,10 +228,10 @@ public class FabricRpcServer extends NettyRpcServer {
         }
 
         @Override
-        public void pull(long timeoutMs) {
+        public void pull(long timeoutMs, boolean spin) {
             FabricRequest request;
             try {
-                request = node.nextRequest(Duration.ofMillis(timeoutMs));
+                request = node.nextRequest(Duration.ofMillis(timeoutMs), spin);
             } catch (FabricException e) {
                 if (e.kind() != FabricException.Kind.CLOSED) {
                     LOG.error("slipstream: pulling fabric calls failed", e);

@@ -45,9 +45,10 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
     interface Source {
         /**
          * Waits up to {@code timeoutMs} for one fabric request and dispatches its call through the scheduler (or
-         * answers it: a refusal, a full queue), or until {@link #interrupt()}.
+         * answers it: a refusal, a full queue), or until {@link #interrupt()}. {@code spin}: whether it may spin
+         * briefly before it sleeps (the fabric's {@code nextRequest(timeout, spin)}).
          */
-        void pull(long timeoutMs);
+        void pull(long timeoutMs, boolean spin);
 
         /** Ends one {@link #pull} under way, or else the next one, at once. */
         void interrupt();
@@ -120,7 +121,8 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
                     // Checked again after saying so: a handler that starts pulling sees standbyPulling (and
                     // interrupts this pull) or this sees it pulling.
                     if (attached && handlersBusy()) {
-                        source.pull(Math.min(pullSliceMs, STANDBY_SLICE_MS));
+                        // No spin: every handler runs a call, and on a small machine a spin takes a core from one.
+                        source.pull(Math.min(pullSliceMs, STANDBY_SLICE_MS), false);
                     }
                 } finally {
                     standbyPulling = false;
@@ -255,9 +257,13 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
     /**
      * Pulls fabric calls on this handler until one is on this queue (or another of the executor's), {@code deadline}
      * passes, or the pulls are detached; null when it did not pull (pullers at their maximum) or nothing came.
+     *
+     * <p>A handler woken to pull ({@code afterPark}: in the place of a puller that left with a call, most often)
+     * does not spin first: the call that puller runs would share a core with its spin on a small machine (a get
+     * took some 70 us longer so, docs/hbase-rpc.md). A handler coming straight from a call spins as usual.
      */
     @Override
-    protected E pullWhileIdle(long deadline) throws InterruptedException {
+    protected E pullWhileIdle(long deadline, boolean afterPark) throws InterruptedException {
         Pulls<E> p = pulls;
         if (p == null) {
             return null;
@@ -288,7 +294,7 @@ final class HandlerQueue<E> extends CountedCallQueue<E> {
                     return null;
                 }
                 long leftMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(leftNanos));
-                p.source.pull(Math.min(leftMs, p.pullSliceMs));
+                p.source.pull(Math.min(leftMs, p.pullSliceMs), !afterPark);
             }
             return null;
         } finally {

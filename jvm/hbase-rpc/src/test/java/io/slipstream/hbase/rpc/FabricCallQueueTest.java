@@ -108,6 +108,8 @@ class FabricCallQueueTest {
         private volatile List<HandlerQueue<String>> queues;
         /** Which queue held the last call pulled right after the scheduler's offer returned (-1: already taken). */
         private volatile int lastQueueIndex;
+        /** Whether the pull that took the last call might spin first. */
+        private volatile boolean lastCallSpun;
 
         void send(String call) {
             requests.add(call);
@@ -115,12 +117,13 @@ class FabricCallQueueTest {
         }
 
         @Override
-        public void pull(long timeoutMs) {
+        public void pull(long timeoutMs, boolean spin) {
             try {
                 if (interrupts.tryAcquire(timeoutMs, TimeUnit.MILLISECONDS)) {
                     String call = requests.poll();
                     if (call != null) {
                         callsPulled.incrementAndGet();
+                        lastCallSpun = spin;
                         assertTrue(balancer.apply(call).offer(call));
                         lastQueueIndex = -1;
                         for (int i = 0; i < queues.size(); i++) {
@@ -233,7 +236,8 @@ class FabricCallQueueTest {
 
     /**
      * One puller, two handlers of one queue: the puller leaves with a call (and keeps it, a long call); the parked
-     * handler, whose own wait would last a minute, is woken to pull the next call.
+     * handler, whose own wait would last a minute, is woken to pull the next call, without spinning first (the
+     * call under way would share a core with its spin). The first handler came straight to pull: it may spin.
      */
     @Test
     void theLastPullerLeavingWakesAParkedHandlerToPull() throws Exception {
@@ -245,8 +249,10 @@ class FabricCallQueueTest {
         assertEquals(1, p.pullingHandlers());
         wire.send("call 1");
         assertEquals("call 1", first.get(WAIT_MS, TimeUnit.MILLISECONDS));
+        assertTrue(wire.lastCallSpun, "a handler coming to pull from elsewhere than a park spins");
         wire.send("call 2");
         assertEquals("call 2", second.get(WAIT_MS, TimeUnit.MILLISECONDS));
+        assertFalse(wire.lastCallSpun, "the handler woken to pull in the leaving puller's place does not spin");
     }
 
     /**
@@ -263,6 +269,7 @@ class FabricCallQueueTest {
         try {
             wire.send("while busy");
             await("the standby queued the call", () -> p.queues.get(1).size() == 1);
+            assertFalse(wire.lastCallSpun, "the standby pulls without spinning: every handler runs a call");
             assertEquals(0, p.pullingHandlers());
             assertEquals("while busy", p.queues.get(1).poll());
             CompletableFuture<String> handler = pullingHandler(p, p.queues.get(0));
