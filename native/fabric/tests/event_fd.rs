@@ -60,20 +60,7 @@ fn waiters_and_pullers_sleep_on_the_event_fd() {
     let start = Instant::now();
     assert!(puller_node.next_request(Duration::from_millis(30)).is_none());
     assert!(start.elapsed() >= Duration::from_millis(30), "an idle pull ends at its timeout");
-    let before = puller_node.stats().event_fd_sleeps;
-    let puller = {
-        let node = puller_node.clone();
-        std::thread::spawn(move || {
-            let request = node.next_request(Duration::from_secs(10)).expect("a request");
-            let reply = request.payload().to_vec();
-            request.respond(&reply);
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while puller_node.stats().event_fd_sleeps == before {
-        assert!(Instant::now() < deadline, "the idle puller never slept on the event fd");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let puller = echo_once_asleep_on_the_fd(&puller_node, true);
     let to_puller = client.endpoint(puller_node.local_addr().unwrap()).unwrap();
     assert_eq!(&to_puller.request(2, b"pulled").unwrap().wait().unwrap()[..], b"pulled");
     puller.join().unwrap();
@@ -91,20 +78,7 @@ fn waiters_and_pullers_sleep_on_the_event_fd() {
     };
     let (spun, unspun) = (idle_pull_cpu(true), idle_pull_cpu(false));
     assert!(unspun + Duration::from_micros(40) < spun, "CPU per idle pull: {unspun:?} without spin, {spun:?} with");
-    let before = puller_node.stats().event_fd_sleeps;
-    let puller = {
-        let node = puller_node.clone();
-        std::thread::spawn(move || {
-            let request = node.next_request_without_spin(Duration::from_secs(10)).expect("a request");
-            let reply = request.payload().to_vec();
-            request.respond(&reply);
-        })
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while puller_node.stats().event_fd_sleeps == before {
-        assert!(Instant::now() < deadline, "the puller without spin never slept on the event fd");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let puller = echo_once_asleep_on_the_fd(&puller_node, false);
     assert_eq!(&to_puller.request(2, b"unspun").unwrap().wait().unwrap()[..], b"unspun");
     puller.join().unwrap();
     client.close();
@@ -120,4 +94,26 @@ fn thread_cpu() -> Duration {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A thread that pulls one request (spinning first or not) and echoes it; returned once that
+/// thread sleeps on the event fd.
+fn echo_once_asleep_on_the_fd(node: &Arc<Node>, spin: bool) -> std::thread::JoinHandle<()> {
+    let before = node.stats().event_fd_sleeps;
+    let puller = {
+        let node = node.clone();
+        std::thread::spawn(move || {
+            let timeout = Duration::from_secs(10);
+            let pulled = if spin { node.next_request(timeout) } else { node.next_request_without_spin(timeout) };
+            let request = pulled.expect("a request");
+            let reply = request.payload().to_vec();
+            request.respond(&reply);
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.stats().event_fd_sleeps == before {
+        assert!(Instant::now() < deadline, "the puller (spin {spin}) never slept on the event fd");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    puller
 }
