@@ -35,7 +35,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>While the pullers are at their maximum, other idle handlers park; the last puller leaving with a call wakes
  * one to pull in its place, or, when none is parked (every handler busy), the standby ({@link Pulls#runStandby}),
  * a thread that pulls only then, so that calls for the other executors (an admin call while every general handler
- * is busy) still reach them.
+ * is busy) still reach them. Neither spins before it sleeps on the fabric: the call just taken needs the cores.
  */
 final class HandlerQueue<E> extends CountedCallQueue<E> {
     /** The queue each thread is pulling for, if any: the call it pulls goes there and needs no wake of another handler. */
