@@ -71,8 +71,7 @@ fn waiters_and_pullers_sleep_on_the_event_fd() {
         let pulls = 40u32;
         let before = thread_cpu();
         for _ in 0..pulls {
-            let pulled = if spin { puller_node.next_request(Duration::from_millis(2)) } else { puller_node.next_request_without_spin(Duration::from_millis(2)) };
-            assert!(pulled.is_none());
+            assert!(pull(&puller_node, Duration::from_millis(2), spin).is_none());
         }
         (thread_cpu() - before) / pulls
     };
@@ -103,9 +102,7 @@ fn echo_once_asleep_on_the_fd(node: &Arc<Node>, spin: bool) -> std::thread::Join
     let puller = {
         let node = node.clone();
         std::thread::spawn(move || {
-            let timeout = Duration::from_secs(10);
-            let pulled = if spin { node.next_request(timeout) } else { node.next_request_without_spin(timeout) };
-            let request = pulled.expect("a request");
+            let request = pull(&node, Duration::from_secs(10), spin).expect("a request");
             let reply = request.payload().to_vec();
             request.respond(&reply);
         })
@@ -116,4 +113,13 @@ fn echo_once_asleep_on_the_fd(node: &Arc<Node>, spin: bool) -> std::thread::Join
         std::thread::sleep(Duration::from_millis(1));
     }
     puller
+}
+
+/// `next_request`, or with `spin` false `next_request_without_spin`.
+fn pull(node: &Node, timeout: Duration, spin: bool) -> Option<fabric::Request> {
+    if spin {
+        node.next_request(timeout)
+    } else {
+        node.next_request_without_spin(timeout)
+    }
 }

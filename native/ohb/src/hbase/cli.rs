@@ -42,20 +42,8 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
                 let value = argv.get(i).ok_or_else(|| format!("{flag} needs a value"))?;
                 match flag {
                     "--json" => json = Some(PathBuf::from(value)),
-                    "--rows" => {
-                        let n: u64 = value.parse().map_err(|_| format!("--rows: not a number: {value}"))?;
-                        if !(100..=10_000_000).contains(&n) {
-                            return Err(format!("--rows: {n} is outside 100..=10000000"));
-                        }
-                        rows = Some(value.clone());
-                    }
-                    "--warmup" => {
-                        let n: u64 = value.parse().map_err(|_| format!("--warmup: not a number: {value}"))?;
-                        if n > 10_000_000 {
-                            return Err(format!("--warmup: {n} is above 10000000"));
-                        }
-                        warmup = Some(value.clone());
-                    }
+                    "--rows" => rows = Some(row_count(flag, value, 100)?),
+                    "--warmup" => warmup = Some(row_count(flag, value, 0)?),
                     _ => {
                         if let Some(bad) = value.split(',').find(|c| !CONFIGS.contains(c)) {
                             return Err(format!("--configs: unknown configuration {bad} (netty, fabric, fabric-tcp)"));
@@ -74,6 +62,15 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     jvm_args.extend(["--rows".to_string(), rows.unwrap_or_else(|| "20000".to_string())]);
     jvm_args.extend(["--warmup".to_string(), warmup.unwrap_or_else(|| "20000".to_string())]);
     Ok(Run { jvm_args, json })
+}
+
+/// A row count for PerformanceEvaluation: a number from `low` to 10 000 000, passed on as written.
+fn row_count(flag: &str, value: &str, low: u64) -> Result<String, String> {
+    let n: u64 = value.parse().map_err(|_| format!("{flag}: not a number: {value}"))?;
+    if !(low..=10_000_000).contains(&n) {
+        return Err(format!("{flag}: {n} is outside {low}..=10000000"));
+    }
+    Ok(value.to_string())
 }
 
 pub fn hbase_main(argv: &[String]) -> Result<(), String> {
