@@ -216,7 +216,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
         // An ephemeral key pair per session: the public half rides in the request, the private half never leaves.
         SessionKeys keys = SessionKeys.generate();
         Message request = Discovery.encode(new Discovery.Request(Discovery.VERSION, target.connectionHeader(),
-                keys.publicKey()));
+                keys.publicKey(), rpcConf.frameMac));
         channel.callMethod(Discovery.OPEN_SESSION_V2, controller, request, Discovery.offerPrototype(), (Message answer) -> {
             if (controller.failed()) {
                 IOException e = controller.getFailed();
@@ -250,8 +250,7 @@ public class FabricRpcClient extends FabricIpcBridge.ClientBase {
                     return;
                 }
                 // The key is never sent: someone who watched the socket connection saw two public keys only.
-                FrameAuth auth = new FrameAuth(SessionKeys.macKey(keys.agree(offer.serverPublicKey()), offer.sessionId(),
-                        keys.publicKey(), offer.serverPublicKey(), Frames.KEY_PURPOSE));
+                FrameAuth auth = Discovery.clientAuth(keys, offer, rpcConf.frameMac);
                 String host = offer.host().isEmpty() ? target.server().getHostString() : offer.host();
                 FabricEndpoint endpoint = node.endpoint(host, offer.port());
                 result.complete(new FabricRoute(endpoint, offer, target, auth));

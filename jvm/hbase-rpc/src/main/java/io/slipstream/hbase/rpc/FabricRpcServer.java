@@ -451,6 +451,11 @@ public class FabricRpcServer extends NettyRpcServer {
             return Discovery.Offer.refused("discovery version " + request.version() + " (this server speaks "
                     + Discovery.VERSION + ")");
         }
+        if (request.frameMac() == null) {
+            throw new IOException("slipstream: a session request naming no MAC coverage (full or header)");
+        }
+        // The more either side asks for.
+        FrameAuth.Coverage coverage = Discovery.agreedCoverage(request.frameMac(), rpcConf.frameMac);
         RpcCall call = getCurrentCall().orElseThrow(() -> new IOException("slipstream: OpenSession outside an RPC call"));
         ConnectionHeader header = ConnectionHeader.parseFrom(request.connectionHeader());
         if (Discovery.SERVICE_NAME.equals(header.getServiceName())) {
@@ -481,14 +486,14 @@ public class FabricRpcServer extends NettyRpcServer {
                 } while (sessions.containsKey(id));
                 // The id salts the key: derived here, under the lock that makes the id this session's.
                 FrameAuth auth = new FrameAuth(SessionKeys.macKey(secret, id, request.clientPublicKey(), serverPublicKey,
-                        Frames.KEY_PURPOSE));
+                        Frames.keyPurpose(coverage)), coverage);
                 sessions.put(id, new Session(id, connection, auth));
             }
             InetSocketAddress at = n.localAddress();
             // A wildcard listener: the client reaches the fabric at the host it reached the socket at.
             String host = at.getAddress().isAnyLocalAddress() ? "" : at.getAddress().getHostAddress();
             return new Discovery.Offer(Discovery.VERSION, host, at.getPort(), id, rpcConf.serverFrameBytesMax(),
-                    maxRequestSize, serverPublicKey, null);
+                    maxRequestSize, serverPublicKey, coverage, null);
         } catch (IOException | RuntimeException e) {
             connection.close();
             throw e;

@@ -13,24 +13,33 @@ import io.slipstream.fabric.session.FrameAuth;
  * starting with one of the prefixes below, signed ({@code FrameAuth.signRefusal}, bound the same way) whenever
  * the server verified the frame's MAC: all but {@link #UNKNOWN_SESSION}, {@link #NOT_AUTHENTIC} and a
  * {@link #MALFORMED} frame that names no session. Every session uses this version, SIMPLE ones too: versions 1
- * (no sequence, no MAC) and 2 (refusals not signed) are refused like any unknown version.
+ * (no sequence, no MAC), 2 (refusals not signed) and 3 (every MAC over the whole body) are refused like any
+ * unknown version. What the MACs of frames and answers cover (the whole body, or its length:
+ * {@link FrameAuth.Coverage}, {@code slipstream.hbase.rpc.frameMac}) is the session's, agreed when it opens
+ * (message 2) and bound into its key ({@link #keyPurpose}).
  */
 final class Frames {
     private Frames() {
     }
 
     static final int OP_CALL = 1;
-    /** 3: refusals signed (2: answers signed; 1: nothing). The discovery speaks the same version. */
-    static final byte FRAME_VERSION = 3;
+    /**
+     * 4: MAC coverage agreed per session (3: refusals signed; 2: answers signed; 1: nothing). The discovery
+     * speaks the same version.
+     */
+    static final byte FRAME_VERSION = 4;
     /** Bytes before HBase's own request framing: version, session id, sequence number, MAC. */
     static final int PREFIX_BYTES = FrameAuth.PREFIX_BYTES;
     /** Bytes before HBase's own response framing: the response's MAC. */
     static final int RESPONSE_PREFIX_BYTES = FrameAuth.RESPONSE_PREFIX_BYTES;
     /**
-     * HKDF's "info" for this engine's session keys: names the engine, the frame version and the MAC, so that a
-     * key can never be taken for one of another engine (jvm/hadoop-rpc's) or version.
+     * HKDF's "info" for this engine's session keys: names the engine, the frame version, the MAC and its coverage,
+     * so that a key can never be taken for one of another engine (jvm/hadoop-rpc's), version or coverage (a
+     * session whose MACs cover only the bodies' lengths derives another key than one whose MACs cover the bytes).
      */
-    static final String KEY_PURPOSE = "slipstream hbase-rpc frame v3 hmac-sha256";
+    static String keyPurpose(FrameAuth.Coverage coverage) {
+        return "slipstream hbase-rpc frame v" + FRAME_VERSION + " hmac-sha256 " + coverage.word();
+    }
 
     /** What every refusal's text starts with. */
     static final String REFUSAL_PREFIX = "slipstream-hbase-rpc: ";

@@ -3,6 +3,7 @@ package io.slipstream.hbase.rpc;
 import io.slipstream.fabric.FabricConfig;
 import io.slipstream.fabric.FabricTransport;
 import io.slipstream.fabric.NetDevices;
+import io.slipstream.fabric.session.FrameAuth;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -44,6 +45,13 @@ final class HBaseRpcConf {
     static final String HANDLER_PULL_MS = PREFIX + "handler.pull.ms";
     /** The fabric's own backstop for a call; HBase's RPC timeout (hbase.rpc.timeout) is the one callers see. */
     static final String REQUEST_TIMEOUT_MS = PREFIX + "requestTimeout.ms";
+    /**
+     * What the MACs of a session's frames and answers cover: {@code header} (default: the session, sequence number
+     * and the body's length, what an authenticated socket connection without SASL wrapping proves) or {@code full}
+     * (every byte). A session takes {@code full} when its client or its server says so (docs/hbase-rpc.md,
+     * "Security").
+     */
+    static final String FRAME_MAC = PREFIX + "frameMac";
     /** Bytes a server's fabric takes above hbase.ipc.max.request.size, so that it answers those with HBase's error. */
     static final int TOO_BIG_SLACK_BYTES = 64 << 10;
     /** HBase's SASL quality of protection (its RpcServer and clients read this key; a list, default authentication). */
@@ -65,6 +73,7 @@ final class HBaseRpcConf {
     final int handlerPullers;
     final long handlerPullMs;
     final long requestTimeoutMs;
+    final FrameAuth.Coverage frameMac;
     /** {@code hbase.ipc.max.request.size} (the server's limit on one request). */
     final int maxRequestBytes;
     /** Why the fabric must not carry calls under this configuration (security), or null. */
@@ -109,6 +118,11 @@ final class HBaseRpcConf {
         requestTimeoutMs = conf.getLong(REQUEST_TIMEOUT_MS, 600_000);
         if (requestTimeoutMs < 1) {
             throw new IllegalArgumentException("slipstream: " + REQUEST_TIMEOUT_MS + "=" + requestTimeoutMs + " must be positive");
+        }
+        frameMac = FrameAuth.Coverage.ofWord(conf.getTrimmed(FRAME_MAC, "header"));
+        if (frameMac == null) {
+            throw new IllegalArgumentException("slipstream: " + FRAME_MAC + "=" + conf.getTrimmed(FRAME_MAC)
+                    + " must be header or full");
         }
         maxRequestBytes = conf.getInt(RpcServer.MAX_REQUEST_SIZE, RpcServer.DEFAULT_MAX_REQUEST_SIZE);
         if (maxRequestBytes < 1) {

@@ -132,31 +132,37 @@ class SessionAuthenticationTest {
                     .setUserInfo(UserInformation.newBuilder().setEffectiveUser("mallory")).build();
             ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(live.client, live.at,
                     Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION,
-                            mallory.toByteArray(), SessionKeys.generate().publicKey()))));
+                            mallory.toByteArray(), SessionKeys.generate().publicKey(), FrameAuth.Coverage.HEADER))));
             assertTrue(String.valueOf(e.getCause()).contains("names user mallory"), String.valueOf(e.getCause()));
             assertEquals(0, live.server.fabricSessions());
         }
     }
 
     /**
-     * Version 1 clients are refused with the reason; a request of another version (2: refusals unsigned; 4) or a bad
-     * key opens nothing.
+     * Version 1 clients are refused with the reason; a request of another version (2: refusals unsigned; 3: no MAC
+     * coverage agreed; 5), one naming no coverage or a bad key opens nothing.
      */
     @Test
     void anOlderClientIsRefusedClearlyAndABadKeyOpensNothing() throws Exception {
         try (EchoServers.Running live = EchoServers.Running.start()) {
             Discovery.Offer v1 = TestSessions.call(live.client, live.at, Discovery.OPEN_SESSION_V1, TestSessions.testServiceHeader());
-            assertTrue(String.valueOf(v1.refusal()).contains("discovery version 3"), v1.refusal());
+            assertTrue(String.valueOf(v1.refusal()).contains("discovery version 4"), v1.refusal());
             byte[] header = TestSessions.testServiceHeader().toByteArray();
-            for (int other : new int[] {2, 4}) {
+            for (int other : new int[] {2, 3, 5}) {
                 Discovery.Offer offer = TestSessions.call(live.client, live.at, Discovery.OPEN_SESSION_V2,
-                        Discovery.encode(new Discovery.Request(other, header, SessionKeys.generate().publicKey())));
-                assertTrue(String.valueOf(offer.refusal()).contains("discovery version " + other + " (this server speaks 3)"),
+                        Discovery.encode(new Discovery.Request(other, header, SessionKeys.generate().publicKey(),
+                                FrameAuth.Coverage.FULL)));
+                assertTrue(String.valueOf(offer.refusal()).contains("discovery version " + other + " (this server speaks 4)"),
                         offer.refusal());
             }
+            ServiceException none = assertThrows(ServiceException.class, () -> TestSessions.call(live.client, live.at,
+                    Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION, header,
+                            SessionKeys.generate().publicKey(), null))));
+            assertTrue(String.valueOf(none.getCause()).contains("naming no MAC coverage"), String.valueOf(none.getCause()));
             for (byte[] badKey : List.of(new byte[31], new byte[32])) {
                 ServiceException e = assertThrows(ServiceException.class, () -> TestSessions.call(live.client, live.at,
-                        Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION, header, badKey))));
+                        Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(Discovery.VERSION, header, badKey,
+                                FrameAuth.Coverage.FULL))));
                 assertTrue(String.valueOf(e.getCause()).contains("no fabric session for that key"), String.valueOf(e.getCause()));
             }
             assertEquals(0, live.server.fabricSessions());
@@ -165,14 +171,17 @@ class SessionAuthenticationTest {
 
     /**
      * A server that answers with a MAC that is not its own for that frame (another frame's, or over altered
-     * bytes) has its answer refused by the client: a stand-in server ({@link StandInServer}) signs the way
-     * {@link AnswerMode} says.
+     * bytes) has its answer refused by a client whose sessions' MACs cover every byte
+     * ({@code slipstream.hbase.rpc.frameMac=full}): a stand-in server ({@link StandInServer}) signs the way
+     * {@link AnswerMode} says. FrameMacTest has what a {@code header} session's client believes.
      */
     @Test
     void theClientBelievesOnlyAnswersCarryingTheServersMacForThatFrame() throws Exception {
         AtomicReference<AnswerMode> mode = new AtomicReference<>(AnswerMode.SIGNED);
+        org.apache.hadoop.conf.Configuration full = EchoServers.conf("never");
+        full.set(HBaseRpcConf.FRAME_MAC, "full");
         try (StandInServer standIn = StandInServer.start(false);
-                FabricRpcClient client = new FabricRpcClient(EchoServers.conf("never"))) {
+                FabricRpcClient client = new FabricRpcClient(full)) {
             standIn.handler = frame -> answer(frame, mode.get());
             BlockingInterface stub = TestProtobufRpcServiceImpl.newBlockingStub(client, standIn.address());
             assertEquals("believed", stub.echo(null, echo("believed")).getMessage());

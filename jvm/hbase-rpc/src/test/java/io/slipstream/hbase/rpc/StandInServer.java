@@ -55,6 +55,8 @@ final class StandInServer implements AutoCloseable {
     volatile Handler handler = StandInServer::echo;
     /** The version the discovery's offers carry (an older server's: the client opens no session). */
     volatile int offerVersion = Discovery.VERSION;
+    /** The MAC coverage the discovery's offers give; null: what the client asks for. */
+    volatile FrameAuth.Coverage offerFrameMac;
     private volatile FrameAuth key;
     private final FabricNode fabric;
     private final RpcServer socket;
@@ -146,14 +148,15 @@ final class StandInServer implements AutoCloseable {
                 Discovery.Request asked = Discovery.decodeRequest(request);
                 SessionKeys keys = SessionKeys.generate();
                 long sessionId = 1000 + sessionsOpened.incrementAndGet();
+                FrameAuth.Coverage coverage = offerFrameMac != null ? offerFrameMac : asked.frameMac();
                 try {
                     key = new FrameAuth(SessionKeys.macKey(keys.agree(asked.clientPublicKey()), sessionId,
-                            asked.clientPublicKey(), keys.publicKey(), Frames.KEY_PURPOSE));
+                            asked.clientPublicKey(), keys.publicKey(), Frames.keyPurpose(coverage)), coverage);
                 } catch (java.security.InvalidKeyException e) {
                     throw new ServiceException(e);
                 }
                 return Discovery.encode(new Discovery.Offer(offerVersion, "127.0.0.1", fabric.localAddress().getPort(),
-                        sessionId, 1 << 20, 1 << 20, keys.publicKey(), null));
+                        sessionId, 1 << 20, 1 << 20, keys.publicKey(), coverage, null));
             }
 
             @Override

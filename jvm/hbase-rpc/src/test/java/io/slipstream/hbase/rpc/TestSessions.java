@@ -52,16 +52,23 @@ final class TestSessions {
                 .setCellBlockCodecClass(KeyValueCodec.class.getCanonicalName()).build();
     }
 
-    /** Messages 1-3 by hand, as the client does them: OpenSessionV2 for the test service on the socket path. */
+    /**
+     * Messages 1-3 by hand, as the client does them: OpenSessionV2 for the test service on the socket path, asking
+     * for MACs over every byte (so that a test may alter any byte of a frame and see it refused).
+     */
     static Opened open(RpcClient client, InetSocketAddress at) throws Exception {
+        return open(client, at, FrameAuth.Coverage.FULL);
+    }
+
+    /** {@link #open(RpcClient, InetSocketAddress)} asking for MACs covering {@code frameMac} at least. */
+    static Opened open(RpcClient client, InetSocketAddress at, FrameAuth.Coverage frameMac) throws Exception {
         SessionKeys keys = SessionKeys.generate();
         Discovery.Offer offer = call(client, at, Discovery.OPEN_SESSION_V2, Discovery.encode(new Discovery.Request(
-                Discovery.VERSION, testServiceHeader().toByteArray(), keys.publicKey())));
+                Discovery.VERSION, testServiceHeader().toByteArray(), keys.publicKey(), frameMac)));
         if (offer.refusal() != null) {
             return new Opened(offer, null);
         }
-        return new Opened(offer, new FrameAuth(SessionKeys.macKey(keys.agree(offer.serverPublicKey()), offer.sessionId(),
-                keys.publicKey(), offer.serverPublicKey(), Frames.KEY_PURPOSE)));
+        return new Opened(offer, Discovery.clientAuth(keys, offer, frameMac));
     }
 
     /** One discovery call on the socket path, as the current user. */
@@ -102,7 +109,11 @@ final class TestSessions {
      * (and for no other number) and returns the echoed message.
      */
     static String echoed(FabricEndpoint endpoint, Opened session, long sequence, String message) throws IOException {
-        byte[] frame = frame(session, sequence, echoBody(message, (int) sequence));
+        return echoed(endpoint, session, sequence, frame(session, sequence, echoBody(message, (int) sequence)));
+    }
+
+    /** {@link #echoed(FabricEndpoint, Opened, long, String)} of a frame made by the caller (call id {@code sequence}). */
+    static String echoed(FabricEndpoint endpoint, Opened session, long sequence, byte[] frame) throws IOException {
         try (FabricBuffer response = endpoint.request(Frames.OP_CALL, frame)) {
             ByteBuffer view = response.byteBuffer();
             long id = session.offer().sessionId();
