@@ -1,7 +1,9 @@
 //! `ohb hdfs swl|srl|rrl|swt|srt|all`: OHB's HDFS benchmarks (sequential write latency, sequential
 //! and random read latency, sequential write and read throughput) on real HDFS 3.4, four
 //! configurations side by side in one run, each in its own JVM with its own mini cluster (a
-//! NameNode and three DataNodes, replication 3, the reader or writer in the same JVM):
+//! NameNode and three DataNodes, replication 3), the reader or writer in a second JVM of its own
+//! as HDFS clients run (since session 38; before, in the cluster's JVM, where the client's fabric
+//! node shared the DataNodes' UCX worker):
 //!
 //! - `vanilla`: HDFS's own TCP block reader and writer, short-circuit reads off (as for remote readers);
 //! - `plugin`: the Slipstream DataNode plugin, replica accessor and `SlipstreamDistributedFileSystem`

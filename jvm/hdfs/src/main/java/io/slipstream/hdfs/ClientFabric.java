@@ -7,6 +7,7 @@ import io.slipstream.fabric.FabricNode;
 import io.slipstream.fabric.FabricUnavailableException;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.hdfs.protocol.DatanodeInfo;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -27,6 +28,11 @@ final class ClientFabric {
     private static FabricUnavailableException unavailable;
 
     final FabricNode node;
+    /**
+     * Response bytes the process's readers may have requested ahead at once (half of {@code buffer.cap}): a read-ahead
+     * beyond is not asked, so that read-ahead never takes the registered memory that demand reads need.
+     */
+    private final AtomicLong aheadBytesFree;
         /** DataNode ({@code ip:xferPort@fabricPort}) -> nanoTime until which it counts as offering no fabric; 0: it offers one. */
     private final Map<String, Long> dataNodes = new LinkedHashMap<>(64, 0.75f, true) {
         private static final long serialVersionUID = 1L;
@@ -39,6 +45,23 @@ final class ClientFabric {
 
     private ClientFabric(HdfsConf conf) throws FabricUnavailableException {
         this.node = conf.nodeBuilder().start();
+        this.aheadBytesFree = new AtomicLong(conf.bufferCapBytes / 2);
+    }
+
+    /** Takes {@code bytes} of the read-ahead budget; false (nothing taken) when it has not that much left. */
+    boolean reserveAhead(long bytes) {
+        for (long free = aheadBytesFree.get(); free >= bytes; free = aheadBytesFree.get()) {
+            if (aheadBytesFree.compareAndSet(free, free - bytes)) {
+                return true;
+            }
+        }
+        SlipstreamHdfsCounters.READ_AHEADS_DECLINED.incrementAndGet();
+        return false;
+    }
+
+    /** Gives back what {@link #reserveAhead} took. */
+    void releaseAhead(long bytes) {
+        aheadBytesFree.addAndGet(bytes);
     }
 
     /** The process's client node; the same failure again (without retrying) once it could not start. */

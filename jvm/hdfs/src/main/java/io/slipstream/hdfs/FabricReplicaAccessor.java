@@ -4,6 +4,7 @@ import io.slipstream.fabric.FabricBuffer;
 import io.slipstream.fabric.FabricException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -20,7 +21,9 @@ import org.slf4j.LoggerFactory;
 /**
  * Reads one block over the fabric from the DataNodes holding it, nearest first. Each request asks
  * for up to {@code request.bytes}; the response is kept as a window that later reads are served
- * from, and while a sequential reader consumes it the next window is already requested. Checksums
+ * from, and while a sequential reader consumes it the next windows (up to {@code read.windowsAhead})
+ * are already requested, so that the DataNode's file reads, the transfer and this side's checksum
+ * verification overlap. Checksums
  * are verified per response; a replica that fails them is reported to the NameNode and the read
  * goes on from the next replica, as does a read whose DataNode fails or refuses. HDFS learns
  * nothing of either unless every replica fails: then a {@link ChecksumException} (all corrupt) or
@@ -45,16 +48,18 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private FabricBuffer window;
     private ByteBuffer windowData;
     private long windowStart;
-    /** The next window, requested ahead from {@link #nextStart} of replica {@link #nextReplica}. */
-    private CompletableFuture<FabricBuffer> next;
-    private long nextStart;
-    private int nextReplica;
+    /** A window requested ahead: {@code length} bytes from {@code start}, of replica {@code replica}. */
+    private record Ahead(long start, int length, int replica, CompletableFuture<FabricBuffer> response) {
+    }
+
+    /** The next windows, requested ahead in block order (at most {@code read.windowsAhead}). */
+    private final ArrayDeque<Ahead> ahead = new ArrayDeque<>();
     /**
      * Bytes the next request asks for. HDFS opens a stream's block reader for the rest of the block
      * also when the reader then reads 4 KiB and seeks, so a small read's window starts at what it
      * wants (at least {@link #READ_AHEAD_MIN}) and grows fourfold, up to {@code request.bytes}, with
      * every window read to its end; a read of {@link #SEQUENTIAL_READ_BYTES} or more starts at
-     * {@code request.bytes}. The next window is requested ahead once reads are sequential.
+     * {@code request.bytes}. The next windows are requested ahead once reads are sequential.
      */
     private int readAhead;
     private boolean sequential;
@@ -108,7 +113,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     /** Makes the window cover {@code pos}: the prefetched one if it does, else a new request; then prefetches. */
     private void fill(long pos, int wanted) throws IOException {
         sequential = window != null && pos == windowStart + windowData.limit();
-        boolean prefetched = next != null && nextStart == pos;
+        boolean prefetched = !ahead.isEmpty() && ahead.peekFirst().start() == pos;
         if (!sequential) {
             // A read of 64 KiB or more (HDFS's stream reads fill its buffer) is taken as sequential
             // from the start: one request for as much as allowed. A small read after a seek starts small.
@@ -120,16 +125,16 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         dropWindow();
         FabricBuffer response = null;
         if (prefetched) {
-            CompletableFuture<FabricBuffer> pending = next;
-            next = null;
+            Ahead pending = ahead.pollFirst();
+            fabric.releaseAhead(pending.length());
             try {
-                response = pending.join();
-                replica = nextReplica;
+                response = pending.response().join();
+                replica = pending.replica();
                 if (!accept(response, pos)) {
                     response = null;
                 }
             } catch (CompletionException e) {
-                failed(nextReplica, e.getCause());
+                failed(pending.replica(), e.getCause());
             } catch (BlockReadProtocol.MalformedException e) {
                 response = null;
                 failed(replica, e);
@@ -139,18 +144,37 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
                 replica++;
                 SlipstreamHdfsCounters.FAILOVERS.incrementAndGet();
             }
+            if (response == null) {
+                // The windows behind it were asked of the same replica: asked again, of the one fetch() settles on.
+                cancelAhead();
+            }
         } else {
-            cancelNext();
+            cancelAhead();
         }
         if (response == null) {
             fetch(pos);
         }
         long after = windowStart + windowData.limit();
-        if (sequential && after < visibleLength && after > pos) {
-            nextStart = after;
-            nextReplica = replica;
+        if (sequential && after > pos) {
+            requestAhead(after);
+        }
+    }
+
+    /**
+     * Tops the windows requested ahead up to {@code read.windowsAhead}, continuing from the last one asked (or
+     * from {@code after}, the current window's end), each of the current replica and {@link #readAhead} bytes
+     * (which grows fourfold per window up to {@code request.bytes}).
+     */
+    private void requestAhead(long after) {
+        long end = ahead.isEmpty() ? after : ahead.peekLast().start() + ahead.peekLast().length();
+        while (ahead.size() < settings.readWindowsAhead && end < visibleLength) {
+            int length = (int) Math.min(Math.min(4L * readAhead, settings.requestBytes), visibleLength - end);
+            if (!fabric.reserveAhead(length)) {
+                return;
+            }
             readAhead = (int) Math.min(4L * readAhead, settings.requestBytes);
-            next = request(replica, after);
+            ahead.addLast(new Ahead(end, length, replica, request(replica, end, length)));
+            end += length;
         }
     }
 
@@ -160,7 +184,7 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         boolean allCorrupt = true;
         while (replica < replicas.size()) {
             try {
-                FabricBuffer response = request(replica, pos).join();
+                FabricBuffer response = request(replica, pos, (int) Math.min(readAhead, visibleLength - pos)).join();
                 if (accept(response, pos)) {
                     return;
                 }
@@ -188,9 +212,8 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         throw failure != null ? failure : new IOException("no replica of " + block.getBlock() + " left to read over the fabric");
     }
 
-    private CompletableFuture<FabricBuffer> request(int index, long pos) {
+    private CompletableFuture<FabricBuffer> request(int index, long pos, int length) {
         DatanodeInfo dataNode = replicas.get(index);
-        int length = (int) Math.min(readAhead, visibleLength - pos);
         BlockReadProtocol.ReadRequest request = new BlockReadProtocol.ReadRequest(dataNode.getXferPort(), block.getBlock().getBlockPoolId(),
                 block.getBlock().getBlockId(), generationStamp, pos, length, token);
         SlipstreamHdfsCounters.REQUESTS.incrementAndGet();
@@ -258,17 +281,18 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
         }
     }
 
-    private void cancelNext() {
-        if (next != null) {
-            next.thenAccept(FabricBuffer::release);
-            next = null;
+    /** Drops the windows requested ahead: each response is released when (if) it comes. */
+    private void cancelAhead() {
+        for (Ahead a; (a = ahead.pollFirst()) != null;) {
+            fabric.releaseAhead(a.length());
+            a.response().thenAccept(FabricBuffer::release);
         }
     }
 
     @Override
     public synchronized void close() {
         dropWindow();
-        cancelNext();
+        cancelAhead();
     }
 
     @Override

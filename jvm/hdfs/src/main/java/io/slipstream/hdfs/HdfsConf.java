@@ -41,6 +41,9 @@ final class HdfsConf {
             "block bytes per fabric request at most (64 KiB to 64 MiB): a client read of 64 KiB or more asks for this much; a "
             + "smaller one starts at what it wants (at least 4 KiB) and grows 4x per sequential window; the DataNode refuses "
             + "larger requests than its own setting");
+    static final Setting READ_WINDOWS_AHEAD = new Setting(PREFIX + "read.windowsAhead", "2",
+            "windows (requests of up to `request.bytes`) a sequential reader asks for ahead of the one it reads (0 to 16); "
+            + "what all readers of a client process ask ahead is held within half of `buffer.cap` (beyond, they read on demand)");
     static final Setting SERVER_MAX_WRITES = new Setting(PREFIX + "server.maxWrites", "16",
             "block writes open at once per DataNode (1 to 1024); an open beyond is refused as busy");
     // 256 KiB: ohb hdfs swt (2 writers x 256 MiB, replication 3) gave 222-370 MB/s against 159-177 MB/s
@@ -59,7 +62,7 @@ final class HdfsConf {
             "a block read request without an answer by then fails over to another replica");
     /** Every user setting, in the order the documentation lists them. */
     static final List<Setting> SETTINGS = List.of(FALLBACK, TRANSPORT, PORT, BIND_ADDRESS, NET_DEVICES, BUFFER_CAP,
-            SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, SERVER_MAX_WRITES, WRITE_PACKET_BYTES, WRITE_PACKETS_IN_FLIGHT,
+            SERVER_THREADS, SERVER_MAX_BYTES_IN_FLIGHT, REQUEST_BYTES, READ_WINDOWS_AHEAD, SERVER_MAX_WRITES, WRITE_PACKET_BYTES, WRITE_PACKETS_IN_FLIGHT,
             WRITE_IDLE_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 
     static final int REQUEST_BYTES_MIN = 64 << 10;
@@ -81,6 +84,7 @@ final class HdfsConf {
     final int serverThreads;
     final long serverMaxBytesInFlight;
     final int requestBytes;
+    final int readWindowsAhead;
     final Duration requestTimeout;
     final int serverMaxWrites;
     /** Data bytes per packet a writer sends: {@code write.packet.bytes}, at most {@code request.bytes}. */
@@ -98,6 +102,10 @@ final class HdfsConf {
         serverThreads = conf.getInt(SERVER_THREADS.key(), Integer.parseInt(SERVER_THREADS.defaultValue()));
         serverMaxBytesInFlight = conf.getLongBytes(SERVER_MAX_BYTES_IN_FLIGHT.key(), bytes(SERVER_MAX_BYTES_IN_FLIGHT));
         long request = conf.getLongBytes(REQUEST_BYTES.key(), bytes(REQUEST_BYTES));
+        readWindowsAhead = conf.getInt(READ_WINDOWS_AHEAD.key(), Integer.parseInt(READ_WINDOWS_AHEAD.defaultValue()));
+        if (readWindowsAhead < 0 || readWindowsAhead > 16) {
+            throw new IllegalArgumentException(READ_WINDOWS_AHEAD.key() + "=" + readWindowsAhead + ": must be 0 to 16");
+        }
         requestTimeout = Duration.ofMillis(conf.getLong(REQUEST_TIMEOUT_MS.key(), Long.parseLong(REQUEST_TIMEOUT_MS.defaultValue())));
         serverMaxWrites = conf.getInt(SERVER_MAX_WRITES.key(), Integer.parseInt(SERVER_MAX_WRITES.defaultValue()));
         long packet = conf.getLongBytes(WRITE_PACKET_BYTES.key(), bytes(WRITE_PACKET_BYTES));

@@ -14,6 +14,7 @@ public final class SlipstreamHdfsCounters {
     static final AtomicLong DECLINED = new AtomicLong();
     static final AtomicLong CORRUPT_REPLICAS = new AtomicLong();
     static final AtomicLong FAILOVERS = new AtomicLong();
+    static final AtomicLong READ_AHEADS_DECLINED = new AtomicLong();
     static final AtomicLong BYTES_WRITTEN = new AtomicLong();
     static final AtomicLong BLOCKS_WRITTEN = new AtomicLong();
     static final AtomicLong WRITES_DECLINED = new AtomicLong();
@@ -65,6 +66,11 @@ public final class SlipstreamHdfsCounters {
     }
 
     /** Block bytes sent to pipelines over the fabric (a partial chunk sent again after an hflush counts once). */
+    /** Read-ahead requests not made because the process's read-ahead budget (half of {@code buffer.cap}) was taken. */
+    public static long readAheadsDeclined() {
+        return READ_AHEADS_DECLINED.get();
+    }
+
     public static long bytesWritten() {
         return BYTES_WRITTEN.get();
     }
@@ -125,7 +131,7 @@ public final class SlipstreamHdfsCounters {
     /** One line for logs and benchmark output. */
     public static String summary() {
         return "fabricBytesRead=" + bytesRead() + " fabricRequests=" + requests() +  " accessors=" + accessors() + " nameNodeLookups=" + nameNodeLookups() + " declined=" + declined()
-                + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " fabricBytesWritten=" + bytesWritten()
+                + " corruptReplicas=" + corruptReplicas() + " failovers=" + failovers() + " readAheadsDeclined=" + readAheadsDeclined() + " fabricBytesWritten=" + bytesWritten()
                 + " blocksWritten=" + blocksWritten() + " writesDeclined=" + writesDeclined() + " pipelineRecoveries=" + pipelineRecoveries()
                 + " completeRetries=" + completeRetries() + " addBlockRetries=" + addBlockRetries();
     }

@@ -91,6 +91,57 @@ class HdfsReadTest {
         }
     }
 
+    /**
+     * Sequential reads with no window, and with four windows, requested ahead return what was written; a reader
+     * that finds the process's read-ahead budget (half of buffer.cap) taken reads on demand, every byte still over
+     * the fabric, and asks ahead again once the budget is back.
+     */
+    @Test
+    @Order(2)
+    void readAheadOfZeroToFourWindowsAndAtTheBudgetReturnsWhatWasWritten() throws Exception {
+        int size = 3 * TestClusters.BLOCK_BYTES + 4321;
+        Path path = new Path("/ahead");
+        byte[] written = TestClusters.write(fs, path, size, 99);
+        for (int windows : new int[] {0, 4}) {
+            Configuration ahead = new Configuration(conf);
+            ahead.setInt(HdfsConf.READ_WINDOWS_AHEAD.key(), windows);
+            try (FileSystem other = FileSystem.newInstance(fs.getUri(), ahead)) {
+                long requests = SlipstreamHdfsCounters.requests();
+                assertArrayEquals(written, readAll(other, path), windows + " windows ahead");
+                assertTrue(SlipstreamHdfsCounters.requests() > requests);
+            }
+        }
+        ClientFabric fabric = ClientFabric.get(new HdfsConf(conf));
+        long budget = new HdfsConf(conf).bufferCapBytes / 2;
+        assertTrue(fabric.reserveAhead(budget), "the whole budget is free between reads");
+        try {
+            assertTrue(!fabric.reserveAhead(1), "nothing is left of it");
+            long declined = SlipstreamHdfsCounters.readAheadsDeclined();
+            long fabricBytes = SlipstreamHdfsCounters.bytesRead();
+            assertArrayEquals(written, readAll(fs, path), "read on demand at the budget");
+            assertTrue(SlipstreamHdfsCounters.readAheadsDeclined() > declined + 1, "read-aheads were declined");
+            assertEquals(size, SlipstreamHdfsCounters.bytesRead() - fabricBytes, "every byte over the fabric");
+        } finally {
+            fabric.releaseAhead(budget);
+        }
+        long declined = SlipstreamHdfsCounters.readAheadsDeclined();
+        assertArrayEquals(written, readAll(fs, path));
+        assertEquals(declined, SlipstreamHdfsCounters.readAheadsDeclined(), "the budget is back: nothing declined");
+        assertTrue(fabric.reserveAhead(budget), "every read-ahead gave its share back");
+        fabric.releaseAhead(budget);
+    }
+
+    private static byte[] readAll(FileSystem from, Path path) throws IOException {
+        ByteArrayOutputStream read = new ByteArrayOutputStream();
+        byte[] buf = new byte[64 << 10];
+        try (FSDataInputStream in = from.open(path)) {
+            for (int n; (n = in.read(buf)) > 0;) {
+                read.write(buf, 0, n);
+            }
+        }
+        return read.toByteArray();
+    }
+
     @Test
     @Order(2)
     void positionalReadsReturnWhatWasWritten() throws IOException {

@@ -21,6 +21,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.zip.CRC32;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CommonConfigurationKeysPublic;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileSystem;
@@ -32,8 +33,11 @@ import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * The JVM side of {@code ohb hdfs swl|srl|rrl|swt|srt}: one configuration per JVM, a mini HDFS
- * cluster of a NameNode and three DataNodes (replication 3) in it, the reader or writer in the same
- * JVM. Configurations: {@code vanilla} (HDFS's TCP reader and writer, short-circuit off),
+ * cluster of a NameNode and three DataNodes (replication 3) in it, and the reader or writer in a JVM
+ * of its own started by it ({@code --client own-jvm}, the default), as HDFS's clients run: not in a
+ * DataNode's process, whose fabric node (one UCX worker per process, shared by the three DataNodes)
+ * the client's would otherwise share; {@code --client in-process} keeps the reader or writer in the
+ * cluster's JVM (the layout before session 38). Configurations: {@code vanilla} (HDFS's TCP reader and writer, short-circuit off),
  * {@code plugin} (the Slipstream DataNode plugin, replica accessor and
  * {@code SlipstreamDistributedFileSystem}, fallback never), {@code plugin-tcp} (the same, fabric
  * forced to TCP), {@code vanilla-sc} (short-circuit reads on: the local-read reference). Tests,
@@ -67,8 +71,13 @@ public final class HdfsBench {
         o.put("iterations", "20");
         o.put("buffer-bytes", String.valueOf(128 << 10));
         o.put("work", "build/ohb-hdfs");
+        o.put("set", "");
+        o.put("client", "own-jvm");
+        o.put("namenode", "");
         parseOptions(args, o, "usage: HdfsBench --test swl|srl|rrl|swt|srt --config vanilla|plugin|plugin-tcp|vanilla-sc [--file-bytes N]"
-                + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]");
+                + " [--block-bytes N] [--readers N] [--seek-bytes N] [--read-bytes N] [--iterations N] [--buffer-bytes N] [--work DIR]"
+                + " [--set key=value[,key=value...]] [--client own-jvm|in-process]"
+                + " (--set: Hadoop or slipstream.hdfs.* settings on top of the configuration's, for A/B runs)");
         String test = o.get("test");
         String config = o.get("config");
         long fileBytes = Long.parseLong(o.get("file-bytes"));
@@ -79,14 +88,44 @@ public final class HdfsBench {
         long seekBytes = Long.parseLong(o.get("seek-bytes"));
         int readBytes = Integer.parseInt(o.get("read-bytes"));
 
-        Configuration conf = conf(config, blockBytes, o.get("work"));
-        MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).build();
+        String client = o.get("client");
+        if (!client.equals("own-jvm") && !client.equals("in-process") && !client.equals("child")) {
+            System.err.println("--client own-jvm|in-process");
+            System.exit(2);
+        }
+        // The client JVM's configuration is the cluster's, without the cluster's directories (the cluster's JVM made them).
+        Configuration conf = conf(config, blockBytes, client.equals("child") ? null : o.get("work"));
+        for (String setting : o.get("set").split(",")) {
+            if (!setting.isBlank()) {
+                String[] kv = setting.split("=", 2);
+                if (kv.length != 2) {
+                    System.err.println("--set: " + setting + " is not key=value");
+                    System.exit(2);
+                }
+                conf.set(kv[0].trim(), kv[1].trim());
+            }
+        }
         boolean ok = true;
         String failure = "";
         Map<String, Object> result = new LinkedHashMap<>();
+        MiniDFSCluster cluster = null;
         try {
-            cluster.waitActive();
-            FileSystem fs = cluster.getFileSystem();
+            FileSystem fs;
+            if (client.equals("child")) {
+                exitWithParent();
+                // The reader or writer's JVM: HDFS's client of the cluster JVM's NameNode.
+                conf.set(CommonConfigurationKeysPublic.FS_DEFAULT_NAME_KEY, o.get("namenode"));
+                fs = FileSystem.get(conf);
+            } else {
+                cluster = new MiniDFSCluster.Builder(conf).numDataNodes(3).build();
+                cluster.waitActive();
+                if (client.equals("own-jvm")) {
+                    int exit = runClientJvm(args, cluster.getURI().toString());
+                    cluster.shutdown();
+                    System.exit(exit);
+                }
+                fs = cluster.getFileSystem();
+            }
             String why = test.startsWith("sw") ? writeTest(fs, config, test, fileBytes, readers, iterations, bufferBytes, result)
                     : readTest(fs, test, config, fileBytes, readers, iterations, bufferBytes, seekBytes, readBytes, result);
             if (why != null) {
@@ -98,8 +137,11 @@ public final class HdfsBench {
             failure = config + ": " + e;
             e.printStackTrace();
         } finally {
-            cluster.shutdown();
+            if (cluster != null) {
+                cluster.shutdown();
+            }
         }
+        result.put("client", client.equals("child") ? "own-jvm" : client);
         result.put("test", test);
         result.put("config", config);
         result.put("file_bytes", fileBytes);
@@ -277,9 +319,11 @@ public final class HdfsBench {
 
     private static Configuration conf(String config, long blockBytes, String work) throws IOException {
         Configuration conf = new HdfsConfiguration();
-        Path base = Files.createDirectories(Path.of(work)).resolve(config);
-        deleteTree(base);
-        conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
+        if (work != null) {
+            Path base = Files.createDirectories(Path.of(work)).resolve(config);
+            deleteTree(base);
+            conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.toString());
+        }
         conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
         conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blockBytes);
         conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, 3);
@@ -303,6 +347,52 @@ public final class HdfsBench {
             default -> throw new IllegalArgumentException("unknown configuration " + config);
         }
         return conf;
+    }
+
+    /**
+     * Runs this test's reader or writer in a JVM of its own ({@code --client child}, the same arguments and
+     * class path, a 1 GiB heap), a client of {@code nameNode}; its output is passed on as it comes (its
+     * {@code OHB_HDFS_RESULT} line is this run's). Returns its exit status; a child that outlives
+     * {@link #CLIENT_JVM_TIMEOUT_MINUTES} is killed (status 1).
+     */
+    private static int runClientJvm(String[] args, String nameNode) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xmx1g", "-cp", System.getProperty("java.class.path"), HdfsBench.class.getName()));
+        command.addAll(Arrays.asList(args));
+        command.addAll(List.of("--client", "child", "--namenode", nameNode));
+        Process child = new ProcessBuilder(command).inheritIO().start();
+        try {
+            if (!child.waitFor(CLIENT_JVM_TIMEOUT_MINUTES, java.util.concurrent.TimeUnit.MINUTES)) {
+                System.err.println("ohb hdfs: the client JVM ran longer than " + CLIENT_JVM_TIMEOUT_MINUTES + " minutes: killed");
+                return 1;
+            }
+            return child.exitValue();
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    static final int CLIENT_JVM_TIMEOUT_MINUTES = 20;
+
+    /**
+     * The client JVM exits when the cluster's JVM is gone (ohb kills that one with SIGKILL on a timeout or its
+     * own end, which no shutdown hook sees): a daemon thread looks once a second.
+     */
+    private static void exitWithParent() {
+        ProcessHandle parent = ProcessHandle.current().parent().orElse(null);
+        Thread watch = new Thread(() -> {
+            while (parent != null && parent.isAlive()) {
+                try {
+                    Thread.sleep(1000);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+            System.err.println("ohb hdfs: the cluster's JVM is gone: the client JVM exits");
+            Runtime.getRuntime().halt(3);
+        }, "ohb-parent-watch");
+        watch.setDaemon(true);
+        watch.start();
     }
 
     private static org.apache.hadoop.fs.Path file(int index) {
