@@ -91,6 +91,9 @@ fn large_messages_are_pulled_both_ways_and_small_ones_are_not() {
     }
     let stats = node.stats();
     assert!(stats.same_host_bytes_pulled >= 2 * (9 << 20), "responses were pulled by this node: {stats:?}");
+    // The responses of 1 MiB and more (two of 1 MiB, two of 9 MiB) were copied outside the worker
+    // lock, on the puller thread; the smaller ones in the receive path.
+    assert_eq!(stats.same_host_pulls_deferred, 4, "{stats:?}");
     assert_eq!((stats.same_host_pulls_failed, stats.same_host_pull_refused, stats.protocol_errors), (0, 0, 0), "{stats:?}");
     // Without RDMA, a same-host connection has no TCP lane, so progress never polls UCX's TCP
     // interface (`ucx.rs`, MAX_RNDV_LANES).

@@ -372,6 +372,7 @@ impl NodeInner {
         }
         state.partials.drop_conn(conn_id);
         state.same_host.drop_conn(conn_id);
+        self.drop_deferred_pulls(conn_id);
         true
     }
 
@@ -385,6 +386,7 @@ impl NodeInner {
     /// until the flush ends or UCX times the endpoint out.
     pub(super) fn close_conn(&self, state: &mut NodeState, conn_id: u64, force: bool) {
         state.same_host.drop_conn(conn_id);
+        self.drop_deferred_pulls(conn_id);
         if let Some(conn) = state.conns.get_mut(&conn_id).filter(|conn| conn.wireup_flushing) {
             conn.close_after_wireup = Some(conn.close_after_wireup.unwrap_or(false) || force);
             if !conn.failed {

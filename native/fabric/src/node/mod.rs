@@ -110,6 +110,8 @@ pub struct Stats {
     pub same_host_bytes_pulled: u64,
     /// Pulls that failed (sender died, let go of the buffer, or named bad memory): those messages failed.
     pub same_host_pulls_failed: u64,
+    /// Pulled responses of at least 1 MiB copied on the puller thread, outside the worker lock.
+    pub same_host_pulls_deferred: u64,
     /// Same-host connections on which pulling was refused, by this node or by its peer.
     pub same_host_pull_refused: u64,
     /// The most registered memory the pool has had mapped at once (never above the cap plus the
@@ -145,6 +147,7 @@ struct Counters {
     peers_failed: AtomicU64,
     same_host_bytes_pulled: AtomicU64,
     same_host_pulls_failed: AtomicU64,
+    same_host_pulls_deferred: AtomicU64,
     same_host_pull_refused: AtomicU64,
     same_host_connections_with_tcp: AtomicU64,
     handshakes_retried: AtomicU64,
@@ -235,6 +238,8 @@ pub(crate) struct NodeInner {
     /// Set by `interrupt_pull`, taken by the `next_request` it ends.
     pull_interrupted: AtomicBool,
     closed: AtomicBool,
+    /// Large same-host responses waiting for the puller thread (`same_host.rs`).
+    deferred_pulls: same_host::DeferredPulls,
     /// Set at the end of `close`: the runtime forgets the node once its UCX operations are done.
     retired: AtomicBool,
     /// The receive path (an active-message or rendezvous-receive callback of this node) runs on
@@ -337,6 +342,7 @@ impl Node {
             puller_spinning: AtomicBool::new(false),
             pull_interrupted: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            deferred_pulls: same_host::DeferredPulls::default(),
             retired: AtomicBool::new(false),
             receiving: AtomicBool::new(false),
             state_reentries: AtomicU64::new(0),
@@ -471,6 +477,7 @@ impl Node {
             peers_failed: c.peers_failed.load(Ordering::Relaxed),
             same_host_bytes_pulled: c.same_host_bytes_pulled.load(Ordering::Relaxed),
             same_host_pulls_failed: c.same_host_pulls_failed.load(Ordering::Relaxed),
+            same_host_pulls_deferred: c.same_host_pulls_deferred.load(Ordering::Relaxed),
             same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
             same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
             event_fd_sleeps: self.inner.runtime.fd_sleeps.load(Ordering::Relaxed),

@@ -20,8 +20,10 @@
 //! fails or closes. Errors of a pull (`ESRCH`, `EFAULT`, a short read, a nonce or token that does
 //! not match) fail that message only; a descriptor that breaks the rules (`wire::PullDescriptor`)
 //! is a protocol error that closes its connection.
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use crate::config::Transport;
 use crate::error::Error;
@@ -38,6 +40,14 @@ use super::{NodeInner, NodeState};
 const SLOTS: usize = 16384;
 /// Larger messages go through UCX: one `process_vm_readv` moves at most about 2 GiB.
 const PULL_MAX_BYTES: usize = 1 << 30;
+/// Pulled responses of at least this many bytes are pulled on the node's puller thread, outside
+/// the worker lock: a 4 MiB copy under the lock (about 0.4 ms here) kept every other thread of the
+/// process from sending or receiving meanwhile (docs/benchmarks.md, session 38: HDFS readers spent
+/// 21 % of their time blocked submitting requests). Smaller ones are pulled in the receive
+/// callback, where a hand-off to another thread would cost more than the copy.
+const DEFER_PULL_MIN_BYTES: usize = 1 << 20;
+/// Pulls waiting for the puller thread, per node; beyond, a response is pulled in the callback.
+const DEFERRED_PULLS_MAX: usize = 256;
 
 /// The memory a peer reads besides message bytes: the nonce, then one word per slot (the token of
 /// the message held in it, 0 when free). Leaked once per process: peers may read it at any time.
@@ -140,6 +150,24 @@ impl SameHost {
             self.dirty.push(conn_id);
         }
     }
+}
+
+/// A pulled response whose bytes the puller thread moves outside the worker lock.
+struct DeferredPull {
+    conn_id: u64,
+    /// The response's header (kind `Response`).
+    header: Header,
+    remote: Remote,
+    descriptor: PullDescriptor,
+    buffer: Buffer,
+}
+
+/// The node's puller thread and its queue (docs/fabric.md, "The same-host path", step 4).
+#[derive(Default)]
+pub(super) struct DeferredPulls {
+    queue: Mutex<VecDeque<DeferredPull>>,
+    ready: Condvar,
+    started: AtomicBool,
 }
 
 fn free_slot(slot: u32) {
@@ -345,18 +373,47 @@ impl NodeInner {
             // badly wrong with the peer's connection.
             return self.same_host_protocol_error(state, conn_id, "too many releases pending");
         }
-        peer.releases.push(descriptor.token);
-        state.same_host.mark_dirty(conn_id);
         let kind = if header.kind == Kind::PulledRequest { Kind::Request } else { Kind::Response };
         let header = Header { kind, ..*header };
-        if kind == Kind::Response && !state.pending.get(header.request_id).is_some_and(|e| e.conn_id == conn_id) {
-            return; // abandoned or timed out: released without pulling
-        }
         let len = header.total_len as usize;
-        let payload: Result<Buffer, Error> = self.pool.alloc(len, None).and_then(|mut buffer| match pull(&remote, &descriptor, buffer.as_mut_slice()) {
+        if kind == Kind::Response && state.pending.get(header.request_id).is_none_or(|e| e.conn_id != conn_id) {
+            return self.queue_release(state, conn_id, descriptor.token); // abandoned or timed out: released without pulling
+        }
+        let buffer = self.pool.alloc(len, None);
+        let buffer = match buffer {
+            Ok(buffer) if kind == Kind::Response && len >= DEFER_PULL_MIN_BYTES => {
+                // Released after the pull, by the puller: a release sent first would let the sender
+                // reuse the buffer, and the pull would fail its token check.
+                match self.defer_pull(DeferredPull { conn_id, header, remote, descriptor, buffer }) {
+                    None => return,
+                    Some(buffer) => Ok(buffer),
+                }
+            }
+            other => other,
+        };
+        self.queue_release(state, conn_id, descriptor.token);
+        let payload = buffer.and_then(|mut buffer| {
+            let pulled = pull(&remote, &descriptor, buffer.as_mut_slice());
+            self.pulled(state, conn_id, &header, &remote, pulled).map(|()| buffer)
+        });
+        self.on_message(state, conn_id, &header, payload);
+    }
+
+    /// Queues `token` to be handed back to the peer after the progress call (step 5).
+    fn queue_release(&self, state: &mut NodeState, conn_id: u64, token: u64) {
+        if let Some(peer) = state.same_host.peers.get_mut(&conn_id) {
+            peer.releases.push(token);
+            state.same_host.mark_dirty(conn_id);
+        }
+    }
+
+    /// Counts a pull's outcome; a failed pull becomes the message's `PeerFailed`.
+    fn pulled(&self, state: &NodeState, conn_id: u64, header: &Header, remote: &Remote, pulled: Result<(), String>) -> Result<(), Error> {
+        let len = header.total_len as usize;
+        match pulled {
             Ok(()) => {
                 self.counters.same_host_bytes_pulled.fetch_add(len as u64, Ordering::Relaxed);
-                Ok(buffer)
+                Ok(())
             }
             Err(reason) => {
                 self.counters.same_host_pulls_failed.fetch_add(1, Ordering::Relaxed);
@@ -364,8 +421,71 @@ impl NodeInner {
                 let peer = state.conns.get(&conn_id).map(|c| c.peer_name.clone()).unwrap_or_default();
                 Err(Error::PeerFailed { peer, reason: format!("same-host pull: {reason}") })
             }
-        });
-        self.on_message(state, conn_id, &header, payload);
+        }
+    }
+
+    /// Hands a pull to the node's puller thread (started on the first); gives its buffer back
+    /// when the queue is full or the thread cannot start (the caller then pulls in the callback).
+    fn defer_pull(&self, job: DeferredPull) -> Option<Buffer> {
+        let pulls = &self.deferred_pulls;
+        {
+            let mut queue = pulls.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if queue.len() >= DEFERRED_PULLS_MAX {
+                return Some(job.buffer);
+            }
+            if !pulls.started.swap(true, Ordering::SeqCst) {
+                // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), and the
+                // runtime's node list holds a strong count while a connection of the node can deliver
+                // (`Shared::nodes`); the count is raised before the new Arc takes it over.
+                let node = unsafe {
+                    Arc::increment_strong_count(self as *const NodeInner);
+                    Arc::from_raw(self as *const NodeInner)
+                };
+                let weak = Arc::downgrade(&node);
+                drop(node);
+                let spawned = std::thread::Builder::new().name("fabric-puller".into()).spawn(move || puller_loop(weak));
+                if let Err(e) = spawned {
+                    pulls.started.store(false, Ordering::SeqCst);
+                    log_warn!("no puller thread ({e}): large same-host responses are pulled in the receive path");
+                    return Some(job.buffer);
+                }
+            }
+            queue.push_back(job);
+        }
+        pulls.ready.notify_one();
+        None
+    }
+
+    /// Drops the pulls of a connection that failed or closes still waiting for the puller thread:
+    /// nobody waits for them any more (their requests fail with the connection), and their
+    /// buffers go back to the pool now. A pull under way ends on its own (the sender's slot words
+    /// are cleared, so it fails its token check) and finds its request gone.
+    pub(super) fn drop_deferred_pulls(&self, conn_id: u64) {
+        if !self.deferred_pulls.started.load(Ordering::SeqCst) {
+            return;
+        }
+        let dropped: VecDeque<DeferredPull> = {
+            let mut queue = self.deferred_pulls.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let (gone, kept) = std::mem::take(&mut *queue).into_iter().partition(|job| job.conn_id == conn_id);
+            *queue = kept;
+            gone
+        };
+        drop(dropped);
+    }
+
+    /// The puller thread's part under the worker lock, after the copy: the release, then the
+    /// response to its waiter unless it was given up (timed out, the connection failed) meanwhile.
+    fn finish_deferred_pull(&self, state: &mut NodeState, job: DeferredPull, pulled: Result<(), String>) {
+        let DeferredPull { conn_id, header, remote, descriptor, buffer } = job;
+        self.queue_release(state, conn_id, descriptor.token);
+        let payload = self.pulled(state, conn_id, &header, &remote, pulled).map(|()| buffer);
+        if state.pending.get(header.request_id).is_some_and(|e| e.conn_id == conn_id) {
+            self.on_message(state, conn_id, &header, payload);
+        }
+        // Sent now rather than after the next progress call, which may be 20 ms away.
+        if state.same_host.has_outgoing() {
+            self.flush_same_host(state);
+        }
     }
 
     pub(super) fn same_host_protocol_error(&self, state: &mut NodeState, conn_id: u64, reason: &str) {
@@ -398,6 +518,38 @@ impl NodeInner {
             }
         }
         sent
+    }
+}
+
+/// The puller thread: copies deferred responses' bytes outside the worker lock, then finishes each
+/// under it. Exits when the node is gone or closed (after a 100 ms look when idle).
+fn puller_loop(node: Weak<NodeInner>) {
+    loop {
+        let Some(inner) = node.upgrade() else { return };
+        let job = {
+            let pulls = &inner.deferred_pulls;
+            let mut queue = pulls.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if queue.is_empty() {
+                queue = pulls.ready.wait_timeout(queue, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            queue.pop_front()
+        };
+        let Some(mut job) = job else {
+            if inner.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            continue;
+        };
+        let pulled = pull(&job.remote, &job.descriptor, job.buffer.as_mut_slice());
+        inner.counters.same_host_pulls_deferred.fetch_add(1, Ordering::Relaxed);
+        // A closed node drops the job: its connections are gone, and with them the sender's slots.
+        let _ = inner.with_state(|inner, state| {
+            inner.finish_deferred_pull(state, job, pulled);
+            Ok(())
+        });
+        // A waiter asleep on the worker's event fd (a JVM caller, or the progress thread) learns of
+        // the completion only from a signal: no UCX event marks it.
+        inner.runtime.wake();
     }
 }
 
