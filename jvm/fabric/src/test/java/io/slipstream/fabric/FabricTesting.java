@@ -65,4 +65,18 @@ public final class FabricTesting {
         }
         throw new IOException("the server process exited before printing its port:\n" + seen);
     }
+
+    /** Where {@code needle} last occurs in {@code haystack} (tests that alter a frame's bytes find them so). */
+    public static int lastIndexOf(byte[] haystack, byte[] needle) {
+        outer:
+        for (int i = haystack.length - needle.length; i >= 0; i--) {
+            for (int j = 0; j < needle.length; j++) {
+                if (haystack[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return i;
+        }
+        throw new AssertionError("not found");
+    }
 }

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import io.slipstream.fabric.session.FrameAuth;
 import io.slipstream.fabric.session.SessionKeys;
 import java.io.IOException;
@@ -52,7 +53,7 @@ class FrameMacTest {
         try (FabricNode raw = FabricNode.builder().start()) {
             FabricEndpoint endpoint = raw.endpoint(session.host(), session.port());
             byte[] frame = TestFrames.frame(session, 0, TestFrames.echoBody(EchoProtocols.NAME, "abc", 1));
-            int at = indexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII));
+            int at = FabricTesting.lastIndexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII));
             byte[] altered = frame.clone();
             altered[at] = 'x';
             assertEquals("xbc", TestFrames.echoed(endpoint, session, altered));
@@ -78,7 +79,7 @@ class FrameMacTest {
             FabricEndpoint endpoint = raw.endpoint(session.host(), session.port());
             byte[] frame = TestFrames.frame(session, 0, TestFrames.echoBody(EchoProtocols.NAME, "abc", 1));
             byte[] altered = frame.clone();
-            altered[indexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
+            altered[FabricTesting.lastIndexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
             TestFrames.assertRefusedUnsigned(endpoint, altered, Frames.NOT_AUTHENTIC);
         }
     }
@@ -132,18 +133,5 @@ class FrameMacTest {
         Configuration c = new Configuration(false);
         c.set(RpcConf.FRAME_MAC, value);
         return c;
-    }
-
-    private static int indexOf(byte[] haystack, byte[] needle) {
-        outer:
-        for (int i = haystack.length - needle.length; i >= 0; i--) {
-            for (int j = 0; j < needle.length; j++) {
-                if (haystack[i + j] != needle[j]) {
-                    continue outer;
-                }
-            }
-            return i;
-        }
-        throw new AssertionError("not found");
     }
 }

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.slipstream.fabric.FabricConfig;
 import io.slipstream.fabric.FabricEndpoint;
 import io.slipstream.fabric.FabricNode;
+import io.slipstream.fabric.FabricTesting;
 import io.slipstream.fabric.session.FrameAuth;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -50,7 +51,7 @@ class FrameMacTest {
 
             byte[] frame = TestSessions.frame(session, 1, TestSessions.echoBody("abc", 1));
             byte[] altered = frame.clone();
-            altered[indexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
+            altered[FabricTesting.lastIndexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
             assertEquals("xbc", TestSessions.echoed(endpoint, session, 1, altered));
 
             long refused = live.server.fabricFramesRefused();
@@ -74,7 +75,7 @@ class FrameMacTest {
             FabricEndpoint endpoint = raw.endpoint(session.offer().host(), session.offer().port());
             byte[] frame = TestSessions.frame(session, 0, TestSessions.echoBody("abc", 0));
             byte[] altered = frame.clone();
-            altered[indexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
+            altered[FabricTesting.lastIndexOf(frame, "abc".getBytes(StandardCharsets.US_ASCII))] = 'x';
             TestSessions.assertRefusedUnsigned(endpoint, altered, Frames.NOT_AUTHENTIC);
             assertEquals("abc", TestSessions.echoed(endpoint, session, 0, "abc"));
         }
@@ -166,18 +167,5 @@ class FrameMacTest {
         Configuration upper = new Configuration(false);
         upper.set(HBaseRpcConf.FRAME_MAC, "FULL");
         assertEquals(FrameAuth.Coverage.FULL, new HBaseRpcConf(upper).frameMac);
-    }
-
-    private static int indexOf(byte[] haystack, byte[] needle) {
-        outer:
-        for (int i = haystack.length - needle.length; i >= 0; i--) {
-            for (int j = 0; j < needle.length; j++) {
-                if (haystack[i + j] != needle[j]) {
-                    continue outer;
-                }
-            }
-            return i;
-        }
-        throw new AssertionError("not found");
     }
 }
