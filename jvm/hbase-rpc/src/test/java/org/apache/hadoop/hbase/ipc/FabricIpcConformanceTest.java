@@ -126,21 +126,46 @@ public class FabricIpcConformanceTest extends AbstractTestIPC {
     @Test
     public void testTracingSuccessIpc() throws IOException, ServiceException {
         quietSpans();
-        super.testTracingSuccessIpc();
+        try {
+            super.testTracingSuccessIpc();
+        } catch (AssertionError e) {
+            throw withSpans(e);
+        }
     }
 
     @Override
     @Test
     public void testTracingErrorIpc() throws IOException {
         quietSpans();
-        super.testTracingErrorIpc();
+        try {
+            super.testTracingErrorIpc();
+        } catch (AssertionError e) {
+            throw withSpans(e);
+        }
+    }
+
+    /** HBase's assertion names no span: the failure lists every span the test saw. */
+    private AssertionError withSpans(AssertionError e) {
+        StringBuilder spans = new StringBuilder(e.getMessage()).append("\nspans seen:");
+        for (io.opentelemetry.sdk.trace.data.SpanData span : traceRule.getSpans()) {
+            spans.append("\n  ").append(span.getName()).append(' ').append(span.getKind()).append(' ')
+                    .append(span.getStatus().getStatusCode()).append(" trace ").append(span.getTraceId())
+                    .append(" parent ").append(span.getParentSpanId()).append(" thread ")
+                    .append(span.getAttributes().get(io.opentelemetry.api.common.AttributeKey.stringKey("thread.name")))
+                    .append(" start ").append(span.getStartEpochNanos()).append(" end ").append(span.getEndEpochNanos());
+        }
+        AssertionError described = new AssertionError(spans.toString(), e);
+        described.setStackTrace(e.getStackTrace());
+        return described;
     }
 
     /**
-     * 1 s (was 0.2 s): under CI's load a span of the previous test still ended after 0.2 s of quiet and failed
-     * testTracingErrorIpc ("StatusCode ERROR" expected, an OK span seen; session 36's clean run of 769d639).
+     * 2 s (0.2 s until session 36, then 1 s): under CI's load a span of the previous test still ended after 0.2 s
+     * of quiet and failed testTracingErrorIpc ("StatusCode ERROR" expected, an OK span seen; session 36's clean run
+     * of 769d639), and again after 1 s in session 38's clean run of e9d90f1 (not reproduced in 8 runs of the class
+     * under two busy loops). Which span it is was not known: a failure now lists every span seen.
      */
-    private static final long QUIET_MS = 1000;
+    private static final long QUIET_MS = 2000;
 
     private void quietSpans() {
         long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
