@@ -658,6 +658,17 @@ impl NodeInner {
         self.runtime.wake();
     }
 
+    /// A new strong reference to this node, from the receive path (which has `&self` only).
+    fn arc(&self) -> Arc<NodeInner> {
+        // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), and the
+        // runtime's node list holds a strong count while a connection of the node can deliver
+        // (`Shared::nodes`); the count is raised before the new Arc takes it over.
+        unsafe {
+            Arc::increment_strong_count(self as *const NodeInner);
+            Arc::from_raw(self as *const NodeInner)
+        }
+    }
+
     /// Whether UCX still holds pointers into this node (operations in flight, endpoints closing):
     /// until then a closed node stays registered with the runtime.
     fn ucx_busy(state: &NodeState) -> bool {

@@ -6,7 +6,6 @@
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use ucx_sys as u;
 
@@ -203,13 +202,7 @@ impl NodeInner {
                         return;
                     }
                 };
-                // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), and the
-                // runtime's node list holds a strong count while a connection of the node can deliver
-                // (`Shared::nodes`); the count is raised before the new Arc takes it over.
-                let node = unsafe {
-                    Arc::increment_strong_count(self as *const NodeInner);
-                    Arc::from_raw(self as *const NodeInner)
-                };
+                let node = self.arc();
                 let request = Request { node, conn_id, request_id: header.request_id, op: header.op, payload: Some(payload), answered: false, then_close: false };
                 self.dispatch_request(state, request);
             }

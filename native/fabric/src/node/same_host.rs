@@ -434,15 +434,7 @@ impl NodeInner {
                 return Some(job.buffer);
             }
             if !pulls.started.swap(true, Ordering::SeqCst) {
-                // SAFETY: `self` lives in an Arc (every NodeInner is made by `Node::start`), and the
-                // runtime's node list holds a strong count while a connection of the node can deliver
-                // (`Shared::nodes`); the count is raised before the new Arc takes it over.
-                let node = unsafe {
-                    Arc::increment_strong_count(self as *const NodeInner);
-                    Arc::from_raw(self as *const NodeInner)
-                };
-                let weak = Arc::downgrade(&node);
-                drop(node);
+                let weak = Arc::downgrade(&self.arc());
                 let spawned = std::thread::Builder::new().name("fabric-puller".into()).spawn(move || puller_loop(weak));
                 if let Err(e) = spawned {
                     pulls.started.store(false, Ordering::SeqCst);

@@ -168,11 +168,12 @@ final class FabricReplicaAccessor extends ReplicaAccessor {
     private void requestAhead(long after) {
         long end = ahead.isEmpty() ? after : ahead.peekLast().start() + ahead.peekLast().length();
         while (ahead.size() < settings.readWindowsAhead && end < visibleLength) {
-            int length = (int) Math.min(Math.min(4L * readAhead, settings.requestBytes), visibleLength - end);
+            int grown = (int) Math.min(4L * readAhead, settings.requestBytes);
+            int length = (int) Math.min(grown, visibleLength - end);
             if (!fabric.reserveAhead(length)) {
                 return;
             }
-            readAhead = (int) Math.min(4L * readAhead, settings.requestBytes);
+            readAhead = grown;
             ahead.addLast(new Ahead(end, length, replica, request(replica, end, length)));
             end += length;
         }
