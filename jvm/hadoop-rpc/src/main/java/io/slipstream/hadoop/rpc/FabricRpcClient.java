@@ -290,7 +290,7 @@ final class FabricRpcClient {
             FabricNode node = nodes.get(rpcConf.transport);
             if (node == null || node.isClosed()) {
                 try {
-                    node = rpcConf.nodeBuilder(null).requestTimeout(Duration.ofMillis(rpcConf.requestTimeoutMs)).start();
+                    node = rpcConf.nodeBuilder().requestTimeout(Duration.ofMillis(rpcConf.requestTimeoutMs)).start();
                 } catch (FabricUnavailableException e) {
                     if (rpcConf.fallback == RpcConf.Fallback.NEVER) {
                         throw new IOException("slipstream: the fabric cannot start in this JVM (" + e.getMessage() + "), and "

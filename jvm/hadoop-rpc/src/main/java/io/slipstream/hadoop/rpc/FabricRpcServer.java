@@ -15,6 +15,8 @@ import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.Map;
+import java.util.SortedSet;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.conf.Configuration;
@@ -145,7 +147,7 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
         } else {
             String host = getListenerAddress().getAddress().getHostAddress();
             try {
-                node = rpcConf.nodeBuilder(host).start();
+                node = rpcConf.nodeBuilder(host, RpcConf.serverPort(conf, getListenerAddress().getPort())).start();
                 pullWith(handlerQueue);
                 LOG.info("slipstream: RPC server {} also takes calls over the fabric at {} ({} transport; {})",
                         getListenerAddress(), node.localAddress(), rpcConf.transport, handlerQueue != null
@@ -284,6 +286,18 @@ public final class FabricRpcServer extends ProtobufRpcEngine2.Server {
     /** Sessions held now. */
     public int fabricSessions() {
         return sessions.size();
+    }
+
+    /**
+     * The protocols of the sessions held now (one server serves every protocol added to it: the NameNode's
+     * client server also takes the DataNodes' {@code DatanodeProtocolPB}); for operators and tests.
+     */
+    public SortedSet<String> fabricSessionProtocols() {
+        SortedSet<String> protocols = new TreeSet<>();
+        for (Session session : sessions.values()) {
+            protocols.add(session.protocol);
+        }
+        return protocols;
     }
 
     private void receive(FabricRequest request) throws InterruptedException {

@@ -20,7 +20,12 @@ final class RpcConf {
     static final String FALLBACK = PREFIX + "fallback";
     /** {@code auto} (UCX picks: shared memory in a host, verbs on clusters, TCP otherwise) or {@code tcp}. */
     static final String TRANSPORT = PREFIX + "transport";
-    /** The server's fabric port; 0 (default) picks a free one, which clients learn by discovery. */
+    /**
+     * The server's fabric port; 0 (default) picks a free one, which clients learn by discovery. A server whose
+     * RPC listener is on port P reads {@code ipc.P.slipstream.rpc.port} first (Hadoop's per-server key form, as
+     * {@code ipc.P.callqueue.impl}): several servers of one configuration on a host (a NameNode and a
+     * DataNode, or a mini cluster's in one JVM) each need a port of their own.
+     */
     static final String PORT = PREFIX + "port";
     /** Network devices for UCX ({@code UCX_NET_DEVICES} syntax); empty: the device of the bind address. */
     static final String NET_DEVICES = PREFIX + "netDevices";
@@ -56,7 +61,6 @@ final class RpcConf {
 
     final Fallback fallback;
     final FabricTransport transport;
-    final int port;
     final String netDevices;
     final int sessionsMax;
     final Duration sessionIdle;
@@ -75,7 +79,7 @@ final class RpcConf {
     RpcConf(Configuration conf) {
         fallback = parseEnum(Fallback.class, conf.getTrimmed(FALLBACK, "auto"), FALLBACK);
         transport = parseEnum(FabricTransport.class, conf.getTrimmed(TRANSPORT, "auto"), TRANSPORT);
-        port = conf.getInt(PORT, 0);
+        int port = conf.getInt(PORT, 0);
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("slipstream: " + PORT + "=" + port + " is not a port");
         }
@@ -138,8 +142,24 @@ final class RpcConf {
         return null;
     }
 
-    /** The fabric node for a server listening on {@code bindHost}, or a client (null). */
-    FabricConfig.Builder nodeBuilder(String bindHost) {
+    /** The fabric port of the server whose RPC listener is on {@code listenerPort} ({@link #PORT}). */
+    static int serverPort(Configuration conf, int listenerPort) {
+        String key = "ipc." + listenerPort + "." + PORT;
+        int port = conf.getInt(key, conf.getInt(PORT, 0));
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("slipstream: " + (conf.get(key) != null ? key : PORT) + "=" + port
+                    + " is not a port");
+        }
+        return port;
+    }
+
+    /** The fabric node for a client (no listener). */
+    FabricConfig.Builder nodeBuilder() {
+        return nodeBuilder(null, 0);
+    }
+
+    /** The fabric node for a server listening on {@code bindHost} at fabric port {@code fabricPort}, or a client (null). */
+    FabricConfig.Builder nodeBuilder(String bindHost, int fabricPort) {
         FabricConfig.Builder b = FabricConfig.builder()
                 .transport(transport)
                 .poolCapBytes(bufferCapBytes)
@@ -147,7 +167,7 @@ final class RpcConf {
                 .maxMessageBytes((int) Math.min(FabricConfig.MAX_MESSAGE_BYTES_LIMIT,
                         (long) Math.max(maxDataLength, maxResponseLength) + 64));
         if (bindHost != null) {
-            b.listen(bindHost, port).netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindHost, NET_DEVICES) : netDevices);
+            b.listen(bindHost, fabricPort).netDevices(netDevices.isEmpty() ? NetDevices.forAddress(bindHost, NET_DEVICES) : netDevices);
         } else if (!netDevices.isEmpty()) {
             b.netDevices(netDevices);
         }

@@ -40,4 +40,16 @@ class RpcConfTest {
             assertTrue(e.getMessage().contains(bad[0]), e.getMessage());
         }
     }
+
+    @Test
+    void aServersOwnPortKeyWinsOverTheSharedOne() {
+        assertEquals(0, RpcConf.serverPort(conf(), 8020));
+        assertEquals(9000, RpcConf.serverPort(conf(RpcConf.PORT, "9000"), 8020));
+        Configuration both = conf(RpcConf.PORT, "9000", "ipc.8020." + RpcConf.PORT, "9001");
+        assertEquals(9001, RpcConf.serverPort(both, 8020), "the NameNode's (RPC port 8020) own key");
+        assertEquals(9000, RpcConf.serverPort(both, 9867), "another server of the same configuration");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> RpcConf.serverPort(conf("ipc.8020." + RpcConf.PORT, "-1"), 8020));
+        assertTrue(e.getMessage().contains("ipc.8020." + RpcConf.PORT), e.getMessage());
+    }
 }

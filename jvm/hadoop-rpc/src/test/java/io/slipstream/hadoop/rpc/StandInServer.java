@@ -53,7 +53,7 @@ final class StandInServer implements FabricDiscovery, AutoCloseable {
     private final RPC.Server discovery;
 
     private StandInServer(Configuration conf) throws Exception {
-        fabric = new RpcConf(conf).nodeBuilder("127.0.0.1").start();
+        fabric = new RpcConf(conf).nodeBuilder("127.0.0.1", conf.getInt(RpcConf.PORT, 0)).start();
         fabric.serve(this::receive, 1);
         Configuration standInConf = new Configuration(false);
         RPC.setProtocolEngine(standInConf, FabricDiscovery.class, WritableRpcEngine.class);
