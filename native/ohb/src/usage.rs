@@ -117,7 +117,7 @@ pub const TESTS: &[TestInfo] = &[
     },
     TestInfo {
         name: "rpc thr",
-        description: "Hadoop RPC echo calls/s with 1 to 16 client threads (16 server handlers)",
+        description: "Hadoop RPC echo calls/s with 1 to 16 client threads (16 server handlers), CPU per call client/server",
         variants: "as rpc lat",
     },
     TestInfo {

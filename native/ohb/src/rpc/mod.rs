@@ -9,7 +9,8 @@
 //! class path Maven wrote to `target/classpath.txt`) starts one Hadoop RPC server per configuration
 //! in its own process (16 handlers, bound to 127.0.0.1) and measures from its own process:
 //! `lat`, one client and one call at a time per payload size (min / p50 / p99 / avg); `thr`, N client
-//! threads for a fixed time (calls/s). Each point prints `OHB_RPC_RESULT {json}`; a fabric point whose
+//! threads for a fixed time (calls/s, and CPU time per call of the clients' JVM and of the server's, read
+//! from the OS). Each point prints `OHB_RPC_RESULT {json}`; a fabric point whose
 //! calls did not all go over the fabric (the engine's counter) is a failed point, and `ohb` exits
 //! non-zero. The JVM's log goes to `build/ohb-rpc-<test>.log`.
 //!

@@ -128,7 +128,28 @@ pub fn render_thr(results: &[Value]) -> (String, Vec<Check>) {
     }
     let name = format!("fabric-tcp throughput >= {TCP_TARGET_RATIO}x vanilla");
     checks.push(worst_tcp.check(name, TCP_TARGET_RATIO, |clients| format!("worst at {clients} clients")));
+    text += &render_thr_cpu(results);
     (text, checks)
+}
+
+/// CPU per call of each point, the clients' process and the server's (whole JVMs: JIT and GC included).
+fn render_thr_cpu(results: &[Value]) -> String {
+    let mut text = String::from("CPU per call (us), client process / server process, whole JVMs\n");
+    text += &format!("{:>8}", "clients");
+    for c in CONFIGS {
+        text += &format!(" {c:>16}");
+    }
+    text += "\n";
+    for clients in keys(results, "clients") {
+        text += &format!("{clients:>8}");
+        for c in CONFIGS {
+            let point = find(results, c, "clients", clients);
+            let us = |key: &str| point.and_then(|r| r[key].as_f64()).map(format_us).unwrap_or_else(|| "-".into());
+            text += &format!(" {:>16}", format!("{}/{}", us("client_cpu_us_per_call"), us("server_cpu_us_per_call")));
+        }
+        text += "\n";
+    }
+    text
 }
 
 /// The checks under a table: `target ... ratio met|MISSED`.
@@ -193,5 +214,18 @@ mod tests {
         assert_eq!(failures(&results), vec!["fabric-tcp 8 clients: only 3 of 9 calls went over the fabric".to_string()]);
         assert!(parse_results("noise\nOHB_RPC_RESULT {\"x\":1}\n").unwrap().len() == 1);
         assert!(parse_results("OHB_RPC_RESULT {bad\n").is_err());
+    }
+
+    #[test]
+    fn throughput_table_shows_each_points_cpu_per_call() {
+        let results = vec![
+            json!({"test": "thr", "config": "vanilla", "bytes": 1024, "clients": 8, "calls_per_s": 10_000.0,
+                   "client_cpu_us_per_call": 41.5, "server_cpu_us_per_call": 60.25, "error": null}),
+            json!({"test": "thr", "config": "fabric", "bytes": 1024, "clients": 8, "calls_per_s": 20_000.0, "error": null}),
+        ];
+        let (text, _) = render_thr(&results);
+        let row = text.lines().skip_while(|l| !l.starts_with("CPU per call")).nth(2).unwrap();
+        assert!(row.contains(&format!("{}/{}", format_us(41.5), format_us(60.25))), "{text}");
+        assert!(row.contains("-/-"), "a point without the figures shows dashes: {text}");
     }
 }

@@ -27,7 +27,8 @@ import org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto;
  * <ul>
  * <li>{@code lat}: one client, one call at a time, per payload size: min, p50, p99, avg in microseconds;</li>
  * <li>{@code thr}: N client threads (sharing the process's connection, as Hadoop's clients do) calling
- * for a fixed time: calls per second.</li>
+ * for a fixed time: calls per second, and the CPU time per call of this process (the clients) and of the
+ * server's, each whole JVM.</li>
  * </ul>
  * The fabric configurations run with {@code slipstream.rpc.fallback=never} and check the engine's
  * counter: every call of the point went over the fabric, or the point fails (exit status 1).
@@ -73,7 +74,7 @@ public final class RpcBench {
             Process server = startServer(config);
             try {
                 int port = readPort(server);
-                failed |= !measure(o, config, new InetSocketAddress("127.0.0.1", port));
+                failed |= !measure(o, config, new InetSocketAddress("127.0.0.1", port), server.toHandle());
             } finally {
                 server.getOutputStream().close(); // the server exits when its stdin closes
                 server.waitFor();
@@ -114,7 +115,8 @@ public final class RpcBench {
     }
 
     /** Runs every point of one configuration; false when one failed. */
-    private static boolean measure(Options o, String config, InetSocketAddress server) throws Exception {
+    private static boolean measure(Options o, String config, InetSocketAddress server, ProcessHandle serverProcess)
+            throws Exception {
         Configuration conf = conf(config);
         Class<? extends TestProtobufRpcProto.BlockingInterface> type = config.equals("vanilla") ? BenchProtocols.Vanilla.class
                 : BenchProtocols.Fabric.class;
@@ -127,7 +129,7 @@ public final class RpcBench {
                 }
             } else {
                 for (int clients : o.clients) {
-                    ok &= throughput(o, config, proxy, clients);
+                    ok &= throughput(o, config, proxy, clients, serverProcess);
                 }
             }
         } finally {
@@ -169,19 +171,34 @@ public final class RpcBench {
         return check == null;
     }
 
-    private static boolean throughput(Options o, String config, TestProtobufRpcProto.BlockingInterface proxy, int clients)
-            throws Exception {
+    private static boolean throughput(Options o, String config, TestProtobufRpcProto.BlockingInterface proxy, int clients,
+            ProcessHandle serverProcess) throws Exception {
         EchoRequestProto request = payload(o.thrBytes);
         runFor(proxy, request, clients, o.warmupMs); // warm up
         long fabricBefore = FabricRpcEngine.fabricCalls();
+        long clientCpuBefore = cpuNanos(ProcessHandle.current());
+        long serverCpuBefore = cpuNanos(serverProcess);
         long startNs = System.nanoTime();
         long calls = runFor(proxy, request, clients, o.durationMs);
         double seconds = (System.nanoTime() - startNs) / 1e9;
+        double clientCpuUs = (cpuNanos(ProcessHandle.current()) - clientCpuBefore) / 1e3 / Math.max(calls, 1);
+        double serverCpuUs = (cpuNanos(serverProcess) - serverCpuBefore) / 1e3 / Math.max(calls, 1);
         String check = counterCheck(config, FabricRpcEngine.fabricCalls() - fabricBefore, calls);
         print(String.format(Locale.ROOT, "{\"test\":\"thr\",\"config\":\"%s\",\"bytes\":%d,\"clients\":%d,\"calls\":%d,"
-                + "\"seconds\":%.3f,\"calls_per_s\":%.1f,\"fabric_calls\":%d,\"error\":%s}", config, o.thrBytes, clients, calls,
-                seconds, calls / seconds, FabricRpcEngine.fabricCalls() - fabricBefore, json(check)));
+                + "\"seconds\":%.3f,\"calls_per_s\":%.1f,\"client_cpu_us_per_call\":%.2f,\"server_cpu_us_per_call\":%.2f,"
+                + "\"fabric_calls\":%d,\"error\":%s}", config, o.thrBytes, clients, calls, seconds, calls / seconds, clientCpuUs,
+                serverCpuUs, FabricRpcEngine.fabricCalls() - fabricBefore, json(check)));
         return check == null;
+    }
+
+    /**
+     * CPU time (user + system, every thread: JIT and GC included) of a process so far, from the OS
+     * ({@code /proc/<pid>/stat} on Linux); a process whose CPU time the OS does not give fails the run.
+     */
+    private static long cpuNanos(ProcessHandle process) {
+        return process.info().totalCpuDuration()
+                .orElseThrow(() -> new IllegalStateException("ohb rpc: no CPU time for process " + process.pid()))
+                .toNanos();
     }
 
     /** {@code clients} threads call until {@code ms} passed; the calls they completed. */
