@@ -12,6 +12,9 @@
 //!   and the map from endpoints to their nodes.
 //! - `progress.rs`: who drives the worker: the progress thread (spin, then sleep on the event
 //!   fd), callers helping while they wait, timers.
+//! - `adaptive_spin.rs`: over TCP, whether a waiting thread spins before it sleeps, as long as
+//!   spinning pays (each thread's record of its last spins).
+//! - `stats.rs`: the node's counters and their `Stats` snapshot.
 //! - `same_host.rs`: the same-host bulk path (large messages pulled with CMA, guarded by hello,
 //!   nonce and slot tokens).
 //! - `id_map.rs`: the cheap hash of the integer-keyed tables on the hot path.
@@ -45,6 +48,7 @@
 //! handle (handler threads, or the owner's threads in Pull mode) -> respond queue (bounded) ->
 //! respond (progress thread posts the sends). When the dispatch queue is full the progress thread
 //! stops receiving, so the transport's own flow control pushes back on senders.
+mod adaptive_spin;
 mod connections;
 mod id_map;
 mod pending;
@@ -55,6 +59,7 @@ mod runtime;
 mod same_host;
 mod send;
 mod stages;
+mod stats;
 mod wedge;
 
 use std::cell::UnsafeCell;
@@ -82,87 +87,17 @@ use pending::{PendingTable, Slot};
 use reassembly::Reassembly;
 use runtime::{InProgressMark, Runtime};
 use send::{Outgoing, SendCtx};
+use stats::{count_under_lock, Counters};
 
 pub use pending::{Endpoint, Pending, Response};
 pub use stages::{Handler, Request};
+pub use stats::Stats;
 
 /// A `request_with` completion callback with its result.
 type ReadyCallback = (Box<dyn FnOnce(Result<Response>) + Send>, Result<Response>);
 
 /// How long `close` waits for endpoints to finish closing.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// Counters of a node; a snapshot from `Node::stats`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stats {
-    pub requests_sent: u64,
-    pub responses_received: u64,
-    pub requests_served: u64,
-    pub requests_shed: u64,
-    pub requests_timed_out: u64,
-    pub connections_open: u64,
-    pub pool_bytes_mapped: u64,
-    pub pool_bytes_in_use: u64,
-    pub pool_cap_bytes: u64,
-    pub protocol_errors: u64,
-    pub peers_failed: u64,
-    /// Bytes this node pulled from same-host senders (CMA) instead of receiving them through UCX.
-    pub same_host_bytes_pulled: u64,
-    /// Pulls that failed (sender died, let go of the buffer, or named bad memory): those messages failed.
-    pub same_host_pulls_failed: u64,
-    /// Pulled responses of at least 1 MiB copied on the puller thread, outside the worker lock.
-    pub same_host_pulls_deferred: u64,
-    /// Same-host connections on which pulling was refused, by this node or by its peer.
-    pub same_host_pull_refused: u64,
-    /// The most registered memory the pool has had mapped at once (never above the cap plus the
-    /// small-buffer reserve): the node's off-heap memory at its worst.
-    pub pool_bytes_mapped_peak: u64,
-    /// Connections to peers on this host that UCX gave a TCP lane (none without RDMA: `ucx.rs`);
-    /// such a lane costs every progress call a poll of UCX's TCP interface.
-    pub same_host_connections_with_tcp: u64,
-    /// Times a thread slept on the worker's event fd in the progress thread's place (a waiter past
-    /// its spin, a pulling handler thread: docs/fabric.md, "Who waits on the event fd"). Counted
-    /// per runtime, i.e. for every node of the process with the same transport settings.
-    pub event_fd_sleeps: u64,
-    /// Outgoing connections made again after their handshake was reset (`HANDSHAKE_RETRIES`).
-    pub handshakes_retried: u64,
-    /// Bundles this node sent: several small answers posted in one progress round to one peer over
-    /// TCP, in one message (`wire::Kind::Bundle`, docs/fabric.md "Forced to TCP").
-    pub bundles_sent: u64,
-    /// The answers those bundles carried.
-    pub answers_bundled: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    /// Written under the runtime's lock only (`count_under_lock`).
-    requests_sent: AtomicU64,
-    /// Written under the runtime's lock only (`count_under_lock`).
-    responses_received: AtomicU64,
-    requests_served: AtomicU64,
-    requests_shed: AtomicU64,
-    requests_timed_out: AtomicU64,
-    connections_open: AtomicU64,
-    protocol_errors: AtomicU64,
-    peers_failed: AtomicU64,
-    same_host_bytes_pulled: AtomicU64,
-    same_host_pulls_failed: AtomicU64,
-    same_host_pulls_deferred: AtomicU64,
-    same_host_pull_refused: AtomicU64,
-    same_host_connections_with_tcp: AtomicU64,
-    handshakes_retried: AtomicU64,
-    /// Written under the runtime's lock only (`count_under_lock`).
-    bundles_sent: AtomicU64,
-    /// Written under the runtime's lock only.
-    answers_bundled: AtomicU64,
-}
-
-/// Adds one to a counter that only the holder of the runtime's lock writes: a load and a store
-/// instead of an atomic read-modify-write, on the path of every message. Readers (`stats`) see
-/// whole values.
-fn count_under_lock(counter: &AtomicU64) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-}
 
 /// Everything of the node that only the holder of its runtime's lock may touch.
 struct NodeState {
@@ -461,30 +396,8 @@ impl Node {
     }
 
     pub fn stats(&self) -> Stats {
-        let c = &self.inner.counters;
-        Stats {
-            requests_sent: c.requests_sent.load(Ordering::Relaxed),
-            responses_received: c.responses_received.load(Ordering::Relaxed),
-            requests_served: c.requests_served.load(Ordering::Relaxed),
-            requests_shed: c.requests_shed.load(Ordering::Relaxed),
-            requests_timed_out: c.requests_timed_out.load(Ordering::Relaxed),
-            connections_open: c.connections_open.load(Ordering::Relaxed),
-            pool_bytes_mapped: self.inner.pool.mapped_bytes() as u64,
-            pool_bytes_mapped_peak: self.inner.pool.mapped_bytes_peak() as u64,
-            pool_bytes_in_use: self.inner.pool.in_use_bytes() as u64,
-            pool_cap_bytes: self.inner.pool.cap_bytes() as u64,
-            protocol_errors: c.protocol_errors.load(Ordering::Relaxed),
-            peers_failed: c.peers_failed.load(Ordering::Relaxed),
-            same_host_bytes_pulled: c.same_host_bytes_pulled.load(Ordering::Relaxed),
-            same_host_pulls_failed: c.same_host_pulls_failed.load(Ordering::Relaxed),
-            same_host_pulls_deferred: c.same_host_pulls_deferred.load(Ordering::Relaxed),
-            same_host_pull_refused: c.same_host_pull_refused.load(Ordering::Relaxed),
-            same_host_connections_with_tcp: c.same_host_connections_with_tcp.load(Ordering::Relaxed),
-            event_fd_sleeps: self.inner.runtime.fd_sleeps.load(Ordering::Relaxed),
-            handshakes_retried: c.handshakes_retried.load(Ordering::Relaxed),
-            bundles_sent: c.bundles_sent.load(Ordering::Relaxed),
-            answers_bundled: c.answers_bundled.load(Ordering::Relaxed),
-        }
+        let inner = &self.inner;
+        inner.counters.snapshot(&inner.pool, inner.runtime.fd_sleeps.load(Ordering::Relaxed))
     }
 
     /// Stops the node: pending requests fail with `Error::Closed`, connections are closed, threads

@@ -401,7 +401,7 @@ impl NodeInner {
                 // place, now: the response wakes whoever sleeps on the fd when it arrives. A wake
                 // per request cost the sleeper a wake-up and the submitting thread a system call
                 // (`ucp_worker_signal`) whenever the waits around it did not spin (forced TCP on
-                // shared cores: `AdaptiveSpin` in progress.rs), as on the respond path before.
+                // shared cores: `AdaptiveSpin` in adaptive_spin.rs), as on the respond path before.
                 let left_work = Self::ucx_busy(state) || inner.has_deferred_work(state);
                 Ok(Some((request_id, left_work)))
             })?;

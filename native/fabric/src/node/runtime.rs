@@ -142,7 +142,7 @@ pub(super) struct Runtime {
     /// Every poll of the worker is a system call (`Transport::Tcp`: UCX's TCP interface calls
     /// `epoll_wait` in each `ucp_worker_progress`), and the kernel wakes a thread asleep on the
     /// event fd when data arrives: the progress thread and waiting threads spin only while
-    /// spinning pays (`AdaptiveSpin`, progress.rs).
+    /// spinning pays (`AdaptiveSpin`, adaptive_spin.rs).
     pub(super) polls_by_syscall: bool,
     /// Set when the last node left: the progress thread ends.
     pub(super) stopped: AtomicBool,

@@ -413,7 +413,17 @@ class HdfsReadTest {
     @Order(100)
     void aDataNodeStoppedMidReadLeavesTheReadToAnotherReplica() throws Exception {
         Path path = new Path("/failover");
-        byte[] written = TestClusters.write(fs, path, 3 * TestClusters.BLOCK_BYTES, 11);
+        // One block of 3 x 256 KiB: after the first 70 000 bytes the reader has asked for at most its window and
+        // read.windowsAhead (2) more of 64 KiB, so the rest of the block is asked for after the stop, of the stopped
+        // DataNode first. With 256 KiB blocks the windows ahead could cover the first block before the stop and the
+        // next blocks start from a live replica: no failover at all (CI, session 39).
+        int blockBytes = 3 * TestClusters.BLOCK_BYTES;
+        byte[] written = new byte[blockBytes];
+        new java.util.Random(11).nextBytes(written);
+        try (org.apache.hadoop.fs.FSDataOutputStream out = fs.create(path, true, 4096, (short) 3, blockBytes)) {
+            out.write(written);
+        }
+        assertEquals(1, fs.getFileBlockLocations(path, 0, blockBytes).length, "one block");
         DataNodeFabric server = DataNodeFabric.current();
         List<DataNode> dataNodes = cluster.getDataNodes();
         long[] servedBefore = new long[dataNodes.size()];
