@@ -340,8 +340,43 @@ class HdfsWriteTest {
         }
     }
 
+    /**
+     * {@code createFile}'s builder (favored nodes, storage and erasure-coding policies) calls a private create of
+     * {@code DistributedFileSystem} that the plugin cannot override (the builder class is final): such files are
+     * written by HDFS's own stream, with every option the builder carried, and read back over the fabric.
+     */
     @Test
     @Order(7)
+    void filesOfTheCreateFileBuilderAreHdfssOwnWritesWithTheirOptions() throws Exception {
+        DistributedFileSystem plugin = (DistributedFileSystem) fabricFs;
+        Path path = new Path("/builder/warm");
+        byte[] data = new byte[TestClusters.BLOCK_BYTES + 777];
+        new Random(23).nextBytes(data);
+        long writtenBefore = SlipstreamHdfsCounters.bytesWritten();
+        long readBefore = SlipstreamHdfsCounters.bytesRead();
+        java.net.InetSocketAddress favored = new java.net.InetSocketAddress("127.0.0.1",
+                cluster.getDataNodes().get(1).getXferPort());
+        try (FSDataOutputStream out = plugin.createFile(path).recursive().replication((short) 2).storagePolicyName("WARM")
+                .favoredNodes(new java.net.InetSocketAddress[] {favored}).build()) {
+            out.write(data);
+        }
+        assertEquals(0, SlipstreamHdfsCounters.bytesWritten() - writtenBefore, "bytes the plugin's stream wrote");
+        assertEquals("WARM", fs.getStoragePolicy(path).getName(), "the builder's storage policy");
+        assertEquals(2, fs.getFileStatus(path).getReplication(), "the builder's replication");
+        for (org.apache.hadoop.fs.BlockLocation block : fs.getFileBlockLocations(path, 0, data.length)) {
+            assertTrue(Arrays.asList(block.getNames()).contains("127.0.0.1:" + favored.getPort()),
+                    "the favored DataNode holds " + Arrays.toString(block.getNames()));
+        }
+        byte[] back = new byte[data.length];
+        try (FSDataInputStream in = fabricFs.open(path)) {
+            in.readFully(0, back);
+        }
+        assertArrayEquals(data, back);
+        assertTrue(SlipstreamHdfsCounters.bytesRead() - readBefore >= data.length, "read back over the fabric");
+    }
+
+    @Test
+    @Order(8)
     void fsckFindsEveryFileHealthy() throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         int status = new DFSck(conf, new PrintStream(out, true, "UTF-8")).run(new String[] {"/", "-files", "-blocks"});
@@ -352,7 +387,7 @@ class HdfsWriteTest {
     }
 
     @Test
-    @Order(8)
+    @Order(9)
     void aDataNodeStoppedMidWriteIsDroppedFromThePipelineAndTheFileIsComplete() throws Exception {
         Path path = new Path("/stopped-mid-write");
         byte[] data = new byte[2 * TestClusters.BLOCK_BYTES + 5000];
