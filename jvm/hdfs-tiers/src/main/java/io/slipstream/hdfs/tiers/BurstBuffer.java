@@ -115,6 +115,30 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         return new BurstBuffer(tiers, TiersConf.bbPassword(conf), dataset, datanodeName, checksum);
     }
 
+    /**
+     * The client of {@code bb.transport}. Over the fabric it needs the fabric's classes (the HDFS plugin's jar)
+     * on the DataNode's class path: without them, or when the fabric cannot start, a clear error.
+     */
+    private static BurstBufferClient client(TiersConf conf, String password) {
+        if (!conf.bbOverFabric) {
+            return new BurstBufferTextClient(conf.bbServers, conf.bbConnections, conf.bbTimeoutMs, conf.bbChunkBytes,
+                    conf.bbUser, password);
+        }
+        try {
+            // Requests in flight: every replica's chunks being stored, each one message of a chunk, and the answers
+            // of the flusher's and readers' gets; the pool holds them in registered memory.
+            long poolCapBytes = Math.min(1L << 30, 2 * conf.bbMaxInFlightBytes + (16L << 20));
+            return new BurstBufferFabricClient(conf.bbServers, conf.bbTimeoutMs, conf.bbChunkBytes, poolCapBytes,
+                    conf.bbUser, password);
+        } catch (NoClassDefFoundError e) {
+            throw new IllegalArgumentException(TiersConf.BB_TRANSPORT.key() + "=fabric needs the fabric on the DataNode's "
+                    + "class path (the HDFS plugin's slipstream-hdfs.jar): " + e.getMessage(), e);
+        } catch (io.slipstream.fabric.FabricUnavailableException | io.slipstream.fabric.FabricException e) {
+            throw new IllegalStateException(TiersConf.BB_TRANSPORT.key() + "=fabric: the fabric cannot start on this "
+                    + "DataNode: " + e.getMessage(), e);
+        }
+    }
+
     private BurstBuffer(TiersConf conf, String password, Dataset dataset, String datanodeName,
             DataChecksum configuredChecksum) {
         this.conf = conf;
@@ -122,8 +146,7 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         this.dataset = dataset;
         this.datanodeName = datanodeName;
         // A chunk's item plus its key and header fits in the servers' item limit (-I): bb.chunk.bytes says so.
-        this.client = new BurstBufferClient(conf.bbServers, conf.bbConnections, conf.bbTimeoutMs, conf.bbChunkBytes,
-                conf.bbUser, password);
+        this.client = client(conf, password);
         this.stores = new BurstBufferStores(conf.bbServers.size() * conf.bbConnections, conf.bbMaxInFlightBytes,
                 datanodeName);
         this.flusher = new ScheduledThreadPoolExecutor(1, runnable -> {
@@ -137,8 +160,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
         org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.instance().register(metricsName,
                 "Triple-H hhh-l-bb burst buffer", this);
         LOG.info("Triple-H hhh-l-bb: DataNode {} writes its parallel file system replicas through the burst buffer {} "
-                + "({} bytes per chunk, at most {} bytes pending, {} chunks per replica and {} bytes in flight, flush "
-                + "after {} ms)", datanodeName, conf.bbServers, conf.bbChunkBytes, conf.bbMaxPendingBytes,
+                + "over {} ({} bytes per chunk, at most {} bytes pending, {} chunks per replica and {} bytes in flight, "
+                + "flush after {} ms)", datanodeName, conf.bbServers, conf.bbOverFabric ? "the fabric" : "TCP",
+                conf.bbChunkBytes, conf.bbMaxPendingBytes,
                 conf.bbMaxInFlightChunks, conf.bbMaxInFlightBytes, conf.bbFlushDelayMs);
     }
 

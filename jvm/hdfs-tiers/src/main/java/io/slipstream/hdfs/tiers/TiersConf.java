@@ -71,6 +71,11 @@ public final class TiersConf {
     static final TierSetting BB_SERVERS = new TierSetting(PREFIX + "bb.servers", "",
             "`hhh-l-bb`, DataNode: the burst buffer, slipstream-cache (or memcached) servers as `host:port,...`; each "
             + "chunk of a replica goes to one of them by its key's hash. Required in `hhh-l-bb`");
+    static final TierSetting BB_TRANSPORT = new TierSetting(PREFIX + "bb.transport", "tcp",
+            "`hhh-l-bb`, DataNode: how it reaches the burst buffer: `tcp` (memcached's text protocol, any memcached; "
+            + "`bb.servers` are the servers' TCP addresses) or `fabric` (slipstream-cache's binary protocol over the "
+            + "fabric: shared memory in a host, verbs on clusters; `bb.servers` are their fabric addresses, `-l` and "
+            + "`--fabric-port`; needs the fabric on the DataNode's class path, e.g. the HDFS plugin's jar)");
     static final TierSetting BB_CHUNK_BYTES = new TierSetting(PREFIX + "bb.chunk.bytes", "511k",
             "`hhh-l-bb`: bytes of a replica per burst buffer item; at most the servers' item size (`-I`, 1m by "
             + "default) less 1k. The default lets two items (value, key, header) share one of slipstream-cache's "
@@ -90,7 +95,8 @@ public final class TiersConf {
             "`hhh-l-bb`, DataNode: how long a finished replica stays in the burst buffer before its flush to the "
             + "parallel file system starts (lets a burst of writes end first); 0 to 3600000");
     static final TierSetting BB_CONNECTIONS = new TierSetting(PREFIX + "bb.connections", "4",
-            "`hhh-l-bb`, DataNode: connections per burst buffer server, at most; 1 to 64");
+            "`hhh-l-bb`, DataNode: connections per burst buffer server, at most (over TCP; over the fabric one "
+            + "endpoint per server carries every request at once); 1 to 64");
     static final TierSetting BB_TIMEOUT_MS = new TierSetting(PREFIX + "bb.timeout.ms", "10000",
             "`hhh-l-bb`, DataNode: connect and reply timeout of a burst buffer request; 100 to 600000");
     static final TierSetting BB_USER = new TierSetting(PREFIX + "bb.user", "",
@@ -103,7 +109,7 @@ public final class TiersConf {
             List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, PFS_HIGH_WATER, RAM_MIN_REPLICATION,
                     HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_MAX_TRACKED_FILES,
                     TIERING_SSD_HIGH_WATER, TIERING_SSD_LOW_WATER, TIERING_BATCH_MAX_FILES, TIERING_BATCH_MAX_BYTES,
-                    TIERING_PATHS, TIERING_SCAN_MAX_FILES, BB_SERVERS, BB_CHUNK_BYTES, BB_MAX_PENDING_BYTES,
+                    TIERING_PATHS, TIERING_SCAN_MAX_FILES, BB_SERVERS, BB_TRANSPORT, BB_CHUNK_BYTES, BB_MAX_PENDING_BYTES,
                     BB_MAX_IN_FLIGHT_CHUNKS, BB_MAX_IN_FLIGHT_BYTES, BB_FLUSH_DELAY_MS, BB_CONNECTIONS, BB_TIMEOUT_MS,
                     BB_USER, BB_PASSWORD);
 
@@ -130,6 +136,8 @@ public final class TiersConf {
     public final List<String> tieringPaths;
     public final int tieringScanMaxFiles;
     public final List<java.net.InetSocketAddress> bbServers;
+    /** {@code bb.transport} is {@code fabric}: the burst buffer is reached over the fabric, else over TCP. */
+    public final boolean bbOverFabric;
     public final int bbChunkBytes;
     public final long bbMaxPendingBytes;
     public final int bbMaxInFlightChunks;
@@ -218,6 +226,11 @@ public final class TiersConf {
             }
         }
         bbServers = List.copyOf(servers);
+        String transport = conf.getTrimmed(BB_TRANSPORT.key(), BB_TRANSPORT.defaultValue()).toLowerCase(java.util.Locale.ROOT);
+        if (!transport.equals("tcp") && !transport.equals("fabric")) {
+            throw new IllegalArgumentException(BB_TRANSPORT.key() + "=" + transport + ": expected tcp or fabric");
+        }
+        bbOverFabric = transport.equals("fabric");
         bbChunkBytes = (int) size(conf, BB_CHUNK_BYTES, 4L << 10, 64L << 20);
         bbMaxPendingBytes = size(conf, BB_MAX_PENDING_BYTES, 0, Long.MAX_VALUE);
         bbMaxInFlightChunks = (int) ranged(conf, BB_MAX_IN_FLIGHT_CHUNKS, 1, 64);

@@ -76,7 +76,7 @@ class BurstBufferPendingTest {
             String[] hostPort = address.split(":");
             servers.add(new InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1])));
         }
-        BurstBufferClient client = new BurstBufferClient(servers, 4, 10_000, CHUNK, "", "");
+        BurstBufferClient client = new BurstBufferTextClient(servers, 4, 10_000, CHUNK, "", "");
         closeAfter.add(client);
         return client;
     }

@@ -23,15 +23,36 @@ import java.util.concurrent.TimeUnit;
  */
 final class CacheServer implements AutoCloseable {
     final int port;
+    /** The fabric's port (fixed, so that a restarted server is found there), or 0 for a server without the fabric. */
+    final int fabricPort;
     private final Path ssdDir;
+    /** A -Y file of 'user:password' lines, or null: no login. */
+    private final Path authFile;
     private Process process;
 
+    /** A server without the fabric, no login (the TCP transport's tests). */
     CacheServer() throws IOException, InterruptedException {
-        try (ServerSocket probe = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            port = probe.getLocalPort();
-        }
+        this(false, null);
+    }
+
+    /** A server with the fabric on a free port when {@code fabric}, and with a login when {@code userPassword} is set. */
+    CacheServer(boolean fabric, String userPassword) throws IOException, InterruptedException {
+        port = freePort();
+        fabricPort = fabric ? freePort() : 0;
         ssdDir = Files.createTempDirectory("slipstream-bb-ssd");
+        if (userPassword != null) {
+            authFile = ssdDir.resolve("auth");
+            Files.writeString(authFile, userPassword + "\n");
+        } else {
+            authFile = null;
+        }
         start();
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket probe = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return probe.getLocalPort();
+        }
     }
 
     static File binary() {
@@ -44,8 +65,13 @@ final class CacheServer implements AutoCloseable {
 
     /** Starts the server (again, empty, on the same port after {@link #kill}). */
     void start() throws IOException, InterruptedException {
-        process = new ProcessBuilder(List.of(binary().getPath(), "-l", "127.0.0.1", "-p", String.valueOf(port),
-                "-m", "64", "--no-fabric", "--ssd-path", ssdDir.toString(), "--ssd-size", "64m"))
+        List<String> command = new java.util.ArrayList<>(List.of(binary().getPath(), "-l", "127.0.0.1", "-p",
+                String.valueOf(port), "-m", "64", "--ssd-path", ssdDir.toString(), "--ssd-size", "64m"));
+        command.addAll(fabricPort == 0 ? List.of("--no-fabric") : List.of("--fabric-port", String.valueOf(fabricPort)));
+        if (authFile != null) {
+            command.addAll(List.of("-Y", authFile.toString()));
+        }
+        process = new ProcessBuilder(command)
                 .redirectError(ProcessBuilder.Redirect.appendTo(ssdDir.resolve("stderr.log").toFile())).start();
         BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
         String line = out.readLine();
@@ -69,6 +95,14 @@ final class CacheServer implements AutoCloseable {
 
     String address() {
         return "127.0.0.1:" + port;
+    }
+
+    /** The fabric's address, for {@code bb.servers} with {@code bb.transport=fabric}. */
+    String fabricAddress() {
+        if (fabricPort == 0) {
+            throw new IllegalStateException("this cache runs without the fabric");
+        }
+        return "127.0.0.1:" + fabricPort;
     }
 
     /** SIGKILL: everything the cache held is gone. */
@@ -108,8 +142,18 @@ final class CacheServer implements AutoCloseable {
         }
     }
 
+    /** A client over the fabric with the given login (empty user: none). */
+    BurstBufferFabricClient fabricClient(String user, String password) throws IOException {
+        try {
+            return new BurstBufferFabricClient(List.of(new java.net.InetSocketAddress("127.0.0.1", fabricPort)), 10_000,
+                    1 << 20, 64L << 20, user, password);
+        } catch (io.slipstream.fabric.FabricUnavailableException e) {
+            throw new IOException(e);
+        }
+    }
+
     BurstBufferClient client() {
-        return new BurstBufferClient(List.of(new java.net.InetSocketAddress("127.0.0.1", port)), 1, 10_000, 1 << 20,
+        return new BurstBufferTextClient(List.of(new java.net.InetSocketAddress("127.0.0.1", port)), 1, 10_000, 1 << 20,
                 "", "");
     }
 

@@ -28,7 +28,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
 
 /**
- * HHH-L-BB on a real mini cluster with a real slipstream-cache (hybrid mode) as the burst buffer: the parallel
+ * HHH-L-BB on a real mini cluster with a real slipstream-cache (hybrid mode) as the burst buffer, reached over
+ * the fabric ({@code bb.transport=fabric}; {@link HhhlbbKilledDataNodeTest} reaches it over TCP): the parallel
  * file system's replica of each block is written into the cache, read from it until flushed, flushed to its
  * block file in the background, and deleted from the cache. A cache that lost its copy (killed before the
  * flush) makes HDFS re-replicate the block; a cache that is down when a block is written costs no data.
@@ -45,11 +46,12 @@ class HhhlbbClusterTest {
 
     @BeforeAll
     static void start() throws Exception {
-        cache = new CacheServer();
+        cache = new CacheServer(true, null);
         Configuration conf = TierClusters.conf("hhh-l-bb");
+        conf.set(TiersConf.BB_TRANSPORT.key(), "fabric");
         conf.setBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY, true);
         conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
-        conf.set(TiersConf.BB_SERVERS.key(), cache.address());
+        conf.set(TiersConf.BB_SERVERS.key(), cache.fabricAddress());
         // Several chunks per block, the last one partial, and chunks that end inside a checksum chunk (300000
         // is not a multiple of 512): the flush's check carries those bytes over to the next chunk.
         conf.set(TiersConf.BB_CHUNK_BYTES.key(), "300000");
@@ -141,6 +143,7 @@ class HhhlbbClusterTest {
     @Order(1)
     void theParallelFileSystemReplicaIsWrittenIntoTheBurstBuffer() throws Exception {
         long itemsBefore = cache.stat("curr_items");
+        long fabricRequestsBefore = cache.stat("fabric_requests");
         small = TierClusters.write(fs, new Path("/bb/small"), BLOCK_BYTES - 1000, 11);
         large = TierClusters.write(fs, new Path("/bb/large"), 2 * BLOCK_BYTES, 12);
         List<PfsReplica> replicas = new ArrayList<>(pfsReplicas(new Path("/bb/small")));
@@ -158,6 +161,7 @@ class HhhlbbClusterTest {
         // Not through getBlockLocalPathInfo (it flushes): the file is the one HDFS created, empty until the flush.
         // The cache holds 4 + 4 + 4 chunks of 300000 B (each block's last one partial).
         assertEquals(12, cache.stat("curr_items") - itemsBefore, "chunks in the cache");
+        assertTrue(cache.stat("fabric_requests") - fabricRequestsBefore >= 12, "chunks stored over the fabric");
         TierClusters.assertReadsBack(fs, new Path("/bb/small"), small);
         TierClusters.assertReadsBack(fs, new Path("/bb/large"), large);
         // Each DataNode's counters are a Hadoop metrics source, in JMX (and the DataNode's /jmx page).

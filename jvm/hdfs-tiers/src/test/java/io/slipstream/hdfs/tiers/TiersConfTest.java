@@ -53,6 +53,9 @@ class TiersConfTest {
         assertEquals(2L << 30, parsed.bbMaxPendingBytes);
         assertEquals(4, parsed.bbMaxInFlightChunks);
         assertEquals(64L << 20, parsed.bbMaxInFlightBytes);
+        assertTrue(!parsed.bbOverFabric, "TCP by default");
+        bb.set(TiersConf.BB_TRANSPORT.key(), "Fabric");
+        assertTrue(new TiersConf(bb).bbOverFabric);
         Configuration noServers = new Configuration(false);
         noServers.set(TiersConf.MODE.key(), "hhh-l-bb");
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
@@ -64,6 +67,7 @@ class TiersConfTest {
     void badValuesAreRefusedByName() {
         String[][] bad = {
             {TiersConf.MODE.key(), "hhhh"},
+            {TiersConf.BB_TRANSPORT.key(), "rdma"},
             {TiersConf.RAM_HIGH_WATER.key(), "0"},
             {TiersConf.RAM_HIGH_WATER.key(), "1.5"},
             {TiersConf.SSD_HIGH_WATER.key(), "lots"},

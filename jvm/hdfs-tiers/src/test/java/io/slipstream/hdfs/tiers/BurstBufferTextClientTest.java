@@ -21,7 +21,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The burst buffer's memcached client against a real slipstream-cache, and against a server that lies. */
-class BurstBufferClientTest {
+class BurstBufferTextClientTest {
     private static CacheServer cache;
 
     @BeforeAll
@@ -80,7 +80,7 @@ class BurstBufferClientTest {
                 }
             });
             server.start();
-            try (BurstBufferClient client = new BurstBufferClient(
+            try (BurstBufferClient client = new BurstBufferTextClient(
                     List.of(new InetSocketAddress("127.0.0.1", liar.getLocalPort())), 1, 5000, 1 << 20, "", "")) {
                 IOException e = assertThrows(IOException.class, () -> client.get("k"));
                 assertTrue(e.getMessage().contains("2000000000"), e.getMessage());
@@ -128,7 +128,7 @@ class BurstBufferClientTest {
                     }
                 });
                 peer.start();
-                try (BurstBufferClient client = new BurstBufferClient(
+                try (BurstBufferClient client = new BurstBufferTextClient(
                         List.of(new InetSocketAddress("127.0.0.1", server.getLocalPort())), 1, 2000, 1024, "", "")) {
                     byte[] value = client.get("k");
                     assertTrue(value == null || value.length <= 1024);
@@ -146,7 +146,7 @@ class BurstBufferClientTest {
         try (ServerSocket probe = new ServerSocket(0)) {
             port = probe.getLocalPort();
         }
-        try (BurstBufferClient client = new BurstBufferClient(List.of(new InetSocketAddress("127.0.0.1", port)), 1,
+        try (BurstBufferClient client = new BurstBufferTextClient(List.of(new InetSocketAddress("127.0.0.1", port)), 1,
                 2000, 1 << 20, "", "")) {
             IOException e = assertThrows(IOException.class, () -> client.set("k", new byte[1], 0, 1));
             assertTrue(e.getMessage().contains("burst buffer"), e.getMessage());
