@@ -35,7 +35,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The configurations, in the order they run; `hot` is the reference of every ratio.
-pub const CONFIGS: [&str; 7] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb"];
+/// `hhh-l-bb-fabric` is `hhh-l-bb` with its burst buffer reached over the fabric (`bb.transport=fabric`).
+pub const CONFIGS: [&str; 8] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb", "hhh-l-bb-fabric"];
 
 const RESULT_PREFIX: &str = "OHB_TIERS_RESULT ";
 const CHUNK_BYTES: usize = 1 << 20;
@@ -358,6 +359,13 @@ pub fn checks(results: &[Value]) -> Vec<Check> {
             1.0,
             "read after the burst buffer flushed every replica (until-persisted wait of each run)",
         ),
+        local_check("HHH-L-BB (fabric)", "hhh-l-bb-fabric"),
+        check(
+            "HHH-L-BB (fabric) read >= 1.0x HOT",
+            read("hhh-l-bb-fabric"),
+            1.0,
+            "the same, its burst buffer reached over the fabric",
+        ),
         check("HHH-M write >= 2x HOT", ratio("hhh-m", "write_mb_s"), 2.0, "acknowledged writes; HHH-M keeps short-lived files in RAM only"),
         check(
             "HHH write >= 1.5x HOT",
@@ -401,7 +409,7 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
         _ => "-".into(),
     };
     out += &format!(
-        "\n{:<13} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
+        "\n{:<15} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
         "config", "write MB/s", "vs HOT", "persisted MB/s", "vs HOT", "read MB/s", "vs HOT", "replicas R/S/D/A", "persist wait ms"
     );
     for config in CONFIGS {
@@ -414,7 +422,7 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
             r["replicas_archive"].as_u64().unwrap_or(0)
         );
         out += &format!(
-            "{:<13} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
+            "{:<15} {:>10} {:>7} {:>15} {:>7} {:>10} {:>7}  {:<16} {}\n",
             config,
             cell(r, "write_mb_s"),
             vs(r, "write_mb_s"),
@@ -426,10 +434,25 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
             r["persist_wait_ms_max"].as_u64().map(|ms| ms.to_string()).unwrap_or_default()
         );
     }
-    if let Some(bb) = results.iter().find(|r| r["config"] == "hhh-l-bb" && r["bb_replicas_buffered"].is_u64()) {
-        out += &burst_buffer_line(bb, "first round");
+    for config in ["hhh-l-bb", "hhh-l-bb-fabric"] {
+        if let Some(bb) = results.iter().find(|r| r["config"] == config && r["bb_replicas_buffered"].is_u64()) {
+            out += &burst_buffer_line(bb, "first round");
+        }
     }
-    for config in ["hot", "hhh-l", "hhh-l-bb"] {
+    let figure = |config: &str, key: &str| results.iter().find(|r| r["config"] == config).and_then(|r| r[key].as_f64());
+    let bb_fabric_vs_tcp = |key: &str| match (figure("hhh-l-bb-fabric", key), figure("hhh-l-bb", key)) {
+        (Some(f), Some(t)) if t > 0.0 => format_ratio(f / t),
+        _ => "-".into(),
+    };
+    if ["hhh-l-bb", "hhh-l-bb-fabric"].iter().all(|c| results.iter().any(|r| r["config"] == *c)) {
+        out += &format!(
+            "hhh-l-bb's burst buffer over the fabric against TCP: write {}, until persisted {}, read {}\n",
+            bb_fabric_vs_tcp("write_mb_s"),
+            bb_fabric_vs_tcp("write_persisted_mb_s"),
+            bb_fabric_vs_tcp("read_mb_s")
+        );
+    }
+    for config in ["hot", "hhh-l", "hhh-l-bb", "hhh-l-bb-fabric"] {
         if let Some(b) = results.iter().find(|r| r["config"] == config).and_then(|r| r["local_bytes_per_block"].as_f64()) {
             out += &format!("local bytes per block, {config}: {b:.0}\n");
         }
@@ -442,7 +465,7 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
             None => "no figure",
         };
         let ratio = c.ratio.map(format_ratio).unwrap_or_else(|| "-".into());
-        out += &format!("  {:<38} {:>7}  {:<9} {}\n", c.name, ratio, verdict, c.detail);
+        out += &format!("  {:<46} {:>7}  {:<9} {}\n", c.name, ratio, verdict, c.detail);
     }
     out
 }
@@ -451,10 +474,12 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
 pub fn burst_buffer_line(bb: &Value, when: &str) -> String {
     let n = |key: &str| bb[key].as_u64().map(|v| v.to_string()).unwrap_or_else(|| "?".into());
     format!(
-        "hhh-l-bb burst buffer (slipstream-cache at {}, {} MB + {} MB SSD log), {when}: {} replicas buffered, \
+        "{} burst buffer (slipstream-cache at {}{}, {} MB + {} MB SSD log), {when}: {} replicas buffered, \
          {} flushed ({} B), {} reads served from it, {} written straight through, {} lost; the cache: {} sets, \
          {} evictions, {} spilled to its SSD log\n",
+        bb["config"].as_str().unwrap_or("hhh-l-bb"),
         bb["bb_servers"].as_str().unwrap_or("?"),
+        bb["bb_cache_fabric_requests"].as_u64().map(|n| format!(" over the fabric: {n} requests")).unwrap_or_default(),
         n("bb_memory_mb"),
         n("bb_ssd_mb"),
         n("bb_replicas_buffered"),

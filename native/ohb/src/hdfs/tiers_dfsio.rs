@@ -153,7 +153,7 @@ pub fn render(w: &DfsioWorkload, warmup_passes: u32, configs: &[String], runs: &
     for test in DFSIO_TESTS {
         let hot = medians(runs, "hot", test).map(|m| m.0).filter(|t| *t > 0.0);
         out += &format!(
-            "TestDFSIO {test}\n{:<13} {:>8} {:>13} {:>9} {:>7} {:>7} {:>8}",
+            "TestDFSIO {test}\n{:<15} {:>8} {:>13} {:>9} {:>7} {:>7} {:>8}",
             "config", "MB/s", "min-max", "avg rate", "exec s", "vs HOT", "cold"
         );
         out += if test == "write" { "  replicas R/S/D/A  persist wait ms\n" } else { "\n" };
@@ -167,7 +167,7 @@ pub fn render(w: &DfsioWorkload, warmup_passes: u32, configs: &[String], runs: &
             let persist_wait_ms_max = runs.iter().filter(|r| r.config == *config).filter_map(|r| r.counters["persist_wait_ms"].as_u64()).max();
             let cold = cold_median(runs, config, test).map(format_mb_s).unwrap_or_else(|| "-".into());
             out += &format!(
-                "{:<13} {:>8} {:>13} {:>9} {:>7.2} {:>7} {:>8}",
+                "{:<15} {:>8} {:>13} {:>9} {:>7.2} {:>7} {:>8}",
                 config,
                 format_mb_s(throughput),
                 format!("{}-{}", format_mb_s(lowest), format_mb_s(highest)),
@@ -183,8 +183,10 @@ pub fn render(w: &DfsioWorkload, warmup_passes: u32, configs: &[String], runs: &
             out += "\n";
         }
     }
-    if let Some(bb) = runs.iter().find(|r| r.config == "hhh-l-bb" && r.counters["bb_replicas_buffered"].is_u64()) {
-        out += &burst_buffer_line(&bb.counters, &format!("round {}, TestDFSIO's files and the jobs' own", bb.round + 1));
+    for config in ["hhh-l-bb", "hhh-l-bb-fabric"] {
+        if let Some(bb) = runs.iter().find(|r| r.config == config && r.counters["bb_replicas_buffered"].is_u64()) {
+            out += &burst_buffer_line(&bb.counters, &format!("round {}, TestDFSIO's files and the jobs' own", bb.round + 1));
+        }
     }
     out
 }

@@ -71,6 +71,8 @@ pub fn cache_binary() -> Result<PathBuf, String> {
 pub struct BurstBufferCache {
     child: ChildGuard,
     pub addr: SocketAddr,
+    /// The fabric's address when the cache was started with the fabric (`hhh-l-bb-fabric`).
+    pub fabric_addr: Option<SocketAddr>,
     pub sizing: BbSizing,
     log: PathBuf,
 }
@@ -78,14 +80,15 @@ pub struct BurstBufferCache {
 impl BurstBufferCache {
     /// Starts the cache with its SSD log in `ssd_dir` and its stderr in `log`. A missing binary fails
     /// (the configuration then fails: it is never skipped).
-    pub fn start(binary: &Path, ssd_dir: &Path, log: &Path, sizing: BbSizing) -> Result<BurstBufferCache, String> {
+    pub fn start(binary: &Path, ssd_dir: &Path, log: &Path, sizing: BbSizing, fabric: bool) -> Result<BurstBufferCache, String> {
         if !binary.is_file() {
             return Err(format!("hhh-l-bb needs slipstream-cache as its burst buffer: {} not found (build it with `make native`)", binary.display()));
         }
         std::fs::create_dir_all(ssd_dir).map_err(|e| format!("{}: {e}", ssd_dir.display()))?;
         let stderr = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new(binary);
-        cmd.args(["-l", "127.0.0.1", "-p", "0", "-m", &sizing.memory_mb.to_string(), "--no-fabric"])
+        cmd.args(["-l", "127.0.0.1", "-p", "0", "-m", &sizing.memory_mb.to_string()])
+            .args(if fabric { ["--fabric-port", "0"].as_slice() } else { ["--no-fabric"].as_slice() })
             .arg("--ssd-path")
             .arg(ssd_dir)
             .args(["--ssd-size", &format!("{}m", sizing.memory_mb)])
@@ -93,19 +96,23 @@ impl BurstBufferCache {
         let mut child = ChildGuard::spawn("slipstream-cache", cmd, true)?;
         let log_text = || std::fs::read_to_string(log).unwrap_or_default();
         let deadline = Instant::now() + START_TIMEOUT;
-        let addr = loop {
+        let (addr, fabric_addr) = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match child.next_line(left) {
                 Ok(Some(line)) => {
                     if let Some(addr) = parse_announcement(&line) {
-                        break addr;
+                        let fabric_addr = parse_fabric_announcement(&line);
+                        if fabric && fabric_addr.is_none() {
+                            return Err(format!("slipstream-cache started without its fabric: {line}"));
+                        }
+                        break (addr, fabric_addr);
                     }
                 }
                 Ok(None) => return Err(format!("slipstream-cache did not listen within {START_TIMEOUT:?}; its log:\n{}", log_text())),
                 Err(e) => return Err(format!("slipstream-cache did not start ({e}); its log:\n{}", log_text())),
             }
         };
-        Ok(BurstBufferCache { child, addr, sizing, log: log.to_path_buf() })
+        Ok(BurstBufferCache { child, addr, fabric_addr, sizing, log: log.to_path_buf() })
     }
 
     /// After the JVM: the cache still running (it died under the DataNodes otherwise), and its counters
@@ -121,6 +128,17 @@ impl BurstBufferCache {
             let value = stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v).ok_or_else(|| format!("slipstream-cache stats: no {name}"))?;
             fields[format!("bb_cache_{name}")] = json!(value);
         }
+        if let Some(fabric_addr) = self.fabric_addr {
+            // The path's proof: every set the cache took came over the fabric (ohb's own stats
+            // connection sets nothing).
+            let requests = stats.iter().find(|(k, _)| k == "fabric_requests").map(|(_, v)| *v).ok_or("slipstream-cache stats: no fabric_requests")?;
+            let sets = fields["bb_cache_cmd_set"].as_u64().unwrap_or(0);
+            if requests < sets {
+                return Err(format!("the burst buffer's fabric carried {requests} requests for {sets} sets: not every chunk went over the fabric"));
+            }
+            fields["bb_cache_fabric_requests"] = json!(requests);
+            fields["bb_fabric_addr"] = json!(fabric_addr.to_string());
+        }
         Ok(fields)
     }
 }
@@ -130,6 +148,12 @@ impl BurstBufferCache {
 pub fn parse_announcement(line: &str) -> Option<SocketAddr> {
     let rest = line.trim().strip_prefix("slipstream-cache listening")?;
     rest.split_whitespace().find_map(|word| word.strip_prefix("tcp=")?.parse().ok())
+}
+
+/// `... fabric=127.0.0.1:Q ...`: the fabric's address, or None (`fabric=off`).
+pub fn parse_fabric_announcement(line: &str) -> Option<SocketAddr> {
+    let rest = line.trim().strip_prefix("slipstream-cache listening")?;
+    rest.split_whitespace().find_map(|word| word.strip_prefix("fabric=")?.parse().ok())
 }
 
 /// The numeric counters of a memcached `stats` reply.
@@ -186,6 +210,9 @@ mod tests {
         let addr = parse_announcement("slipstream-cache listening tcp=127.0.0.1:4242 fabric=off ssd=392m").unwrap();
         assert_eq!(addr, "127.0.0.1:4242".parse().unwrap());
         assert_eq!(parse_announcement("slipstream-cache listening fabric=off"), None);
+        assert_eq!(parse_fabric_announcement("slipstream-cache listening tcp=127.0.0.1:4242 fabric=off ssd=392m"), None);
+        let fabric = parse_fabric_announcement("slipstream-cache listening tcp=127.0.0.1:4242 fabric=127.0.0.1:4343 ssd=392m");
+        assert_eq!(fabric, Some("127.0.0.1:4343".parse().unwrap()));
         assert_eq!(parse_announcement("something tcp=127.0.0.1:1"), None);
     }
 
@@ -193,7 +220,7 @@ mod tests {
     fn a_missing_binary_fails_with_how_to_build_it() {
         let dir = std::env::temp_dir().join(format!("ohb-tiers-bb-{}", std::process::id()));
         let s = BbSizing::for_workload(&TiersWorkload::new(true));
-        let e = BurstBufferCache::start(&dir.join("no-such-cache"), &dir.join("ssd"), &dir.join("log"), s).err().unwrap();
+        let e = BurstBufferCache::start(&dir.join("no-such-cache"), &dir.join("ssd"), &dir.join("log"), s, false).err().unwrap();
         assert!(e.contains("make native") && e.contains("no-such-cache"), "{e}");
         assert!(!dir.exists(), "nothing created before the binary is found");
     }

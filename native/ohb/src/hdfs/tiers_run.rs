@@ -66,10 +66,13 @@ fn run_in_dirs(root: &Path, name: &str, config: &str, dirs: &RunDirs, mut cmd: C
     cmd.arg("--ram-dir").arg(dirs.ram.join(config)).arg("--disk-dir").arg(dirs.disk.join(config));
     // Killed when dropped: at the end of this function, whatever the JVM did.
     let mut cache = None;
-    if config == "hhh-l-bb" {
-        let log = root.join("build").join(format!("{name}-hhh-l-bb-cache.log"));
-        let started = BurstBufferCache::start(&cache_binary()?, &dirs.disk.join(config).join("bb-ssd"), &log, sizing)?;
-        cmd.args(["--bb-servers", &started.addr.to_string(), "--bb-max-pending-bytes", &sizing.max_pending_bytes.to_string()]);
+    if config == "hhh-l-bb" || config == "hhh-l-bb-fabric" {
+        let fabric = config == "hhh-l-bb-fabric";
+        let log = root.join("build").join(format!("{name}-{config}-cache.log"));
+        let started = BurstBufferCache::start(&cache_binary()?, &dirs.disk.join(config).join("bb-ssd"), &log, sizing, fabric)?;
+        // hhh-l-bb-fabric's DataNodes reach the cache at its fabric address (bb.transport=fabric).
+        let servers = if fabric { started.fabric_addr.expect("checked at start") } else { started.addr };
+        cmd.args(["--bb-servers", &servers.to_string(), "--bb-max-pending-bytes", &sizing.max_pending_bytes.to_string()]);
         cache = Some(started);
     }
     eprintln!("{}: running {config} ...", name.replace('-', " "));

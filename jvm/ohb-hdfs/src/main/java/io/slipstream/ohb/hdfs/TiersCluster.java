@@ -39,7 +39,8 @@ import org.apache.hadoop.metrics2.lib.DefaultMetricsSystem;
  * is where the configuration promises and that every RAM (and burst buffer) replica was persisted.
  */
 final class TiersCluster {
-    static final List<String> CONFIGS = List.of("hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb");
+    static final List<String> CONFIGS = List.of("hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb",
+            "hhh-l-bb-fabric");
     private static final StorageType[] TYPES = {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK};
     private static final StorageType[] TYPES_WITH_PFS =
             {StorageType.RAM_DISK, StorageType.SSD, StorageType.DISK, StorageType.ARCHIVE};
@@ -86,8 +87,9 @@ final class TiersCluster {
         MiniDFSCluster cluster = null;
         try {
             Configuration conf = new HdfsConfiguration();
-            if (config.equals("hhh-l-bb")) {
-                TiersPfs.configureBurstBuffer(conf, options.get("bb-servers"), Long.parseLong(options.get("bb-max-pending-bytes")));
+            if (TiersPfs.burstBuffered(config)) {
+                TiersPfs.configureBurstBuffer(conf, config, options.get("bb-servers"),
+                        Long.parseLong(options.get("bb-max-pending-bytes")));
                 result.put("bb_servers", options.get("bb-servers"));
             }
             cluster = start(conf, config, blockBytes, ramBytesPerDataNode, syncOnClose, java.nio.file.Path.of(options.get("ram-dir")),
@@ -153,7 +155,7 @@ final class TiersCluster {
         // DataNode fsyncs a finished block file, which on tmpfs costs nothing.
         conf.setBoolean(DFSConfigKeys.DFS_DATANODE_SYNCONCLOSE_KEY, syncOnClose);
         if (config.startsWith("hhh")) {
-            conf.set("slipstream.hdfs.tiers.mode", config);
+            conf.set("slipstream.hdfs.tiers.mode", TiersPfs.mode(config));
             conf.set(DFSConfigKeys.DFS_BLOCK_REPLICATOR_CLASSNAME_KEY, TieredBlockPlacementPolicy.class.getName());
             conf.set(DFSConfigKeys.DFS_DATANODE_FSDATASET_FACTORY_KEY, TieredFsDatasetFactory.class.getName());
         }
@@ -216,7 +218,7 @@ final class TiersCluster {
      * burst buffer: the durability of vanilla HOT. Null once there, else (after {@link #SETTLE_MS_MAX}) how far it got.
      */
     static String awaitPersisted(MiniDFSCluster cluster, String config) throws InterruptedException {
-        boolean bb = config.equals("hhh-l-bb");
+        boolean bb = TiersPfs.burstBuffered(config);
         long deadline = System.nanoTime() + SETTLE_MS_MAX * 1_000_000;
         long[] ram = ramCounters(cluster);
         long pending = bb ? TiersPfs.pending(cluster) : 0;
@@ -271,7 +273,7 @@ final class TiersCluster {
         }
         // Bytes on the DataNodes' own tiers (not the parallel file system) per block written: HHH-L's target.
         result.put("local_bytes_per_block", blocks == 0 ? 0.0 : (double) localBytes / blocks);
-        if (config.equals("hhh-l-bb")) {
+        if (TiersPfs.burstBuffered(config)) {
             long deadline = System.nanoTime() + SETTLE_MS_MAX * 1_000_000;
             while (TiersPfs.pending(cluster) > 0) {
                 if (System.nanoTime() > deadline) {
@@ -298,7 +300,7 @@ final class TiersCluster {
             case "all-ssd" -> ssd == 3 ? null : "ALL_SSD puts every replica on SSD";
             case "lazy-persist", "hhh-m" -> ram == 3 ? null : "every replica in RAM (the RAM tier has room for all)";
             case "hhh" -> ram == 1 ? null : "HHH puts exactly one replica in RAM, the others on SSD/DISK";
-            case "hhh-l", "hhh-l-bb" -> archive == 1 && ram == 1 ? null
+            case "hhh-l", "hhh-l-bb", "hhh-l-bb-fabric" -> archive == 1 && ram == 1 ? null
                     : "HHH-L puts one replica on the parallel file system (ARCHIVE), one in RAM, the other on SSD/DISK";
             default -> "unknown configuration";
         };

@@ -24,7 +24,17 @@ final class TiersPfs {
     private TiersPfs() {}
 
     static boolean usesPfs(String config) {
-        return config.equals("hhh-l") || config.equals("hhh-l-bb");
+        return config.equals("hhh-l") || burstBuffered(config);
+    }
+
+    /** hhh-l-bb, whose burst buffer is reached over TCP, and hhh-l-bb-fabric, the same over the fabric. */
+    static boolean burstBuffered(String config) {
+        return config.equals("hhh-l-bb") || config.equals("hhh-l-bb-fabric");
+    }
+
+    /** The Triple-H mode of a configuration: its name, but hhh-l-bb for the fabric's variant. */
+    static String mode(String config) {
+        return config.equals("hhh-l-bb-fabric") ? "hhh-l-bb" : config;
     }
 
     /** What hhh-l's NameNode needs: readers sent to local replicas before the parallel file system's. */
@@ -38,13 +48,15 @@ final class TiersPfs {
      * measure the overflow, not the burst buffer). {@code bb.chunk.bytes} stays at its default (512k), which
      * fits the cache's default item size (1m) and is what {@code ohb} sizes the cache's memory for.
      */
-    static void configureBurstBuffer(Configuration conf, String servers, long maxPendingBytes) {
+    static void configureBurstBuffer(Configuration conf, String config, String servers, long maxPendingBytes) {
         if (servers.isEmpty() || maxPendingBytes <= 0) {
             throw new IllegalArgumentException("hhh-l-bb needs --bb-servers and --bb-max-pending-bytes (ohb hdfs tiers "
                     + "starts slipstream-cache and passes them)");
         }
         conf.set("slipstream.hdfs.tiers.bb.servers", servers);
         conf.setLong("slipstream.hdfs.tiers.bb.maxPending.bytes", maxPendingBytes);
+        // hhh-l-bb-fabric: --bb-servers are the cache's fabric address, which ohb started it with.
+        conf.set("slipstream.hdfs.tiers.bb.transport", config.equals("hhh-l-bb-fabric") ? "fabric" : "tcp");
     }
 
     /** Replicas held in the burst buffer not yet flushed, over the DataNodes. */
