@@ -119,44 +119,46 @@ final class BurstBufferFabricClient implements BurstBufferClient {
 
     @Override
     public byte[] get(String key) throws IOException {
-        return call(key, server -> {
-            byte[] keyBytes = keyBytes(key);
-            ByteBuffer request = ByteBuffer.allocate(HEADER_BYTES + keyBytes.length);
-            header(request, GET, keyBytes.length, 0, keyBytes.length);
-            request.put(keyBytes).flip();
-            try (FabricBuffer response = server.endpoint.request(OP_BINARY, request)) {
-                Reply reply = Reply.parse(response.byteBuffer(), GET, maxValueBytes);
-                if (reply.status == STATUS_NOT_FOUND) {
-                    return null;
-                }
-                if (reply.status != STATUS_OK) {
-                    throw reply.failure("get " + key);
-                }
-                byte[] value = new byte[reply.value.remaining()];
-                reply.value.get(value);
-                return value;
+        return call(key, server -> keyOnly(server, GET, key, reply -> {
+            if (reply.status == STATUS_NOT_FOUND) {
+                return null;
             }
-        });
+            if (reply.status != STATUS_OK) {
+                throw reply.failure("get " + key);
+            }
+            byte[] value = new byte[reply.value.remaining()];
+            reply.value.get(value);
+            return value;
+        }));
     }
 
     @Override
     public boolean delete(String key) throws IOException {
-        return call(key, server -> {
-            byte[] keyBytes = keyBytes(key);
-            ByteBuffer request = ByteBuffer.allocate(HEADER_BYTES + keyBytes.length);
-            header(request, DELETE, keyBytes.length, 0, keyBytes.length);
-            request.put(keyBytes).flip();
-            try (FabricBuffer response = server.endpoint.request(OP_BINARY, request)) {
-                Reply reply = Reply.parse(response.byteBuffer(), DELETE, maxValueBytes);
-                if (reply.status == STATUS_NOT_FOUND) {
-                    return false;
-                }
-                if (reply.status != STATUS_OK) {
-                    throw reply.failure("delete " + key);
-                }
-                return true;
+        return call(key, server -> keyOnly(server, DELETE, key, reply -> {
+            if (reply.status == STATUS_NOT_FOUND) {
+                return false;
             }
-        });
+            if (reply.status != STATUS_OK) {
+                throw reply.failure("delete " + key);
+            }
+            return true;
+        }));
+    }
+
+    private interface ReplyHandler<T> {
+        /** Runs while the answer's buffer is held: what it returns must not be a view of it. */
+        T handle(Reply reply) throws IOException;
+    }
+
+    /** Sends a request of {@code opcode} that carries only {@code key}; the handler's reading of the checked answer. */
+    private <T> T keyOnly(Server server, byte opcode, String key, ReplyHandler<T> handler) throws IOException {
+        byte[] keyBytes = keyBytes(key);
+        ByteBuffer request = ByteBuffer.allocate(HEADER_BYTES + keyBytes.length);
+        header(request, opcode, keyBytes.length, 0, keyBytes.length);
+        request.put(keyBytes).flip();
+        try (FabricBuffer response = server.endpoint.request(OP_BINARY, request)) {
+            return handler.handle(Reply.parse(response.byteBuffer(), opcode, maxValueBytes));
+        }
     }
 
     @Override
