@@ -79,6 +79,7 @@ pub mod md5;
 pub mod nonblocking;
 pub mod packet;
 pub mod ring;
+mod settings;
 mod tcp;
 
 pub use client::{resolve, Client, ClientConfig, Credentials, FabricNode, Item, ServerAddr, Stats};
