@@ -117,7 +117,9 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
 
     /**
      * The client of {@code bb.transport}. Over the fabric it needs the fabric's classes (the HDFS plugin's jar)
-     * on the DataNode's class path: without them, or when the fabric cannot start, a clear error.
+     * on the DataNode's class path: without them, a clear error. Nothing here names a fabric class (only
+     * {@link BurstBufferFabricClient} does, loaded when first called), so a DataNode without the fabric's jar
+     * loads and runs this class with the TCP transport.
      */
     private static BurstBufferClient client(TiersConf conf, String password) {
         if (!conf.bbOverFabric) {
@@ -125,17 +127,10 @@ public final class BurstBuffer implements AutoCloseable, org.apache.hadoop.metri
                     conf.bbUser, password);
         }
         try {
-            // Requests in flight: every replica's chunks being stored, each one message of a chunk, and the answers
-            // of the flusher's and readers' gets; the pool holds them in registered memory.
-            long poolCapBytes = Math.min(1L << 30, 2 * conf.bbMaxInFlightBytes + (16L << 20));
-            return new BurstBufferFabricClient(conf.bbServers, conf.bbTimeoutMs, conf.bbChunkBytes, poolCapBytes,
-                    conf.bbUser, password);
+            return BurstBufferFabricClient.open(conf, password);
         } catch (NoClassDefFoundError e) {
             throw new IllegalArgumentException(TiersConf.BB_TRANSPORT.key() + "=fabric needs the fabric on the DataNode's "
                     + "class path (the HDFS plugin's slipstream-hdfs.jar): " + e.getMessage(), e);
-        } catch (io.slipstream.fabric.FabricUnavailableException | io.slipstream.fabric.FabricException e) {
-            throw new IllegalStateException(TiersConf.BB_TRANSPORT.key() + "=fabric: the fabric cannot start on this "
-                    + "DataNode: " + e.getMessage(), e);
         }
     }
 

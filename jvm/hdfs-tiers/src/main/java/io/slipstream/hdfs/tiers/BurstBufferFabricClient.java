@@ -52,6 +52,22 @@ final class BurstBufferFabricClient implements BurstBufferClient {
     private final byte[] plain;
 
     /**
+     * The burst buffer's client over the fabric for {@code conf}: registered memory for every chunk that may be on
+     * its way at once (stores of all replicas, each one message of a chunk) and the flusher's and readers' answers.
+     * A fabric that cannot start is an {@link IllegalStateException} naming {@code bb.transport}.
+     */
+    static BurstBufferClient open(TiersConf conf, String password) {
+        long poolCapBytes = Math.min(1L << 30, 2 * conf.bbMaxInFlightBytes + (16L << 20));
+        try {
+            return new BurstBufferFabricClient(conf.bbServers, conf.bbTimeoutMs, conf.bbChunkBytes, poolCapBytes,
+                    conf.bbUser, password);
+        } catch (FabricUnavailableException | FabricException e) {
+            throw new IllegalStateException(TiersConf.BB_TRANSPORT.key() + "=fabric: the fabric cannot start on this "
+                    + "DataNode: " + e.getMessage(), e);
+        }
+    }
+
+    /**
      * @param addresses the servers' fabric addresses (slipstream-cache's {@code -l} address and {@code --fabric-port})
      * @param poolCapBytes registered memory for the requests and answers in flight
      */
