@@ -37,6 +37,13 @@ use std::time::Instant;
 /// The configurations, in the order they run; `hot` is the reference of every ratio.
 /// `hhh-l-bb-fabric` is `hhh-l-bb` with its burst buffer reached over the fabric (`bb.transport=fabric`).
 pub const CONFIGS: [&str; 8] = ["hot", "lazy-persist", "all-ssd", "hhh", "hhh-m", "hhh-l", "hhh-l-bb", "hhh-l-bb-fabric"];
+/// The configurations with a burst buffer (a slipstream-cache that `ohb` starts): over TCP, then over the fabric.
+pub const BURST_BUFFERED: [&str; 2] = ["hhh-l-bb", "hhh-l-bb-fabric"];
+
+/// A configuration's figure `key` in `results`, if it ran and has one.
+fn figure(results: &[Value], config: &str, key: &str) -> Option<f64> {
+    results.iter().find(|r| r["config"] == config).and_then(|r| r[key].as_f64())
+}
 
 const RESULT_PREFIX: &str = "OHB_TIERS_RESULT ";
 const CHUNK_BYTES: usize = 1 << 20;
@@ -320,7 +327,7 @@ pub fn combine(rounds: &[Value]) -> Option<Value> {
 
 /// The targets, from the results (`None` ratio when a configuration has no figure).
 pub fn checks(results: &[Value]) -> Vec<Check> {
-    let figure = |config: &str, key: &str| results.iter().find(|r| r["config"] == config).and_then(|r| r[key].as_f64());
+    let figure = |config: &str, key: &str| figure(results, config, key);
     let ratio = |config: &str, key: &str| match (figure(config, key), figure("hot", "write_mb_s")) {
         (Some(x), Some(hot)) if hot > 0.0 => Some(x / hot),
         _ => None,
@@ -434,17 +441,17 @@ pub fn render(w: &TiersWorkload, raw: &[RawTier], results: &[Value], checks: &[C
             r["persist_wait_ms_max"].as_u64().map(|ms| ms.to_string()).unwrap_or_default()
         );
     }
-    for config in ["hhh-l-bb", "hhh-l-bb-fabric"] {
+    for config in BURST_BUFFERED {
         if let Some(bb) = results.iter().find(|r| r["config"] == config && r["bb_replicas_buffered"].is_u64()) {
             out += &burst_buffer_line(bb, "first round");
         }
     }
-    let figure = |config: &str, key: &str| results.iter().find(|r| r["config"] == config).and_then(|r| r[key].as_f64());
+    let figure = |config: &str, key: &str| figure(results, config, key);
     let bb_fabric_vs_tcp = |key: &str| match (figure("hhh-l-bb-fabric", key), figure("hhh-l-bb", key)) {
         (Some(f), Some(t)) if t > 0.0 => format_ratio(f / t),
         _ => "-".into(),
     };
-    if ["hhh-l-bb", "hhh-l-bb-fabric"].iter().all(|c| results.iter().any(|r| r["config"] == *c)) {
+    if BURST_BUFFERED.iter().all(|c| results.iter().any(|r| r["config"] == *c)) {
         out += &format!(
             "hhh-l-bb's burst buffer over the fabric against TCP: write {}, until persisted {}, read {}\n",
             bb_fabric_vs_tcp("write_mb_s"),

@@ -16,7 +16,7 @@
 //! Logs go to `build/ohb-hdfs-tiers-dfsio-<config>.log`.
 
 use super::dfsio::{check_results, medians, parse_dfsio, round_order, DfsioResult, DfsioRun, DfsioWorkload, DFSIO_TESTS};
-use super::tiers::{burst_buffer_line, parse_configs, ram_bytes_for_blocks, RunDirs, CONFIGS};
+use super::tiers::{burst_buffer_line, parse_configs, ram_bytes_for_blocks, RunDirs, BURST_BUFFERED, CONFIGS};
 use super::tiers_run::{check_shm_room, finish, run_tiers_jvm};
 use super::tiers_pfs::BbSizing;
 use crate::args::Args;
@@ -183,7 +183,7 @@ pub fn render(w: &DfsioWorkload, warmup_passes: u32, configs: &[String], runs: &
             out += "\n";
         }
     }
-    for config in ["hhh-l-bb", "hhh-l-bb-fabric"] {
+    for config in BURST_BUFFERED {
         if let Some(bb) = runs.iter().find(|r| r.config == config && r.counters["bb_replicas_buffered"].is_u64()) {
             out += &burst_buffer_line(&bb.counters, &format!("round {}, TestDFSIO's files and the jobs' own", bb.round + 1));
         }

@@ -66,7 +66,7 @@ fn run_in_dirs(root: &Path, name: &str, config: &str, dirs: &RunDirs, mut cmd: C
     cmd.arg("--ram-dir").arg(dirs.ram.join(config)).arg("--disk-dir").arg(dirs.disk.join(config));
     // Killed when dropped: at the end of this function, whatever the JVM did.
     let mut cache = None;
-    if config == "hhh-l-bb" || config == "hhh-l-bb-fabric" {
+    if super::tiers::BURST_BUFFERED.contains(&config) {
         let fabric = config == "hhh-l-bb-fabric";
         let log = root.join("build").join(format!("{name}-{config}-cache.log"));
         let started = BurstBufferCache::start(&cache_binary()?, &dirs.disk.join(config).join("bb-ssd"), &log, sizing, fabric)?;
