@@ -5,9 +5,11 @@
 //! afterwards), no RAM tier; the NameNode runs the access tracking and the tiering service, and HDFS's
 //! external StoragePolicySatisfier runs in the same JVM. `--files` one-block files (1 MiB) are written,
 //! then read `--reads` times, each read's file drawn from a Zipf(`--zipf`) distribution over a seeded
-//! shuffle of the files, at most one per `--read-interval-ms` (20). Reported per window of reads: the share served from SSD (the fastest tier here)
-//! and from the fastest tier holding a replica of the file at that moment; the target (issue 16) is
-//! judged on the SSD share over the second half of the windows ("after warm-up").
+//! shuffle of the files, at most one per `--read-interval-ms` (20). The service promotes hot files with
+//! `--promote-policy` (ONE_SSD, its default: one replica per block on SSD; or ALL_SSD). Reported per
+//! window of reads: the share served from SSD (the fastest tier here) and from the fastest tier holding a
+//! replica of the file at that moment; the target (issue 16) is judged on the SSD share over the second
+//! half of the windows ("after warm-up").
 
 use crate::args::Args;
 use crate::child::{bench_jvm, find_repo_root, run_captured};
@@ -21,7 +23,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(900);
 const RESULT_PREFIX: &str = "OHB_TIERS_SKEW_RESULT ";
 /// Issue 16: after warm-up, at least 90 % of reads from the fastest tier.
 const TARGET_FRACTION: f64 = 0.9;
-const USAGE: &str = "Usage: ohb hdfs tiers skew [--quick] [--files N] [--reads N] [--zipf S] [--ssd-share X] [--windows N] [--read-interval-ms N] [--json FILE]\n";
+const USAGE: &str = "Usage: ohb hdfs tiers skew [--quick] [--files N] [--reads N] [--zipf S] [--ssd-share X] [--promote-policy ONE_SSD|ALL_SSD] [--windows N] [--read-interval-ms N] [--json FILE]\n";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkewArgs {
@@ -29,15 +31,16 @@ pub struct SkewArgs {
     pub reads: u32,
     pub zipf: f64,
     pub ssd_share: f64,
+    pub promote_policy: String,
     pub windows: u32,
     pub read_interval_ms: u32,
     pub json: Option<PathBuf>,
 }
 
 /// Full: 40 files, 4000 reads in 10 windows; `--quick`: 20 files, 1200 reads in 6 windows. Zipf 1.2,
-/// SSD for half of all replicas.
+/// SSD for half of all replicas, promotion to ONE_SSD (the service's default).
 pub fn parse_args(argv: &[String]) -> Result<SkewArgs, String> {
-    let args = Args::parse(argv, &["files", "reads", "zipf", "ssd-share", "windows", "read-interval-ms", "json"], &["quick"])
+    let args = Args::parse(argv, &["files", "reads", "zipf", "ssd-share", "promote-policy", "windows", "read-interval-ms", "json"], &["quick"])
         .map_err(|e| format!("{e}\n{USAGE}"))?;
     if !args.positional.is_empty() {
         return Err(format!("unexpected {:?}\n{USAGE}", args.positional));
@@ -48,6 +51,7 @@ pub fn parse_args(argv: &[String]) -> Result<SkewArgs, String> {
         reads: args.number("reads")?.unwrap_or(if quick { 1200 } else { 4000 }),
         zipf: args.number("zipf")?.unwrap_or(1.2),
         ssd_share: args.number("ssd-share")?.unwrap_or(0.5),
+        promote_policy: args.value("promote-policy").unwrap_or("ONE_SSD").to_ascii_uppercase(),
         windows: args.number("windows")?.unwrap_or(if quick { 6 } else { 10 }),
         read_interval_ms: args.number("read-interval-ms")?.unwrap_or(20),
         json: args.value("json").map(PathBuf::from),
@@ -59,9 +63,10 @@ pub fn parse_args(argv: &[String]) -> Result<SkewArgs, String> {
         && a.zipf <= 10.0
         && a.ssd_share > 0.0
         && a.ssd_share < 1.0
-        && a.read_interval_ms <= 10_000;
+        && a.read_interval_ms <= 10_000
+        && matches!(a.promote_policy.as_str(), "ONE_SSD" | "ALL_SSD");
     if !valid {
-        return Err("files 2 to 10000, windows 1 to 100, reads from windows to 1000000, zipf 0 to 10, ssd-share between 0 and 1, read interval at most 10000 ms".into());
+        return Err("files 2 to 10000, windows 1 to 100, reads from windows to 1000000, zipf 0 to 10, ssd-share between 0 and 1, promote-policy ONE_SSD or ALL_SSD, read interval at most 10000 ms".into());
     }
     Ok(a)
 }
@@ -80,8 +85,9 @@ pub fn render(r: &Value, check: &Check) -> String {
     let (ends, secs, ssd, fastest) =
         (column("window_reads_end"), column("window_t_s"), column("window_ssd_fraction"), column("window_fastest_fraction"));
     let mut out = format!(
-        "ohb hdfs tiers skew: {} files of 1 MiB, {} reads, Zipf {}, SSD {} B per DataNode ({} of them at start on SSD)\n",
-        r["files"], r["reads"], r["zipf"], r["ssd_bytes_per_datanode"], r["files_with_ssd_replica_at_start"]
+        "ohb hdfs tiers skew: {} files of 1 MiB, {} reads, Zipf {}, SSD {} B per DataNode ({} of them at start on SSD), promoted to {}\n",
+        r["files"], r["reads"], r["zipf"], r["ssd_bytes_per_datanode"], r["files_with_ssd_replica_at_start"],
+        r["promote_policy"].as_str().unwrap_or("?")
     );
     out += &format!("  {:>9} {:>8} {:>10} {:>16}\n", "reads", "t_s", "from_ssd", "from_fastest_held");
     for (i, end) in ends.iter().enumerate() {
@@ -134,6 +140,7 @@ pub fn skew_main(argv: &[String]) -> Result<(), String> {
     cmd.arg("io.slipstream.ohb.hdfs.TiersSkewBench")
         .args(["--files", &a.files.to_string(), "--reads", &a.reads.to_string(), "--zipf", &a.zipf.to_string()])
         .args(["--ssd-share", &a.ssd_share.to_string(), "--windows", &a.windows.to_string()])
+        .args(["--promote-policy", &a.promote_policy])
         .args(["--read-interval-ms", &a.read_interval_ms.to_string()])
         .arg("--disk-dir")
         .arg(&dir);
@@ -172,7 +179,9 @@ mod tests {
         let a = parse_args(&words("--files 10 --reads 100 --zipf 0.9 --ssd-share 0.3 --windows 5 --json x.json")).unwrap();
         assert_eq!((a.files, a.reads, a.zipf, a.ssd_share, a.windows), (10, 100, 0.9, 0.3, 5));
         assert_eq!(a.json, Some(PathBuf::from("x.json")));
-        for bad in ["--files 1", "--reads 3 --windows 4", "--zipf 0", "--ssd-share 1", "--windows 0", "--read-interval-ms 10001", "extra"] {
+        assert_eq!(a.promote_policy, "ONE_SSD");
+        assert_eq!(parse_args(&words("--promote-policy all_ssd")).unwrap().promote_policy, "ALL_SSD");
+        for bad in ["--files 1", "--reads 3 --windows 4", "--zipf 0", "--ssd-share 1", "--windows 0", "--read-interval-ms 10001", "--promote-policy COLD", "extra"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }
     }
@@ -180,7 +189,7 @@ mod tests {
     #[test]
     fn the_result_line_is_found_and_judged_and_shown() {
         let stdout = "log line\nOHB_TIERS_SKEW_RESULT {\"files\":20,\"reads\":4,\"zipf\":1.2,\"ssd_bytes_per_datanode\":1,\
-                      \"files_with_ssd_replica_at_start\":6,\"window_reads_end\":[2,4],\"window_t_s\":[1.0,2.0],\
+                      \"files_with_ssd_replica_at_start\":6,\"promote_policy\":\"ONE_SSD\",\"window_reads_end\":[2,4],\"window_t_s\":[1.0,2.0],\
                       \"window_ssd_fraction\":[0.5,0.95],\"window_fastest_fraction\":[1.0,1.0],\
                       \"ssd_fraction_after_warmup\":0.95,\"fastest_fraction_after_warmup\":1.0,\"tiering_Batches\":3,\
                       \"tiering_Promotions\":2,\"tiering_PromotedBytes\":6,\"tiering_Evictions\":1,\"tiering_EvictedBytes\":3,\
@@ -190,6 +199,7 @@ mod tests {
         assert_eq!(c.pass, Some(true));
         let table = render(&r, &c);
         assert!(table.contains("95.0 %") && table.contains("2 promotions") && table.contains("(met;"), "{table}");
+        assert!(table.contains("promoted to ONE_SSD"), "{table}");
         let missed = parse_result(&stdout.replace("\"ssd_fraction_after_warmup\":0.95", "\"ssd_fraction_after_warmup\":0.5")).unwrap();
         assert_eq!(check(&missed).pass, Some(false));
         assert!(parse_result("no result here").is_err());

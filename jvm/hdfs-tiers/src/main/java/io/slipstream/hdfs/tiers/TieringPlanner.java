@@ -8,23 +8,28 @@ import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 /**
  * The tiering service's decisions, without a cluster: given the SSD tier's space and the files seen (their
  * replica bytes per tier, storage policy and reads in the window), which files to evict from SSD and which to
- * promote to it in this batch. Policies are the service's only lever: ALL_SSD promotes, HOT evicts, and HDFS's
- * StoragePolicySatisfier moves the replicas. A file whose policy the service already set and whose replicas have
- * not all moved yet is pending: its bytes count as moved, so the next batch does not ask for them again. Replicas
- * that have moved but that the storage reports do not show yet ({@link UnreportedMoves}) are taken off the reported
- * use, so a decision in that gap does not evict again what has already left.
+ * promote to it in this batch. Policies are the service's only lever: the promotion policy (ONE_SSD or ALL_SSD,
+ * {@code tiering.promotePolicy}) promotes, HOT evicts, and HDFS's StoragePolicySatisfier moves the replicas. A
+ * file whose policy the service already set and whose replicas have not all moved yet is pending: its bytes count
+ * as moved, so the next batch does not ask for them again. Replicas that have moved but that the storage reports
+ * do not show yet ({@link UnreportedMoves}) are taken off the reported use, so a decision in that gap does not
+ * evict again what has already left.
  */
 final class TieringPlanner {
     static final byte UNSPECIFIED = HdfsConstants.BLOCK_STORAGE_POLICY_ID_UNSPECIFIED;
     static final byte HOT = HdfsConstants.HOT_STORAGE_POLICY_ID;
     static final byte ALL_SSD = HdfsConstants.ALLSSD_STORAGE_POLICY_ID;
+    static final byte ONE_SSD = HdfsConstants.ONESSD_STORAGE_POLICY_ID;
 
     /**
      * One file as the service sees it: bytes of its replicas on SSD, bytes of its replicas on other movable
-     * tiers (DISK, ARCHIVE: RAM replicas are HDFS's lazy persister's business and do not move), its own
-     * storage policy id, reads in the window, and its modification time (the older, the colder among equals).
+     * tiers (DISK, ARCHIVE: RAM replicas are HDFS's lazy persister's business and do not move), the bytes the
+     * promotion policy would move onto SSD ({@code promoteBytes}: under ALL_SSD every movable replica off SSD,
+     * under ONE_SSD each block with no replica on SSD or RAM, once), its own storage policy id, reads in the window, and
+     * its modification time (the older, the colder among equals).
      */
-    record FileTiers(String path, long ssdBytes, long offSsdBytes, byte policy, long reads, long modifiedMs) {
+    record FileTiers(String path, long ssdBytes, long offSsdBytes, long promoteBytes, byte policy, long reads,
+            long modifiedMs) {
     }
 
     /** One file to move, with the replica bytes the move concerns and the reads that decided it. */
@@ -49,13 +54,19 @@ final class TieringPlanner {
     private final double lowWater;
     private final int maxFiles;
     private final long maxBytes;
+    private final byte promotePolicy;
 
     TieringPlanner(TiersConf conf) {
         this(conf.tieringHotReads, conf.tieringSsdHighWater, conf.tieringSsdLowWater, conf.tieringBatchMaxFiles,
-                conf.tieringBatchMaxBytes);
+                conf.tieringBatchMaxBytes, conf.tieringPromotePolicy);
     }
 
-    TieringPlanner(long hotReads, double highWater, double lowWater, int maxFiles, long maxBytes) {
+    TieringPlanner(long hotReads, double highWater, double lowWater, int maxFiles, long maxBytes, byte promotePolicy) {
+        if (promotePolicy != ONE_SSD && promotePolicy != ALL_SSD) {
+            throw new IllegalArgumentException("TieringPlanner: promotion policy must be ONE_SSD or ALL_SSD, got id "
+                    + promotePolicy);
+        }
+        this.promotePolicy = promotePolicy;
         this.hotReads = hotReads;
         this.highWater = highWater;
         this.lowWater = lowWater;
@@ -93,8 +104,8 @@ final class TieringPlanner {
         for (FileTiers f : files) {
             if (f.policy() == HOT) {
                 projected -= f.ssdBytes(); // eviction asked for, not all moved yet
-            } else if (f.policy() == ALL_SSD) {
-                projected += f.offSsdBytes(); // promotion asked for, not all moved yet
+            } else if (f.policy() == promotePolicy) {
+                projected += f.promoteBytes(); // promotion asked for, not all moved yet
             }
         }
         long highBytes = (long) (highWater * capacityBytes);
@@ -105,7 +116,7 @@ final class TieringPlanner {
         if (evictNow) {
             List<FileTiers> cold = new ArrayList<>();
             for (FileTiers f : files) {
-                if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == ALL_SSD)) {
+                if (f.ssdBytes() > 0 && f.reads() < hotReads && (f.policy() == UNSPECIFIED || f.policy() == promotePolicy)) {
                     cold.add(f);
                 }
             }
@@ -122,7 +133,7 @@ final class TieringPlanner {
         }
         List<FileTiers> hot = new ArrayList<>();
         for (FileTiers f : files) {
-            if (f.reads() >= hotReads && f.offSsdBytes() > 0 && (f.policy() == UNSPECIFIED || f.policy() == HOT)) {
+            if (f.reads() >= hotReads && f.promoteBytes() > 0 && (f.policy() == UNSPECIFIED || f.policy() == HOT)) {
                 hot.add(f);
             }
         }
@@ -131,16 +142,16 @@ final class TieringPlanner {
         long highest = projected + unreported.offSsdBytes() + unreported.onSsdBytes();
         for (FileTiers f : hot) {
             int count = evictions.size() + promotions.size();
-            if (!fits(count, batchBytes, f.offSsdBytes())) {
+            if (!fits(count, batchBytes, f.promoteBytes())) {
                 break;
             }
-            if (highest + f.offSsdBytes() > highBytes) {
+            if (highest + f.promoteBytes() > highBytes) {
                 continue; // a smaller hot file may still fit
             }
-            promotions.add(new Move(f.path(), f.offSsdBytes(), f.reads()));
-            batchBytes += f.offSsdBytes();
-            projected += f.offSsdBytes();
-            highest += f.offSsdBytes();
+            promotions.add(new Move(f.path(), f.promoteBytes(), f.reads()));
+            batchBytes += f.promoteBytes();
+            projected += f.promoteBytes();
+            highest += f.promoteBytes();
         }
         return new Batch(evictions, promotions, usedBytes, unreported, projected, capacityBytes, evictNext);
     }

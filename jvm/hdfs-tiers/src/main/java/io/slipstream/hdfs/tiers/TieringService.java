@@ -39,7 +39,8 @@ import org.slf4j.LoggerFactory;
  * Triple-H's tiering service, inside the NameNode ({@code dfs.namenode.plugins}): every
  * {@code tiering.interval.ms} it evicts the coldest files from SSD when the SSD tier passes its high-water mark
  * and promotes files read often (counted by {@link AccessAuditLogger}) to SSD, only through HDFS's own
- * mechanisms: it sets the file's storage policy (HOT to evict, ALL_SSD to promote) and asks HDFS's
+ * mechanisms: it sets the file's storage policy (HOT to evict, {@code tiering.promotePolicy}, ONE_SSD or ALL_SSD,
+ * to promote) and asks HDFS's
  * StoragePolicySatisfier to satisfy it ({@code satisfyStoragePolicy}); the satisfier (HDFS's external SPS
  * daemon, {@code hdfs --daemon start sps}) moves the replicas through the DataNodes. A plugin of the NameNode
  * rather than a daemon of its own because its input, the access counts, lives in the NameNode's audit path and
@@ -77,8 +78,8 @@ public final class TieringService implements ServicePlugin {
         Configuration conf = nn.getConf();
         tiers = new TiersConf(conf);
         if (tiers.mode.usesParallelFileSystem()) {
-            throw new IllegalStateException("TieringService: modes hhh-l and hhh-l-bb are not supported (policies HOT and ALL_SSD "
-                    + "would move the parallel file system's replica to local tiers); remove it from "
+            throw new IllegalStateException("TieringService: modes hhh-l and hhh-l-bb are not supported (policies HOT "
+                    + "and ONE_SSD/ALL_SSD would move the parallel file system's replica to local tiers); remove it from "
                     + DFSConfigKeys.DFS_NAMENODE_PLUGINS_KEY);
         }
         String sps = conf.getTrimmed(DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_MODE_KEY, "none");
@@ -98,6 +99,13 @@ public final class TieringService implements ServicePlugin {
                     + " (after 'default' to keep HDFS's audit log)");
         }
         planner = new TieringPlanner(tiers);
+        if (tiers.tieringPromotePolicy == TieringPlanner.ONE_SSD
+                && !conf.getBoolean(DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY,
+                        DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_DEFAULT)) {
+            LOG.warn("Triple-H tiering: {}=ONE_SSD but {} is false: a promoted file's reads go to any of its replicas, "
+                    + "not first to the one on SSD; set it to true on the NameNode", TiersConf.TIERING_PROMOTE_POLICY.key(),
+                    DFSConfigKeys.DFS_NAMENODE_READ_CONSIDERSTORAGETYPE_KEY);
+        }
         unreported = new UnreportedMoves(UnreportedMoves.BATCHES_REMEMBERED * tiers.tieringBatchMaxFiles);
         staleDataNodeMs = conf.getLong(DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_KEY,
                 DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_DEFAULT);
@@ -117,9 +125,9 @@ public final class TieringService implements ServicePlugin {
         });
         timer.scheduleWithFixedDelay(this::runQuietly, tiers.tieringIntervalMs, tiers.tieringIntervalMs,
                 TimeUnit.MILLISECONDS);
-        LOG.info("Triple-H tiering service started: every {} ms, hot at {} reads in {} ms, SSD high-water {} "
-                + "low-water {}, batches of at most {} files and {} bytes, paths {}", tiers.tieringIntervalMs,
-                tiers.tieringHotReads, tiers.tieringWindowMs, tiers.tieringSsdHighWater, tiers.tieringSsdLowWater,
+        LOG.info("Triple-H tiering service started: every {} ms, hot at {} reads in {} ms (promoted to {}), SSD "
+                + "high-water {} low-water {}, batches of at most {} files and {} bytes, paths {}", tiers.tieringIntervalMs,
+                tiers.tieringHotReads, tiers.tieringWindowMs, promotePolicyName(), tiers.tieringSsdHighWater, tiers.tieringSsdLowWater,
                 tiers.tieringBatchMaxFiles, tiers.tieringBatchMaxBytes, tiers.tieringPaths);
     }
 
@@ -211,7 +219,7 @@ public final class TieringService implements ServicePlugin {
             return batch;
         }
         int evicted = apply(batch.evictions(), TieringPlanner.HOT, "HOT", byPath);
-        int promoted = apply(batch.promotions(), TieringPlanner.ALL_SSD, "ALL_SSD", byPath);
+        int promoted = apply(batch.promotions(), tiers.tieringPromotePolicy, promotePolicyName(), byPath);
         if (unreported.forgottenEarly() > forgottenBefore) {
             LOG.warn("Triple-H tiering: forgot {} moved files before the storage reports showed them (more than {} "
                     + "remembered); a decision may evict more than the low-water mark needs until the reports "
@@ -263,6 +271,11 @@ public final class TieringService implements ServicePlugin {
         return done;
     }
 
+    private String promotePolicyName() {
+        return tiers.tieringPromotePolicy == TieringPlanner.ONE_SSD ? HdfsConstants.ONESSD_STORAGE_POLICY_NAME
+                : HdfsConstants.ALLSSD_STORAGE_POLICY_NAME;
+    }
+
     private static String paths(List<TieringPlanner.Move> moves) {
         return moves.stream().map(TieringPlanner.Move::path).collect(Collectors.joining(",", "[", "]"));
     }
@@ -310,16 +323,30 @@ public final class TieringService implements ServicePlugin {
         }
         long ssd = 0;
         long offSsd = 0;
+        // Under ONE_SSD a block moves only when no replica is on SSD or RAM: HDFS's satisfier leaves a block with
+        // a RAM replica as it is (RAM is not movable, and the policy's DISK replicas are there), and the NameNode
+        // sends its reads to the RAM replica, faster still.
+        long withoutFastReplica = 0;
         for (LocatedBlock block : blocks.getLocatedBlocks()) {
+            boolean fast = false;
+            boolean movable = false;
             for (StorageType type : block.getStorageTypes()) {
                 if (type == StorageType.SSD) {
                     ssd += block.getBlockSize();
+                    fast = true;
                 } else if (type.isMovable()) {
                     offSsd += block.getBlockSize();
+                    movable = true;
+                } else if (type == StorageType.RAM_DISK) {
+                    fast = true;
                 }
             }
+            if (!fast && movable) {
+                withoutFastReplica += block.getBlockSize();
+            }
         }
-        return new TieringPlanner.FileTiers(path, ssd, offSsd, status.getStoragePolicy(),
+        long promote = tiers.tieringPromotePolicy == TieringPlanner.ONE_SSD ? withoutFastReplica : offSsd;
+        return new TieringPlanner.FileTiers(path, ssd, offSsd, promote, status.getStoragePolicy(),
                 tracker.reads(path, nowMs), status.getModificationTime());
     }
 

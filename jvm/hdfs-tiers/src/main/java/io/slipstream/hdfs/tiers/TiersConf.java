@@ -2,6 +2,7 @@ package io.slipstream.hdfs.tiers;
 
 import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 
 /**
  * The tiers module's settings, all under {@code slipstream.hdfs.tiers.*}, each declared once below
@@ -46,7 +47,11 @@ public final class TiersConf {
             "tiering service: reads of a file are counted over this sliding window (in ten buckets); 1000 to 86400000");
     static final TierSetting TIERING_HOT_READS = new TierSetting(PREFIX + "tiering.hotReads", "3",
             "tiering service: a file opened at least this often within the window is hot: promoted to SSD "
-            + "(storage policy ALL_SSD) and never evicted; 1 to 1000000");
+            + "(storage policy `tiering.promotePolicy`) and never evicted; 1 to 1000000");
+    static final TierSetting TIERING_PROMOTE_POLICY = new TierSetting(PREFIX + "tiering.promotePolicy", "ONE_SSD",
+            "tiering service: the storage policy a hot file is given: ONE_SSD (one replica of each block on SSD, the "
+            + "others on DISK; the NameNode sends reads to it with `dfs.namenode.read.considerStorageType`, so SSD "
+            + "holds the hot set of three times as many files) or ALL_SSD (every movable replica on SSD)");
     static final TierSetting TIERING_MAX_TRACKED_FILES = new TierSetting(PREFIX + "tiering.maxTrackedFiles", "100000",
             "tiering service: files whose reads are counted at once; past it the file read least recently is "
             + "forgotten; 1 to 10000000");
@@ -107,7 +112,8 @@ public final class TiersConf {
     /** Every user setting, in the order the documentation lists them. */
     static final List<TierSetting> SETTINGS =
             List.of(MODE, RAM_HIGH_WATER, RAM_LOW_WATER, RAM_EVICT_CHECK_MS, SSD_HIGH_WATER, PFS_HIGH_WATER, RAM_MIN_REPLICATION,
-                    HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_MAX_TRACKED_FILES,
+                    HHHM_BUDGET_BYTES, TIERING_INTERVAL_MS, TIERING_WINDOW_MS, TIERING_HOT_READS, TIERING_PROMOTE_POLICY,
+                    TIERING_MAX_TRACKED_FILES,
                     TIERING_SSD_HIGH_WATER, TIERING_SSD_LOW_WATER, TIERING_BATCH_MAX_FILES, TIERING_BATCH_MAX_BYTES,
                     TIERING_PATHS, TIERING_SCAN_MAX_FILES, BB_SERVERS, BB_TRANSPORT, BB_CHUNK_BYTES, BB_MAX_PENDING_BYTES,
                     BB_MAX_IN_FLIGHT_CHUNKS, BB_MAX_IN_FLIGHT_BYTES, BB_FLUSH_DELAY_MS, BB_CONNECTIONS, BB_TIMEOUT_MS,
@@ -128,6 +134,8 @@ public final class TiersConf {
     public final long tieringIntervalMs;
     public final long tieringWindowMs;
     public final long tieringHotReads;
+    /** HDFS's id of the storage policy a promoted file is given: ONE_SSD or ALL_SSD. */
+    public final byte tieringPromotePolicy;
     public final int tieringMaxTrackedFiles;
     public final double tieringSsdHighWater;
     public final double tieringSsdLowWater;
@@ -193,6 +201,13 @@ public final class TiersConf {
         tieringIntervalMs = ranged(conf, TIERING_INTERVAL_MS, 100, 3_600_000);
         tieringWindowMs = ranged(conf, TIERING_WINDOW_MS, 1000, 86_400_000);
         tieringHotReads = ranged(conf, TIERING_HOT_READS, 1, 1_000_000);
+        String promote = conf.getTrimmed(TIERING_PROMOTE_POLICY.key(), TIERING_PROMOTE_POLICY.defaultValue());
+        tieringPromotePolicy = switch (promote.toUpperCase(java.util.Locale.ROOT)) {
+            case HdfsConstants.ONESSD_STORAGE_POLICY_NAME -> HdfsConstants.ONESSD_STORAGE_POLICY_ID;
+            case HdfsConstants.ALLSSD_STORAGE_POLICY_NAME -> HdfsConstants.ALLSSD_STORAGE_POLICY_ID;
+            default -> throw new IllegalArgumentException(TIERING_PROMOTE_POLICY.key() + "=" + promote
+                    + ": expected ONE_SSD or ALL_SSD");
+        };
         tieringMaxTrackedFiles = (int) ranged(conf, TIERING_MAX_TRACKED_FILES, 1, 10_000_000);
         tieringSsdHighWater = fraction(conf, TIERING_SSD_HIGH_WATER);
         tieringSsdLowWater = fraction(conf, TIERING_SSD_LOW_WATER);

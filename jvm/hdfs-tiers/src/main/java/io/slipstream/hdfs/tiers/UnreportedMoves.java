@@ -62,8 +62,9 @@ final class UnreportedMoves {
     }
 
     /**
-     * The service set {@code policy} (HOT to evict, ALL_SSD to promote) on the file, which had {@code ssdBytes} on
-     * SSD in the listing the decision used. A file asked again keeps what is known of its reports.
+     * The service set {@code policy} (HOT to evict, ONE_SSD or ALL_SSD to promote) on the file, which had
+     * {@code ssdBytes} on SSD in the listing the decision used. A file asked again keeps what is known of its
+     * reports.
      */
     void asked(String path, byte policy, long ssdBytes) {
         Entry entry = entries.remove(path);
@@ -111,7 +112,7 @@ final class UnreportedMoves {
                 entry.seenSsdBytes = file.ssdBytes();
                 entry.changeSeenMs = scanDoneMs; // an earlier change not yet reported now waits for this one too
             }
-            boolean complete = entry.policy == TieringPlanner.HOT ? file.ssdBytes() == 0 : file.offSsdBytes() == 0;
+            boolean complete = entry.policy == TieringPlanner.HOT ? file.ssdBytes() == 0 : file.promoteBytes() == 0;
             if (complete && entry.changeSeenMs == NONE) {
                 it.remove();
                 continue;

@@ -41,10 +41,13 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The tiering service on a real mini cluster (HHH, three DataNodes with RAM_DISK 4 MiB, SSD 8 MiB and DISK
- * 64 MiB each): the NameNode runs AccessAuditLogger and TieringService, and the test starts HDFS's external
- * StoragePolicySatisfier in its own JVM, as an operator runs {@code hdfs --daemon start sps}. A file read often
- * is promoted from DISK to SSD; SSD filled past the service's high-water mark gets its coldest files evicted to
- * DISK and drops under the mark; everything reads back and fsck is HEALTHY; the counters match what moved.
+ * 64 MiB each): the NameNode runs AccessAuditLogger and TieringService (its default promotion policy, ONE_SSD),
+ * and the test starts HDFS's external StoragePolicySatisfier in its own JVM, as an operator runs
+ * {@code hdfs --daemon start sps}. A file read often gets one replica moved from DISK to SSD; SSD filled past the
+ * service's high-water mark gets its coldest files evicted to DISK and drops under the mark; everything reads
+ * back and fsck is HEALTHY; the counters match what moved. No file here has a RAM replica
+ * ({@code hhh.ramMinReplication} above the files' replication): under ONE_SSD a block with one is already
+ * served from RAM and is not promoted, and the tiers this test follows are SSD and DISK.
  */
 class TieringServiceClusterTest {
     private static final int HOT_READS = 3;
@@ -77,7 +80,8 @@ class TieringServiceClusterTest {
         conf.set(TiersConf.TIERING_SSD_LOW_WATER.key(), String.valueOf(LOW_WATER));
         conf.setInt(TiersConf.TIERING_BATCH_MAX_FILES.key(), 2); // several batches, each at its limit
         conf.set(TiersConf.TIERING_PATHS.key(), "/t");
-        // RAM stays HDFS's business here: no RAM replica turns into a DISK one while SSD is checked.
+        // No RAM replicas (see the class comment), and no RAM evictor running.
+        conf.setInt(TiersConf.RAM_MIN_REPLICATION.key(), 4);
         conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
         cluster = TierClusters.start(conf, "tiering");
         fs = cluster.getFileSystem();
@@ -103,7 +107,7 @@ class TieringServiceClusterTest {
     @Test
     void hotFilesArePromotedAndColdOnesEvictedPastTheHighWaterMark() throws Exception {
         // Promotion: a file evicted earlier (policy HOT, its SSD replicas moved to DISK by the satisfier: what
-        // the service's eviction leaves; its RAM replica stays, RAM is not movable), then read HOT_READS times.
+        // the service's eviction leaves), then read HOT_READS times: one replica moves to SSD.
         Path hot = new Path("/t/hot");
         Map<Path, byte[]> written = new LinkedHashMap<>();
         written.put(hot, TierClusters.write(fs, hot, BLOCK_BYTES, 1));
@@ -115,12 +119,12 @@ class TieringServiceClusterTest {
         for (int i = 0; i < HOT_READS; i++) {
             readOnce(hot);
         }
-        TierClusters.await("the hot file's persistent replicas on SSD", 30, () -> onSsd(hot));
-        assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName());
+        TierClusters.await("one replica of the hot file on SSD", 30, () -> onSsd(hot));
+        assertEquals("ONE_SSD", fs.getStoragePolicy(hot).getName());
 
-        // Eviction: six one-block HHH files (a RAM and two SSD replicas each, or one SSD replica where a DataNode
-        // had no room left on SSD) take SSD past its high-water mark; the first is read once (colder than hot,
-        // warmer than the others). Each one's SSD bytes are noted before the service can evict it: it evicts the
+        // Eviction: six one-block HHH files (three SSD replicas each, fewer where a DataNode had no room left on
+        // SSD) take SSD past its high-water mark; the first is read once (colder than hot, warmer than the
+        // others). Each one's SSD bytes are noted before the service can evict it: it evicts the
         // oldest first, and none before SSD passes the mark.
         Map<String, Long> ssdBytesWritten = new LinkedHashMap<>();
         for (int i = 0; i < 6; i++) {
@@ -148,29 +152,25 @@ class TieringServiceClusterTest {
         assertEquals(evicted.size(), evictionsSettled, status());
         // Not too many (issue 16's over-eviction: the heartbeats lag the moves, and six files went where four
         // reached the mark): the last file evicted was needed, i.e. SSD with it (its SSD replicas and their
-        // checksum files) would be above the low-water mark. The hot file may have a third SSD replica by now
-        // (HDFS evicted its RAM replica to DISK, the satisfier moved that to SSD): not the service's eviction.
+        // checksum files) would be above the low-water mark.
         long ssdSettled = ssdUsedBytes();
         List<StorageType> hotTypes = storageTypes(hot);
         long hotSsdReplicas = hotTypes.stream().filter(type -> type == StorageType.SSD).count();
-        long hotExtraSsd = Math.max(0, hotSsdReplicas - 2) * BLOCK_BYTES;
         String settledStatus = status();
-        assertTrue(ssdSettled <= lowWaterBytes + hotExtraSsd, "SSD " + ssdSettled + " > low-water mark "
-                + lowWaterBytes + " (+ " + hotExtraSsd + " of the hot file)\n" + settledStatus);
+        assertTrue(ssdSettled <= lowWaterBytes, "SSD " + ssdSettled + " > low-water mark " + lowWaterBytes + "\n"
+                + settledStatus);
         String lastEvicted = lastEvictedPath(settledStatus);
         long lastSsdBytes = ssdBytesWritten.get(lastEvicted);
         long lastWithMeta = lastSsdBytes + lastSsdBytes / BLOCK_BYTES * META_BYTES_PER_BLOCK;
         assertTrue(ssdSettled + lastWithMeta > lowWaterBytes, "over-eviction: SSD " + ssdSettled + " with "
                 + lastEvicted + "'s " + lastWithMeta + " bytes back is still at or under the low-water mark "
                 + lowWaterBytes + "; SSD bytes as written " + ssdBytesWritten + "\n" + settledStatus);
-        // Not evicted: still ALL_SSD, no batch named it, its persistent replicas on SSD. Not "exactly two SSD and a
-        // RAM replica": HDFS may evict the RAM replica to its DISK copy (a later file needs the RAM), and the
-        // satisfier, when it rechecks the promotion then, moves that one to SSD too (ALL_SSD).
-        assertEquals("ALL_SSD", fs.getStoragePolicy(hot).getName(), settledStatus);
+        // Not evicted: still ONE_SSD, no batch named it, one replica on SSD and two on DISK.
+        assertEquals("ONE_SSD", fs.getStoragePolicy(hot).getName(), settledStatus);
         assertTrue(settledStatus.lines().filter(line -> line.startsWith("batch "))
                 .noneMatch(line -> line.substring(0, line.indexOf(", promoted")).contains("/t/hot")),
                 "a batch evicted the hot file:\n" + settledStatus);
-        assertTrue(hotSsdReplicas >= 2, "the hot file stays on SSD: " + hotTypes + "\n" + settledStatus);
+        assertEquals(1, hotSsdReplicas, "the hot file stays on SSD, once: " + hotTypes + "\n" + settledStatus);
         if (evicted.contains(new Path("/t/cold/0"))) {
             assertEquals(6, evicted.size(), "the file read once goes only after every unread one: " + evicted);
         }
@@ -183,13 +183,13 @@ class TieringServiceClusterTest {
         System.out.println("TieringStatus:\n" + status); // the operator's view, kept in the test's output
         Map<String, Long> counters = counters();
         assertEquals(1, counters.get("promotions"), status);
-        assertEquals(BLOCK_BYTES * 2L, counters.get("promoted_bytes"), status);
-        // Each evicted file's SSD replicas as written: two, one where a DataNode put the other on DISK for want
-        // of room, or three where a DataNode put the one planned on RAM on SSD for want of RAM.
+        assertEquals(BLOCK_BYTES, counters.get("promoted_bytes"), "one replica of its one block\n" + status);
+        // Each evicted file's SSD replicas as written: three, fewer where a DataNode put one on DISK for want of
+        // room.
         long evictedBytesWritten = evicted.stream().mapToLong(p -> ssdBytesWritten.get(p.toUri().getPath())).sum();
         assertEquals(evictedBytesWritten, counters.get("evicted_bytes"), ssdBytesWritten + "\n" + status);
         assertEquals(0, counters.get("failures"), status);
-        assertTrue(status.contains("promoted 1 files (" + 2 * BLOCK_BYTES + " bytes) [/t/hot]"), status);
+        assertTrue(status.contains("promoted 1 files (" + BLOCK_BYTES + " bytes) [/t/hot]"), status);
         for (Path path : evicted) {
             assertTrue(status.contains(path.toUri().getPath()), path + " named in a batch line:\n" + status);
         }
@@ -227,12 +227,9 @@ class TieringServiceClusterTest {
             return storageTypes(path).stream().filter(t -> t == type).count();
     }
 
-    /**
-     * Promoted: both persistent replicas on SSD. The third is HHH's RAM replica (not movable), or its DISK copy
-     * if HDFS evicted it from RAM meanwhile (RAM is not the service's tier).
-     */
+    /** Promoted under ONE_SSD: one replica on SSD, the other two on DISK. */
     private static boolean onSsd(Path path) {
-        return count(path, StorageType.SSD) == 2 && storageTypes(path).size() == 3;
+        return count(path, StorageType.SSD) == 1 && count(path, StorageType.DISK) == 2;
     }
 
     /** The cold files with no replica left on SSD. */

@@ -27,6 +27,10 @@ class TiersConfTest {
         assertEquals(10L << 30, conf.tieringBatchMaxBytes);
         assertEquals(java.util.List.of("/"), conf.tieringPaths);
         assertEquals(3, conf.tieringHotReads);
+        assertEquals(TieringPlanner.ONE_SSD, conf.tieringPromotePolicy);
+        Configuration allSsd = new Configuration(false);
+        allSsd.set(TiersConf.TIERING_PROMOTE_POLICY.key(), "all_ssd");
+        assertEquals(TieringPlanner.ALL_SSD, new TiersConf(allSsd).tieringPromotePolicy);
         Configuration m = new Configuration(false);
         m.set(TiersConf.MODE.key(), " HHH-M ");
         m.set(TiersConf.HHHM_BUDGET_BYTES.key(), "8m");
@@ -81,6 +85,7 @@ class TiersConfTest {
             {TiersConf.TIERING_INTERVAL_MS.key(), "99"},
             {TiersConf.TIERING_WINDOW_MS.key(), "a while"},
             {TiersConf.TIERING_HOT_READS.key(), "0"},
+            {TiersConf.TIERING_PROMOTE_POLICY.key(), "COLD"},
             {TiersConf.TIERING_MAX_TRACKED_FILES.key(), "10000001"},
             {TiersConf.TIERING_SSD_HIGH_WATER.key(), "0"},
             {TiersConf.TIERING_SSD_LOW_WATER.key(), "0.8"},

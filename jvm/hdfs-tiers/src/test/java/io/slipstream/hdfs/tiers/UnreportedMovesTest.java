@@ -20,12 +20,13 @@ import org.junit.jupiter.api.Test;
 class UnreportedMovesTest {
     private static final long MB = 1 << 20;
     /** Hot at 3 reads; SSD high-water 80 %, low-water 50 % of 100 MB; at most 10 files and 100 MB per batch. */
-    private static final TieringPlanner PLANNER = new TieringPlanner(3, 0.8, 0.5, 10, 100 * MB);
+    private static final TieringPlanner PLANNER = new TieringPlanner(3, 0.8, 0.5, 10, 100 * MB, ALL_SSD);
     private static final long CAPACITY = 100 * MB;
 
+    /** A file as the service sees it under ALL_SSD: a promotion moves every replica off SSD onto it. */
     private static TieringPlanner.FileTiers file(String path, long ssdMb, long offMb, byte policy, long reads,
             long modified) {
-        return new TieringPlanner.FileTiers(path, ssdMb * MB, offMb * MB, policy, reads, modified);
+        return new TieringPlanner.FileTiers(path, ssdMb * MB, offMb * MB, offMb * MB, policy, reads, modified);
     }
 
     private static Map<String, TieringPlanner.FileTiers> byPath(TieringPlanner.FileTiers... files) {
@@ -112,7 +113,7 @@ class UnreportedMovesTest {
 
     @Test
     void aMoveCountedTwiceStopsEvictionOneDecisionEarlyNotForGood() {
-        TieringPlanner twoPerBatch = new TieringPlanner(3, 0.8, 0.5, 2, 100 * MB);
+        TieringPlanner twoPerBatch = new TieringPlanner(3, 0.8, 0.5, 2, 100 * MB, ALL_SSD);
         UnreportedMoves moves = new UnreportedMoves(10);
         Map<String, TieringPlanner.FileTiers> first = byPath(file("/a", 10, 0, UNSPECIFIED, 0, 1),
                 file("/b", 10, 0, UNSPECIFIED, 0, 2), file("/c", 10, 0, UNSPECIFIED, 0, 3),
@@ -229,5 +230,18 @@ class UnreportedMovesTest {
         assertEquals(3, moves.size());
         assertEquals(20 * MB, moves.update(moved, 5, 20).offSsdBytes(), "/f3 forgotten; /f4 and /f2 moved, /f5 pending");
         assertThrows(IllegalArgumentException.class, () -> new UnreportedMoves(0));
+    }
+
+    @Test
+    void aOneSsdPromotionIsCompleteWithOneSsdReplicaPerBlock() {
+        UnreportedMoves moves = new UnreportedMoves(10);
+        moves.asked("/p", TieringPlanner.ONE_SSD, 0);
+        // One 10 MB replica moved onto SSD, two stay on DISK: nothing left to promote, 10 MB not reported yet.
+        Map<String, TieringPlanner.FileTiers> moved = byPath(new TieringPlanner.FileTiers("/p", 10 * MB, 20 * MB, 0,
+                TieringPlanner.ONE_SSD, 9, 1));
+        assertEquals(new UnreportedMoves.Bytes(0, 10 * MB), moves.update(moved, 5, 20));
+        assertEquals(1, moves.size(), "complete but not reported yet");
+        assertEquals(UnreportedMoves.Bytes.NONE, moves.update(moved, 25, 30));
+        assertEquals(0, moves.size(), "complete (its DISK replicas are the policy's) and reported: forgotten");
     }
 }

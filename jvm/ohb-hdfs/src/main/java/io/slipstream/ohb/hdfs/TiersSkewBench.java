@@ -38,9 +38,10 @@ import org.apache.hadoop.hdfs.server.sps.ExternalStoragePolicySatisfier;
  * The skewed-read part of {@code ohb hdfs tiers}: Triple-H's tiering service at work. A mini cluster in mode
  * {@code hhh} whose three DataNodes have an SSD directory (sized to hold {@code ssd-share} of all replicas) and
  * a DISK directory, no RAM tier (so that a read is served by SSD or DISK and the service's doing is what is
- * measured); the NameNode runs AccessAuditLogger and TieringService, and HDFS's external StoragePolicySatisfier
- * runs in this JVM. {@code files} one-block files are written (the first ones land on SSD, the rest on DISK once
- * SSD is at placement's high-water mark), then one reader reads them {@code reads} times, the file of each read
+ * measured); the NameNode runs AccessAuditLogger and TieringService (promoting hot files with
+ * {@code promote-policy}, ONE_SSD or ALL_SSD), and HDFS's external StoragePolicySatisfier runs in this JVM.
+ * {@code files} one-block files are written (the first ones land on SSD, the rest on DISK once SSD is at
+ * placement's high-water mark), then one reader reads them {@code reads} times, the file of each read
  * drawn from a Zipf distribution over a seeded shuffle of the files (so the hot set is not the files written
  * first). For each read, the tier of the replica that served it (the stream's DataNode, looked up in the
  * block's locations) is recorded; reported per window of reads: the fraction served from SSD, the fastest tier
@@ -59,16 +60,18 @@ public final class TiersSkewBench {
         o.put("reads", "2000");
         o.put("zipf", "1.2");
         o.put("ssd-share", "0.5");
+        o.put("promote-policy", "ONE_SSD");
         o.put("windows", "10");
         o.put("read-interval-ms", "20");
         o.put("disk-dir", "build/ohb-hdfs-tiers-skew");
-        HdfsBench.parseOptions(args, o, "usage: TiersSkewBench [--files N] [--reads N] [--zipf S] [--ssd-share X] [--windows N] [--read-interval-ms N] [--disk-dir DIR]");
+        HdfsBench.parseOptions(args, o, "usage: TiersSkewBench [--files N] [--reads N] [--zipf S] [--ssd-share X] [--promote-policy ONE_SSD|ALL_SSD] [--windows N] [--read-interval-ms N] [--disk-dir DIR]");
         int files = Integer.parseInt(o.get("files"));
         int reads = Integer.parseInt(o.get("reads"));
         double zipf = Double.parseDouble(o.get("zipf"));
         double ssdShare = Double.parseDouble(o.get("ssd-share"));
         int windows = Integer.parseInt(o.get("windows"));
         long readIntervalMs = Long.parseLong(o.get("read-interval-ms"));
+        String promotePolicy = o.get("promote-policy");
         if (files < 2 || files > 10_000 || reads < windows || windows < 1 || reads > 1_000_000 || !(zipf > 0)
                 || !(ssdShare > 0 && ssdShare < 1)
                 || readIntervalMs < 0 || readIntervalMs > 10_000) {
@@ -83,6 +86,7 @@ public final class TiersSkewBench {
         result.put("zipf", zipf);
         result.put("ssd_bytes_per_datanode", ssdBytesPerDataNode);
         result.put("read_interval_ms", readIntervalMs);
+        result.put("promote_policy", promotePolicy);
         boolean ok = true;
         String failure = "";
         MiniDFSCluster cluster = null;
@@ -90,6 +94,7 @@ public final class TiersSkewBench {
         NameNodeConnector connector = null;
         try {
             Configuration conf = conf();
+            conf.set("slipstream.hdfs.tiers.tiering.promotePolicy", promotePolicy); // TiersConf refuses a bad one
             cluster = start(conf, java.nio.file.Path.of(o.get("disk-dir")), ssdBytesPerDataNode);
             satisfier = new StoragePolicySatisfier(conf);
             connector = ExternalStoragePolicySatisfier.getNameNodeConnector(conf);
