@@ -6,7 +6,7 @@
 //! external StoragePolicySatisfier runs in the same JVM. `--files` one-block files (1 MiB) are written,
 //! then read `--reads` times, each read's file drawn from a Zipf(`--zipf`) distribution over a seeded
 //! shuffle of the files, at most one per `--read-interval-ms` (20). The service promotes hot files with
-//! `--promote-policy` (ONE_SSD, its default: one replica per block on SSD; or ALL_SSD). Reported per
+//! `--promote-policy` (ALL_SSD, its default: every replica on SSD; or ONE_SSD: one replica per block). Reported per
 //! window of reads: the share served from SSD (the fastest tier here) and from the fastest tier holding a
 //! replica of the file at that moment; the target (issue 16) is judged on the SSD share over the second
 //! half of the windows ("after warm-up").
@@ -38,7 +38,7 @@ pub struct SkewArgs {
 }
 
 /// Full: 40 files, 4000 reads in 10 windows; `--quick`: 20 files, 1200 reads in 6 windows. Zipf 1.2,
-/// SSD for half of all replicas, promotion to ONE_SSD (the service's default).
+/// SSD for half of all replicas, promotion to ALL_SSD (the service's default).
 pub fn parse_args(argv: &[String]) -> Result<SkewArgs, String> {
     let args = Args::parse(argv, &["files", "reads", "zipf", "ssd-share", "promote-policy", "windows", "read-interval-ms", "json"], &["quick"])
         .map_err(|e| format!("{e}\n{USAGE}"))?;
@@ -51,7 +51,7 @@ pub fn parse_args(argv: &[String]) -> Result<SkewArgs, String> {
         reads: args.number("reads")?.unwrap_or(if quick { 1200 } else { 4000 }),
         zipf: args.number("zipf")?.unwrap_or(1.2),
         ssd_share: args.number("ssd-share")?.unwrap_or(0.5),
-        promote_policy: args.value("promote-policy").unwrap_or("ONE_SSD").to_ascii_uppercase(),
+        promote_policy: args.value("promote-policy").unwrap_or("ALL_SSD").to_ascii_uppercase(),
         windows: args.number("windows")?.unwrap_or(if quick { 6 } else { 10 }),
         read_interval_ms: args.number("read-interval-ms")?.unwrap_or(20),
         json: args.value("json").map(PathBuf::from),
@@ -179,8 +179,8 @@ mod tests {
         let a = parse_args(&words("--files 10 --reads 100 --zipf 0.9 --ssd-share 0.3 --windows 5 --json x.json")).unwrap();
         assert_eq!((a.files, a.reads, a.zipf, a.ssd_share, a.windows), (10, 100, 0.9, 0.3, 5));
         assert_eq!(a.json, Some(PathBuf::from("x.json")));
-        assert_eq!(a.promote_policy, "ONE_SSD");
-        assert_eq!(parse_args(&words("--promote-policy all_ssd")).unwrap().promote_policy, "ALL_SSD");
+        assert_eq!(a.promote_policy, "ALL_SSD");
+        assert_eq!(parse_args(&words("--promote-policy one_ssd")).unwrap().promote_policy, "ONE_SSD");
         for bad in ["--files 1", "--reads 3 --windows 4", "--zipf 0", "--ssd-share 1", "--windows 0", "--read-interval-ms 10001", "--promote-policy COLD", "extra"] {
             assert!(parse_args(&words(bad)).is_err(), "{bad}");
         }

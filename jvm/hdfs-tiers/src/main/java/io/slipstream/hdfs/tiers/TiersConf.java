@@ -48,10 +48,11 @@ public final class TiersConf {
     static final TierSetting TIERING_HOT_READS = new TierSetting(PREFIX + "tiering.hotReads", "3",
             "tiering service: a file opened at least this often within the window is hot: promoted to SSD "
             + "(storage policy `tiering.promotePolicy`) and never evicted; 1 to 1000000");
-    static final TierSetting TIERING_PROMOTE_POLICY = new TierSetting(PREFIX + "tiering.promotePolicy", "ONE_SSD",
-            "tiering service: the storage policy a hot file is given: ONE_SSD (one replica of each block on SSD, the "
-            + "others on DISK; the NameNode sends reads to it with `dfs.namenode.read.considerStorageType`, so SSD "
-            + "holds the hot set of three times as many files) or ALL_SSD (every movable replica on SSD)");
+    static final TierSetting TIERING_PROMOTE_POLICY = new TierSetting(PREFIX + "tiering.promotePolicy", "ALL_SSD",
+            "tiering service: the storage policy a hot file is given: ALL_SSD (every movable replica on SSD) or ONE_SSD "
+            + "(one replica of each block on SSD, the others on DISK: SSD holds the hot set of three times as many "
+            + "files, but HDFS sends a reader on a DataNode to its local replica first, on whatever tier; for clusters "
+            + "whose readers are not on the DataNodes, with `dfs.namenode.read.considerStorageType`)");
     static final TierSetting TIERING_MAX_TRACKED_FILES = new TierSetting(PREFIX + "tiering.maxTrackedFiles", "100000",
             "tiering service: files whose reads are counted at once; past it the file read least recently is "
             + "forgotten; 1 to 10000000");

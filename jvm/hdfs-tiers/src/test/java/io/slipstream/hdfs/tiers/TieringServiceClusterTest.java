@@ -36,20 +36,20 @@ import org.apache.hadoop.hdfs.server.sps.ExternalSPSContext;
 import org.apache.hadoop.hdfs.server.sps.ExternalStoragePolicySatisfier;
 import org.apache.hadoop.hdfs.protocol.HdfsConstants.StoragePolicySatisfierMode;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
  * The tiering service on a real mini cluster (HHH, three DataNodes with RAM_DISK 4 MiB, SSD 8 MiB and DISK
- * 64 MiB each): the NameNode runs AccessAuditLogger and TieringService (its default promotion policy, ONE_SSD),
- * and the test starts HDFS's external StoragePolicySatisfier in its own JVM, as an operator runs
- * {@code hdfs --daemon start sps}. A file read often gets one replica moved from DISK to SSD; SSD filled past the
- * service's high-water mark gets its coldest files evicted to DISK and drops under the mark; everything reads
- * back and fsck is HEALTHY; the counters match what moved. No file here has a RAM replica
- * ({@code hhh.ramMinReplication} above the files' replication): under ONE_SSD a block with one is already
- * served from RAM and is not promoted, and the tiers this test follows are SSD and DISK.
+ * 64 MiB each): the NameNode runs AccessAuditLogger and TieringService (promotion policy per subclass: ALL_SSD,
+ * the default, or ONE_SSD), and the test starts HDFS's external StoragePolicySatisfier in its own JVM, as an
+ * operator runs {@code hdfs --daemon start sps}. A file read often gets its replicas (ALL_SSD) or one of them
+ * (ONE_SSD) moved from DISK to SSD; SSD filled past the service's high-water mark gets its coldest files evicted
+ * to DISK and drops under the mark; everything reads back and fsck is HEALTHY; the counters match what moved. The
+ * hot file has no RAM replica (under ONE_SSD a block with one is already served from RAM and is not promoted):
+ * it is written with one replica, below {@code hhh.ramMinReplication}, and brought to three on DISK by HDFS's
+ * re-replication. One cluster per subclass.
  */
-class TieringServiceClusterTest {
+abstract class TieringServiceClusterTest {
     private static final int HOT_READS = 3;
     private static final double HIGH_WATER = 0.5;
     private static final double LOW_WATER = 0.3;
@@ -61,10 +61,16 @@ class TieringServiceClusterTest {
     private static DistributedFileSystem fs;
     private static StoragePolicySatisfier satisfier;
     private static NameNodeConnector satisfierConnector;
+    private static String promotePolicy;
+    /** Replicas of the hot file's block a promotion puts on SSD: 3 under ALL_SSD, 1 under ONE_SSD. */
+    private static int promotedReplicas;
 
-    @BeforeAll
-    static void start() throws Exception {
+    /** The subclass's {@code @BeforeAll}: the cluster with the service promoting to {@code policy}. */
+    static void start(String policy, int replicasOnSsd) throws Exception {
+        promotePolicy = policy;
+        promotedReplicas = replicasOnSsd;
         Configuration conf = TierClusters.conf("hhh");
+        conf.set(TiersConf.TIERING_PROMOTE_POLICY.key(), policy);
         conf.set(DFSConfigKeys.DFS_NAMENODE_AUDIT_LOGGERS_KEY, AccessAuditLogger.class.getName());
         conf.set(DFSConfigKeys.DFS_NAMENODE_PLUGINS_KEY, TieringService.class.getName());
         conf.set(DFSConfigKeys.DFS_STORAGE_POLICY_SATISFIER_MODE_KEY, "external");
@@ -80,10 +86,9 @@ class TieringServiceClusterTest {
         conf.set(TiersConf.TIERING_SSD_LOW_WATER.key(), String.valueOf(LOW_WATER));
         conf.setInt(TiersConf.TIERING_BATCH_MAX_FILES.key(), 2); // several batches, each at its limit
         conf.set(TiersConf.TIERING_PATHS.key(), "/t");
-        // No RAM replicas (see the class comment), and no RAM evictor running.
-        conf.setInt(TiersConf.RAM_MIN_REPLICATION.key(), 4);
+        // RAM stays HDFS's business here: no RAM replica turns into a DISK one while SSD is checked.
         conf.setLong(TiersConf.RAM_EVICT_CHECK_MS.key(), 0);
-        cluster = TierClusters.start(conf, "tiering");
+        cluster = TierClusters.start(conf, "tiering-" + policy.toLowerCase(java.util.Locale.ROOT));
         fs = cluster.getFileSystem();
         satisfier = new StoragePolicySatisfier(conf);
         satisfierConnector = ExternalStoragePolicySatisfier.getNameNodeConnector(conf);
@@ -106,25 +111,33 @@ class TieringServiceClusterTest {
 
     @Test
     void hotFilesArePromotedAndColdOnesEvictedPastTheHighWaterMark() throws Exception {
-        // Promotion: a file evicted earlier (policy HOT, its SSD replicas moved to DISK by the satisfier: what
-        // the service's eviction leaves), then read HOT_READS times: one replica moves to SSD.
+        // Promotion: a file with three DISK replicas and policy HOT (what the service's eviction leaves), then
+        // read HOT_READS times: its replicas (ALL_SSD) or one (ONE_SSD) move to SSD. Written with one replica (no
+        // RAM replica below hhh.ramMinReplication), moved to DISK by the satisfier, then re-replicated by HDFS
+        // (re-replication places by the file's policy, HOT: DISK).
         Path hot = new Path("/t/hot");
         Map<Path, byte[]> written = new LinkedHashMap<>();
-        written.put(hot, TierClusters.write(fs, hot, BLOCK_BYTES, 1));
-        TierClusters.await("three replicas of " + hot, 30, () -> storageTypes(hot).size() == 3);
+        byte[] hotData = new byte[BLOCK_BYTES];
+        new java.util.Random(1).nextBytes(hotData);
+        try (org.apache.hadoop.fs.FSDataOutputStream out = fs.create(hot, (short) 1)) {
+            out.write(hotData);
+        }
+        written.put(hot, hotData);
+        TierClusters.await("one replica of " + hot, 30, () -> storageTypes(hot).size() == 1);
         fs.setStoragePolicy(hot, "HOT");
         fs.satisfyStoragePolicy(hot);
-        TierClusters.await("the evicted file's replicas off SSD", 30, () -> count(hot, StorageType.SSD) == 0
-                && storageTypes(hot).size() == 3);
+        TierClusters.await("the file's replica off SSD", 30, () -> count(hot, StorageType.DISK) == 1);
+        fs.setReplication(hot, (short) 3);
+        TierClusters.await("three DISK replicas of " + hot, 30, () -> count(hot, StorageType.DISK) == 3);
         for (int i = 0; i < HOT_READS; i++) {
             readOnce(hot);
         }
-        TierClusters.await("one replica of the hot file on SSD", 30, () -> onSsd(hot));
-        assertEquals("ONE_SSD", fs.getStoragePolicy(hot).getName());
+        TierClusters.await(promotedReplicas + " replicas of the hot file on SSD", 30, () -> onSsd(hot));
+        assertEquals(promotePolicy, fs.getStoragePolicy(hot).getName());
 
-        // Eviction: six one-block HHH files (three SSD replicas each, fewer where a DataNode had no room left on
-        // SSD) take SSD past its high-water mark; the first is read once (colder than hot, warmer than the
-        // others). Each one's SSD bytes are noted before the service can evict it: it evicts the
+        // Eviction: six one-block HHH files (a RAM and two SSD replicas each, or one SSD replica where a DataNode
+        // had no room left on SSD) take SSD past its high-water mark; the first is read once (colder than hot,
+        // warmer than the others). Each one's SSD bytes are noted before the service can evict it: it evicts the
         // oldest first, and none before SSD passes the mark.
         Map<String, Long> ssdBytesWritten = new LinkedHashMap<>();
         for (int i = 0; i < 6; i++) {
@@ -165,12 +178,12 @@ class TieringServiceClusterTest {
         assertTrue(ssdSettled + lastWithMeta > lowWaterBytes, "over-eviction: SSD " + ssdSettled + " with "
                 + lastEvicted + "'s " + lastWithMeta + " bytes back is still at or under the low-water mark "
                 + lowWaterBytes + "; SSD bytes as written " + ssdBytesWritten + "\n" + settledStatus);
-        // Not evicted: still ONE_SSD, no batch named it, one replica on SSD and two on DISK.
-        assertEquals("ONE_SSD", fs.getStoragePolicy(hot).getName(), settledStatus);
+        // Not evicted: still the promotion policy, no batch named it, its replicas on SSD as promoted.
+        assertEquals(promotePolicy, fs.getStoragePolicy(hot).getName(), settledStatus);
         assertTrue(settledStatus.lines().filter(line -> line.startsWith("batch "))
                 .noneMatch(line -> line.substring(0, line.indexOf(", promoted")).contains("/t/hot")),
                 "a batch evicted the hot file:\n" + settledStatus);
-        assertEquals(1, hotSsdReplicas, "the hot file stays on SSD, once: " + hotTypes + "\n" + settledStatus);
+        assertEquals(promotedReplicas, hotSsdReplicas, "the hot file stays on SSD: " + hotTypes + "\n" + settledStatus);
         if (evicted.contains(new Path("/t/cold/0"))) {
             assertEquals(6, evicted.size(), "the file read once goes only after every unread one: " + evicted);
         }
@@ -183,13 +196,14 @@ class TieringServiceClusterTest {
         System.out.println("TieringStatus:\n" + status); // the operator's view, kept in the test's output
         Map<String, Long> counters = counters();
         assertEquals(1, counters.get("promotions"), status);
-        assertEquals(BLOCK_BYTES, counters.get("promoted_bytes"), "one replica of its one block\n" + status);
-        // Each evicted file's SSD replicas as written: three, fewer where a DataNode put one on DISK for want of
-        // room.
+        assertEquals((long) promotedReplicas * BLOCK_BYTES, counters.get("promoted_bytes"), status);
+        // Each evicted file's SSD replicas as written: two, one where a DataNode put the other on DISK for want
+        // of room, or three where a DataNode put the one planned on RAM on SSD for want of RAM.
         long evictedBytesWritten = evicted.stream().mapToLong(p -> ssdBytesWritten.get(p.toUri().getPath())).sum();
         assertEquals(evictedBytesWritten, counters.get("evicted_bytes"), ssdBytesWritten + "\n" + status);
         assertEquals(0, counters.get("failures"), status);
-        assertTrue(status.contains("promoted 1 files (" + BLOCK_BYTES + " bytes) [/t/hot]"), status);
+        assertTrue(status.contains("promoted 1 files (" + (long) promotedReplicas * BLOCK_BYTES + " bytes) [/t/hot]"),
+                status);
         for (Path path : evicted) {
             assertTrue(status.contains(path.toUri().getPath()), path + " named in a batch line:\n" + status);
         }
@@ -227,9 +241,9 @@ class TieringServiceClusterTest {
             return storageTypes(path).stream().filter(t -> t == type).count();
     }
 
-    /** Promoted under ONE_SSD: one replica on SSD, the other two on DISK. */
+    /** Promoted: one replica (ONE_SSD) or all three (ALL_SSD) on SSD, the others on DISK. */
     private static boolean onSsd(Path path) {
-        return count(path, StorageType.SSD) == 1 && count(path, StorageType.DISK) == 2;
+        return count(path, StorageType.SSD) == promotedReplicas && count(path, StorageType.DISK) == 3 - promotedReplicas;
     }
 
     /** The cold files with no replica left on SSD. */

@@ -27,10 +27,10 @@ class TiersConfTest {
         assertEquals(10L << 30, conf.tieringBatchMaxBytes);
         assertEquals(java.util.List.of("/"), conf.tieringPaths);
         assertEquals(3, conf.tieringHotReads);
-        assertEquals(TieringPlanner.ONE_SSD, conf.tieringPromotePolicy);
-        Configuration allSsd = new Configuration(false);
-        allSsd.set(TiersConf.TIERING_PROMOTE_POLICY.key(), "all_ssd");
-        assertEquals(TieringPlanner.ALL_SSD, new TiersConf(allSsd).tieringPromotePolicy);
+        assertEquals(TieringPlanner.ALL_SSD, conf.tieringPromotePolicy);
+        Configuration oneSsd = new Configuration(false);
+        oneSsd.set(TiersConf.TIERING_PROMOTE_POLICY.key(), "one_ssd");
+        assertEquals(TieringPlanner.ONE_SSD, new TiersConf(oneSsd).tieringPromotePolicy);
         Configuration m = new Configuration(false);
         m.set(TiersConf.MODE.key(), " HHH-M ");
         m.set(TiersConf.HHHM_BUDGET_BYTES.key(), "8m");

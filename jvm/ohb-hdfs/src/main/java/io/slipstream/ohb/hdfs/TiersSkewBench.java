@@ -60,7 +60,7 @@ public final class TiersSkewBench {
         o.put("reads", "2000");
         o.put("zipf", "1.2");
         o.put("ssd-share", "0.5");
-        o.put("promote-policy", "ONE_SSD");
+        o.put("promote-policy", "ALL_SSD");
         o.put("windows", "10");
         o.put("read-interval-ms", "20");
         o.put("disk-dir", "build/ohb-hdfs-tiers-skew");
