@@ -32,6 +32,16 @@ final class TieringPlanner {
             long modifiedMs) {
     }
 
+    /** HDFS's name of one of the policies the service sets (HOT, ONE_SSD, ALL_SSD), as setStoragePolicy takes it. */
+    static String policyName(byte policy) {
+        return switch (policy) {
+            case HOT -> HdfsConstants.HOT_STORAGE_POLICY_NAME;
+            case ONE_SSD -> HdfsConstants.ONESSD_STORAGE_POLICY_NAME;
+            case ALL_SSD -> HdfsConstants.ALLSSD_STORAGE_POLICY_NAME;
+            default -> throw new IllegalArgumentException("not a policy the tiering service sets: id " + policy);
+        };
+    }
+
     /** One file to move, with the replica bytes the move concerns and the reads that decided it. */
     record Move(String path, long bytes, long reads) {
     }

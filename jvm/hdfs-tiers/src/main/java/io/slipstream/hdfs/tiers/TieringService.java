@@ -127,7 +127,8 @@ public final class TieringService implements ServicePlugin {
                 TimeUnit.MILLISECONDS);
         LOG.info("Triple-H tiering service started: every {} ms, hot at {} reads in {} ms (promoted to {}), SSD "
                 + "high-water {} low-water {}, batches of at most {} files and {} bytes, paths {}", tiers.tieringIntervalMs,
-                tiers.tieringHotReads, tiers.tieringWindowMs, promotePolicyName(), tiers.tieringSsdHighWater, tiers.tieringSsdLowWater,
+                tiers.tieringHotReads, tiers.tieringWindowMs, TieringPlanner.policyName(tiers.tieringPromotePolicy),
+                tiers.tieringSsdHighWater, tiers.tieringSsdLowWater,
                 tiers.tieringBatchMaxFiles, tiers.tieringBatchMaxBytes, tiers.tieringPaths);
     }
 
@@ -218,8 +219,8 @@ public final class TieringService implements ServicePlugin {
         if (batch.isEmpty()) {
             return batch;
         }
-        int evicted = apply(batch.evictions(), TieringPlanner.HOT, "HOT", byPath);
-        int promoted = apply(batch.promotions(), tiers.tieringPromotePolicy, promotePolicyName(), byPath);
+        int evicted = apply(batch.evictions(), TieringPlanner.HOT, byPath);
+        int promoted = apply(batch.promotions(), tiers.tieringPromotePolicy, byPath);
         if (unreported.forgottenEarly() > forgottenBefore) {
             LOG.warn("Triple-H tiering: forgot {} moved files before the storage reports showed them (more than {} "
                     + "remembered); a decision may evict more than the low-water mark needs until the reports "
@@ -253,8 +254,8 @@ public final class TieringService implements ServicePlugin {
      * Sets {@code policy} on each file and asks the satisfier to move it, remembering the file's SSD bytes until
      * the storage reports show its move; returns how many were asked.
      */
-    private int apply(List<TieringPlanner.Move> moves, byte policyId, String policy,
-            Map<String, TieringPlanner.FileTiers> byPath) {
+    private int apply(List<TieringPlanner.Move> moves, byte policyId, Map<String, TieringPlanner.FileTiers> byPath) {
+        String policy = TieringPlanner.policyName(policyId);
         int done = 0;
         for (TieringPlanner.Move move : moves) {
             Path path = new Path(move.path());
@@ -269,11 +270,6 @@ public final class TieringService implements ServicePlugin {
             }
         }
         return done;
-    }
-
-    private String promotePolicyName() {
-        return tiers.tieringPromotePolicy == TieringPlanner.ONE_SSD ? HdfsConstants.ONESSD_STORAGE_POLICY_NAME
-                : HdfsConstants.ALLSSD_STORAGE_POLICY_NAME;
     }
 
     private static String paths(List<TieringPlanner.Move> moves) {

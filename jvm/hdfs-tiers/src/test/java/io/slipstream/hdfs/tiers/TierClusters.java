@@ -90,9 +90,14 @@ final class TierClusters {
     /** Writes {@code length} seeded random bytes to {@code path} with replication 3; returns them. */
     static byte[] write(DistributedFileSystem fs, org.apache.hadoop.fs.Path path, int length, long seed)
             throws IOException {
+        return write(fs, path, length, seed, (short) 3);
+    }
+
+    static byte[] write(DistributedFileSystem fs, org.apache.hadoop.fs.Path path, int length, long seed,
+            short replication) throws IOException {
         byte[] data = new byte[length];
         new Random(seed).nextBytes(data);
-        try (FSDataOutputStream out = fs.create(path, (short) 3)) {
+        try (FSDataOutputStream out = fs.create(path, replication)) {
             out.write(data);
         }
         return data;

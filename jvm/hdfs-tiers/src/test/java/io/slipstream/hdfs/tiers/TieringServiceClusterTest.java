@@ -117,12 +117,7 @@ abstract class TieringServiceClusterTest {
         // (re-replication places by the file's policy, HOT: DISK).
         Path hot = new Path("/t/hot");
         Map<Path, byte[]> written = new LinkedHashMap<>();
-        byte[] hotData = new byte[BLOCK_BYTES];
-        new java.util.Random(1).nextBytes(hotData);
-        try (org.apache.hadoop.fs.FSDataOutputStream out = fs.create(hot, (short) 1)) {
-            out.write(hotData);
-        }
-        written.put(hot, hotData);
+        written.put(hot, TierClusters.write(fs, hot, BLOCK_BYTES, 1, (short) 1));
         TierClusters.await("one replica of " + hot, 30, () -> storageTypes(hot).size() == 1);
         fs.setStoragePolicy(hot, "HOT");
         fs.satisfyStoragePolicy(hot);
