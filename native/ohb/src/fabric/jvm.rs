@@ -73,6 +73,11 @@ pub fn java_args(run: &JvmRun, json_path: &Path) -> Vec<String> {
     if let Some(window) = run.plan.window {
         args.extend(["--window".into(), window.to_string()]);
     }
+    if run.mode != Mode::Lat {
+        // The median of several timed runs, as the Rust points: one run through the JVM swings by 2x
+        // to 3x (docs/fabric.md, "Where the JVM bridge's time goes").
+        args.extend(["--trials".into(), run.plan.trials.to_string()]);
+    }
     if let Some(variants) = &run.jvm_variants {
         args.extend(["--variants".into(), variants.join(",")]);
     }
@@ -108,6 +113,9 @@ pub fn run_jvm(run: &JvmRun) -> Result<BenchResult, String> {
     let units_note = normalize_bw_units(&mut result, bw_unit);
     result.notes.push(units_note);
     result.notes.push("JVM bench: io.slipstream.ohb.FabricBench, its servers in a second JVM on 127.0.0.1".into());
+    if run.mode != Mode::Lat {
+        result.notes.push(format!("JVM bw/rate points: the median of {} timed runs", run.plan.trials));
+    }
     check_jvm_result(&result, run.mode)?;
     // A variant that stopped early carries an error: its missing sizes become failed points.
     for variant in &mut result.variants {
@@ -190,7 +198,7 @@ mod tests {
         assert_eq!(
             args.join(" "),
             "-cp /repo/jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench bw --sizes 8,1048576 \
-             --iterations 2000 --warmup 7 --json /tmp/x.json"
+             --iterations 2000 --warmup 7 --json /tmp/x.json --trials 3"
         );
     }
 
@@ -200,7 +208,9 @@ mod tests {
         r.plan.window = Some(16);
         r.jvm_variants = Some(vec!["fabric".into(), "java-socket".into()]);
         let args = java_args(&r, Path::new("/tmp/x.json")).join(" ");
-        assert!(args.ends_with("--window 16 --variants fabric,java-socket"), "{args}");
+        assert!(args.ends_with("--window 16 --trials 3 --variants fabric,java-socket"), "{args}");
+        r.mode = Mode::Lat;
+        assert!(!java_args(&r, Path::new("/tmp/x.json")).join(" ").contains("--trials"), "lat points have one run");
     }
 
     #[test]

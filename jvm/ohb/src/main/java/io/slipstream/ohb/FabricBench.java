@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit;
  * java -cp jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench &lt;lat|bw|rate&gt;
  *     [--sizes 8,64,...,4194304] [--iterations N] [--warmup N] [--window N]
  *     [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE]
- *     [--variant-warmup-seconds S] [--spin-us US] [--handler-threads N] [--batch N]
+ *     [--variant-warmup-seconds S] [--spin-us US] [--handler-threads N] [--batch N] [--trials N]
  * </pre>
  *
  * <ul>
@@ -38,6 +38,8 @@ import java.util.concurrent.TimeUnit;
  *     ({@code --window}, else per size as the Rust ohb: 32 below 256 KiB, 8 up to 1 MiB, 4 above), the
  *     server answers each with an 8-byte ack; MB/s (1 MB = 10^6 bytes) and messages/s.</li>
  * <li>{@code rate}: as {@code bw}, for small messages (default 8 bytes); messages/s.</li>
+ * <li>{@code --trials N} (bw and rate; default 3): timed runs of {@code --iterations} each per point; the
+ *     run with the median message rate is reported; the runs share the point's {@code --max-seconds-per-point}.</li>
  * <li>{@code --batch N} (bw and rate, fabric variants; default 1): the client sends {@code N} requests
  *     per native call ({@code FabricEndpoint.requestAsync(op, List)}) once {@code N} fit in the window.</li>
  * </ul>
@@ -83,6 +85,12 @@ public final class FabricBench {
         int batch = 1;
         /** Before a variant's first point: JIT, connection wire-up, pool warm. */
         double variantWarmupSeconds = 2;
+        /**
+         * Timed runs per bw/rate point, the median reported (as the Rust ohb does): one run of a few
+         * hundred milliseconds through the JVM swings by 2x to 3x with where a young collection or a
+         * preempted spinner falls (docs/fabric.md, "Where the JVM bridge's time goes").
+         */
+        int trials = 3;
 
         static Options parse(String[] args) {
             if (args.length == 0 || args[0].startsWith("-")) {
@@ -124,6 +132,7 @@ public final class FabricBench {
                     case "--spin-us" -> o.spinUs = Long.parseLong(value);
                     case "--batch" -> o.batch = Integer.parseInt(value);
                     case "--variant-warmup-seconds" -> o.variantWarmupSeconds = Double.parseDouble(value);
+                    case "--trials" -> o.trials = Integer.parseInt(value);
                     default -> throw new IllegalArgumentException("unknown option " + flag);
                 }
             }
@@ -145,6 +154,9 @@ public final class FabricBench {
             }
             if (o.iterations <= 0 || o.maxSecondsPerPoint <= 0 || o.window < 0) {
                 throw new IllegalArgumentException("iterations, window and max seconds must be positive");
+            }
+            if (o.trials < 1 || o.trials > 100) {
+                throw new IllegalArgumentException("trials must be in 1..100");
             }
             return o;
         }
@@ -168,7 +180,7 @@ public final class FabricBench {
         } catch (IllegalArgumentException e) {
             System.err.println("error: " + e.getMessage());
             System.err.println("usage: FabricBench <lat|bw|rate> [--sizes 8,64,...] [--iterations N] [--warmup N] "
-                    + "[--window N] [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE]");
+                    + "[--window N] [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE] [--trials N]");
             System.exit(2);
             return;
         }
@@ -276,11 +288,24 @@ public final class FabricBench {
     static Point stream(BenchClient client, int size, Options options) throws Exception {
         int window = options.windowFor(size);
         client.stream(size, options.warmup, window, deadline(options));
-        long start = System.nanoTime();
-        long acked = client.stream(size, options.iterations, window, deadline(options));
-        double seconds = (System.nanoTime() - start) / 1e9;
-        double rate = acked / seconds;
-        return new Point(size, acked, null, null, null, rate * size / 1e6, rate, window);
+        Point[] trials = new Point[options.trials];
+        // The point's time bound is shared by its trials, so that more trials do not make a point longer.
+        long trialNanos = (long) (options.maxSecondsPerPoint * 1e9 / trials.length);
+        for (int trial = 0; trial < trials.length; trial++) {
+            long start = System.nanoTime();
+            long acked = client.stream(size, options.iterations, window, start + trialNanos);
+            double seconds = (System.nanoTime() - start) / 1e9;
+            double rate = acked / seconds;
+            trials[trial] = new Point(size, acked, null, null, null, rate * size / 1e6, rate, window);
+        }
+        return medianByRate(trials);
+    }
+
+    /** The trial with the median message rate (the lower middle one of an even count). */
+    static Point medianByRate(Point[] trials) {
+        Point[] sorted = trials.clone();
+        Arrays.sort(sorted, java.util.Comparator.comparingDouble(Point::msgRate));
+        return sorted[(sorted.length - 1) / 2];
     }
 
     private static long deadline(Options options) {

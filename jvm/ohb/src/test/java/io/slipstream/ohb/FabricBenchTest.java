@@ -44,6 +44,19 @@ class FabricBenchTest {
     }
 
     @Test
+    void streamPointsAreTheMedianTrial() {
+        assertEquals(3, FabricBench.Options.parse(new String[] {"rate"}).trials);
+        assertEquals(5, FabricBench.Options.parse(new String[] {"rate", "--trials", "5"}).trials);
+        assertThrows(IllegalArgumentException.class, () -> FabricBench.Options.parse(new String[] {"rate", "--trials", "0"}));
+        FabricBench.Point slow = new FabricBench.Point(8, 100, null, null, null, 1.0, 100.0, 64);
+        FabricBench.Point middle = new FabricBench.Point(8, 100, null, null, null, 2.0, 200.0, 64);
+        FabricBench.Point fast = new FabricBench.Point(8, 100, null, null, null, 9.0, 900.0, 64);
+        assertEquals(middle, FabricBench.medianByRate(new FabricBench.Point[] {fast, slow, middle}));
+        assertEquals(slow, FabricBench.medianByRate(new FabricBench.Point[] {fast, slow}));
+        assertEquals(fast, FabricBench.medianByRate(new FabricBench.Point[] {fast}));
+    }
+
+    @Test
     void percentilesAreNearestRank() {
         long[] sorted = new long[100];
         for (int i = 0; i < 100; i++) {
