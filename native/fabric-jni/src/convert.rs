@@ -88,23 +88,28 @@ pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> 
         )));
     }
     // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: every caller
-    // pins the buffer (`Handed::new`) in this same call, before the view can reach Java, and Java
-    // unpins only when the root view is garbage; the pool never unmaps pinned memory nor goes away
-    // before the node handle is freed. A view that never reaches Java needs no pin.
+    // pins the buffer, or keeps it for good if small (`Handed::new`), in this same call, before the
+    // view can reach Java; Java unpins only when the root view is garbage; the pool never unmaps
+    // pinned memory nor goes away before the node handle is freed, and kept memory is never freed.
+    // A view that never reaches Java needs neither.
     Ok(unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? })
 }
 
 /// A buffer on its way to Java: its handle and the pin of its views, two boxes that Java owns once
 /// their handles are stored in an `out` array. Pinning here, in the call that makes the view,
-/// spares Java a second crossing (`bufferPin`) per buffer.
+/// spares Java a second crossing (`bufferPin`) per buffer. A small buffer is kept for views instead
+/// (`Buffer::keep_for_views`: its memory is never freed), and its pin handle is 0: Java then needs
+/// no `viewUnpin` and may let go of the buffer's Cleaner at release, so that nothing of it waits for
+/// the garbage collector's reference processing (docs/fabric.md, "Where the JVM bridge's time goes").
 pub(crate) struct Handed {
     pub(crate) handle: jlong,
+    /// 0: kept, no pin.
     pub(crate) pin: jlong,
 }
 
 impl Handed {
-    pub(crate) fn new(buffer: Buffer) -> Handed {
-        let pin = into_handle(buffer.pin_view());
+    pub(crate) fn new(mut buffer: Buffer) -> Handed {
+        let pin = if buffer.keep_for_views() { 0 } else { into_handle(buffer.pin_view()) };
         Handed { handle: into_handle(buffer), pin }
     }
 
@@ -118,15 +123,19 @@ impl Handed {
 
     /// Takes both boxes back when neither handle nor view reached Java (storing them failed).
     pub(crate) fn revert(self) -> Buffer {
-        // SAFETY: `pin` was made by `into_handle` in `new` and never reached Java; taken once, here.
-        drop(unsafe { Box::from_raw(self.pin as *mut fabric::ViewPin) });
+        if self.pin != 0 {
+            // SAFETY: a non-zero `pin` was made by `into_handle` in `new` and never reached Java;
+            // taken once, here.
+            drop(unsafe { Box::from_raw(self.pin as *mut fabric::ViewPin) });
+        }
         // SAFETY: as above, for the buffer's box.
         *unsafe { Box::from_raw(self.handle as *mut Buffer) }
     }
 }
 
 /// Hands a buffer to Java: returns its direct view and writes `out[at..at + 3]`: its handle, its
-/// length, and the handle of the pin that keeps its memory mapped for the view (`viewUnpin`).
+/// length, and the handle of the pin that keeps its memory mapped for the view (`viewUnpin`; 0 for
+/// a kept buffer, which needs none).
 pub(crate) fn emit_buffer(env: &mut JNIEnv, mut buffer: Buffer, out: &JLongArray, at: i32) -> Outcome<jobject> {
     let view = view_of(env, &mut buffer)?;
     let length = buffer.len() as jlong;

@@ -19,8 +19,11 @@
 //!   hands the buffer out, before its view can reach Java: `convert::Handed`) until its
 //!   root view is garbage (`viewUnpin`, from Java's cleaner): the pool may reuse a released
 //!   buffer but never unmaps pinned memory. The pool lives as long as the node handle, which Java
-//!   frees only once no view is reachable. So a stale view reads or writes stale bytes of the
-//!   pool, it never faults and never touches the native heap.
+//!   frees only once no view is reachable. A small buffer is kept instead of pinned
+//!   (`fabric::Buffer::keep_for_views`: memory never freed, moved to a process-wide store for later
+//!   pools when its pool goes), so its view needs neither pin nor pool. So a stale view reads or
+//!   writes stale bytes of the pool (or of the store), it never faults and never touches the native
+//!   heap's bookkeeping.
 //!
 //! Files: `failure.rs` (errors and panics to Java exceptions, [`failure::guard`]), `convert.rs`
 //! (handles, arguments, direct views, payloads copied in), `node.rs`, `endpoint.rs` and

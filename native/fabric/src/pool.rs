@@ -13,6 +13,15 @@
 //! and is unmapped once its pins are gone; smaller pinned buffers (heap memory) stay until then.
 //! Everything is unmapped when the pool itself goes away, after every `Buffer` is back; the JVM
 //! bridge keeps the pool alive until every view is garbage.
+//!
+//! Kept buffers: a small buffer (up to `SMALL_BUFFER_MAX_BYTES`) may instead be *kept for views*
+//! (`Buffer::keep_for_views`, up to `KEPT_BYTES_MAX` per pool): its memory is never freed, not at
+//! the cap and not when the pool goes, where it moves (unregistered) to a process-wide store that
+//! later pools of any node take their small buffers from first. A view of kept memory then needs
+//! no pin and its holder need not keep the pool alive: whatever it reads or writes is memory that
+//! stays allocated for the life of the process. The JVM bridge keeps small buffers this way, so a
+//! Java buffer released explicitly leaves nothing for the garbage collector's reference processing
+//! (docs/fabric.md, "Where the JVM bridge's time goes").
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::ptr;
@@ -33,6 +42,15 @@ const CLASS_MIN_SHIFT: u32 = 8;
 pub(crate) const SMALL_BUFFER_MAX_BYTES: usize = 4096;
 /// The reserve for small buffers, on top of the cap.
 pub(crate) const SMALL_RESERVE_BYTES: usize = 1 << 20;
+/// The most bytes of kept buffers one pool marks (`Buffer::keep_for_views`); beyond it views are
+/// pinned. Kept memory is never freed, so this bounds what a pool adds to the process for good
+/// (pools take kept memory from `KEPT` first, so closing and starting nodes does not add more).
+/// Kept bytes count against this bound instead of the cap: the cap's reclaim cannot give them up,
+/// and must not be blocked by them.
+pub(crate) const KEPT_BYTES_MAX: usize = 4 << 20;
+
+/// Kept memory of pools that went away (address, capacity), unregistered, for later pools.
+static KEPT: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 struct Raw {
     address: *mut u8,
@@ -41,6 +59,9 @@ struct Raw {
     /// Views of this memory that may outlive their `Buffer` (`ViewPin`s alive): while above 0 the
     /// memory stays mapped.
     pins: Arc<AtomicUsize>,
+    /// A view without a pin may point here (`Buffer::keep_for_views`): the memory is never given
+    /// back to the allocator, only to the process's `KEPT` store when the pool goes.
+    kept: bool,
 }
 
 // SAFETY: `Raw` owns its mapping: it is either in one `Buffer` or on one free list (under that
@@ -137,6 +158,9 @@ pub(crate) struct PoolInner {
     /// dropped, address range still mapped until their pins are gone (see `ghost`).
     ghosts: Mutex<Vec<Raw>>,
     ghost_bytes: AtomicUsize,
+    /// Bytes of this pool's buffers marked kept (`Raw::kept`), at most `KEPT_BYTES_MAX` (more only
+    /// with memory taken from `KEPT`); not in `mapped_bytes`, which the cap bounds.
+    kept_bytes: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -213,6 +237,7 @@ impl Pool {
                 waiters: AtomicUsize::new(0),
                 ghosts: Mutex::new(Vec::new()),
                 ghost_bytes: AtomicUsize::new(0),
+                kept_bytes: AtomicUsize::new(0),
             }),
         }
     }
@@ -274,7 +299,8 @@ impl Pool {
             match inner.mapped_bytes.compare_exchange(mapped, mapped + capacity, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => {
                     // Reservations are rare (buffers are reused), so this costs nothing on the hot path.
-                    inner.mapped_bytes_peak.fetch_max(mapped + capacity, Ordering::Relaxed);
+                    let kept = inner.kept_bytes.load(Ordering::Relaxed);
+                    inner.mapped_bytes_peak.fetch_max(mapped + capacity + kept, Ordering::Relaxed);
                     return true;
                 }
                 Err(now) => mapped = now,
@@ -283,6 +309,11 @@ impl Pool {
     }
 
     fn map_new(&self, capacity: usize) -> Result<Raw> {
+        if capacity <= SMALL_BUFFER_MAX_BYTES {
+            if let Some(raw) = self.map_kept(capacity) {
+                return raw;
+            }
+        }
         let address = allocate(capacity);
         if address.is_null() {
             return Err(Error::PoolExhausted { requested: capacity, cap: self.inner.cap_bytes });
@@ -290,13 +321,36 @@ impl Pool {
         match self.inner.context.map(address, capacity) {
             Ok(memh) => {
                 self.inner.maps.fetch_add(1, Ordering::Relaxed);
-                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)) })
+                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept: false })
             }
             Err(e) => {
                 deallocate(address, capacity);
                 Err(e)
             }
         }
+    }
+
+    /// Registers kept memory of an earlier pool, if `KEPT` has some of this capacity. It stays kept
+    /// (stale views of it may exist) and counts in this pool's kept bytes, beyond the bound if need be.
+    fn map_kept(&self, capacity: usize) -> Option<Result<Raw>> {
+        let address = {
+            let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            let index = kept.iter().position(|&(_, c)| c == capacity)?;
+            kept.swap_remove(index).0 as *mut u8
+        };
+        Some(match self.inner.context.map(address, capacity) {
+            Ok(memh) => {
+                self.inner.maps.fetch_add(1, Ordering::Relaxed);
+                // Reserved under the cap by the caller; kept bytes are counted apart.
+                self.inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
+                self.inner.kept_bytes.fetch_add(capacity, Ordering::Relaxed);
+                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept: true })
+            }
+            Err(e) => {
+                KEPT.lock().unwrap_or_else(|e| e.into_inner()).push((address as usize, capacity));
+                Err(e)
+            }
+        })
     }
 
     /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
@@ -320,12 +374,14 @@ impl Pool {
                     // accesses happen before the unmap. A free buffer cannot gain a pin (pins are
                     // taken through a `Buffer`), so 0 here stays 0. A pinned one can be given up
                     // only if it is a mapping of its own (it becomes a ghost, below).
-                    let unpinned = free.iter().position(|raw| raw.pins.load(Ordering::Acquire) == 0);
+                    // Kept memory is never given up (views without pins may point into it).
+                    let unpinned = free.iter().position(|raw| !raw.kept && raw.pins.load(Ordering::Acquire) == 0);
                     match unpinned.or_else(|| free.iter().position(|raw| raw.capacity >= MMAP_MIN_BYTES)) {
                         Some(index) => free.swap_remove(index),
                         None => break,
                     }
                 };
+                debug_assert!(!raw.kept, "kept memory is small: never a ghost, never released");
                 if raw.pins.load(Ordering::Acquire) == 0 {
                     inner.release_raw(raw);
                 } else {
@@ -337,8 +393,9 @@ impl Pool {
         freed_any && inner.mapped_bytes.load(Ordering::SeqCst) + needed <= inner.cap_bytes
     }
 
+    /// Bytes mapped, kept buffers included.
     pub(crate) fn mapped_bytes(&self) -> usize {
-        self.inner.mapped_bytes.load(Ordering::Relaxed)
+        self.inner.mapped_bytes.load(Ordering::Relaxed) + self.inner.kept_bytes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn mapped_bytes_peak(&self) -> usize {
@@ -351,7 +408,7 @@ impl Pool {
     /// it may be off by their buffers.
     pub(crate) fn in_use_bytes(&self) -> usize {
         let inner = &self.inner;
-        let mapped = inner.mapped_bytes.load(Ordering::SeqCst);
+        let mapped = inner.mapped_bytes.load(Ordering::SeqCst) + inner.kept_bytes.load(Ordering::SeqCst);
         let free: usize = inner.classes.iter().enumerate().map(|(class, free)| free.lock().len() * class_capacity(class)).sum();
         mapped.saturating_sub(free)
     }
@@ -400,11 +457,19 @@ impl PoolInner {
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
+        let mut kept = Vec::new();
         for class in &self.classes {
             for raw in class.lock().drain(..) {
                 self.context.unmap(raw.memh);
-                deallocate(raw.address, raw.capacity);
+                if raw.kept {
+                    kept.push((raw.address as usize, raw.capacity));
+                } else {
+                    deallocate(raw.address, raw.capacity);
+                }
             }
+        }
+        if !kept.is_empty() {
+            KEPT.lock().unwrap_or_else(|e| e.into_inner()).append(&mut kept);
         }
         // The holder of a view keeps the pool alive (see the module comment): no pin is left.
         for raw in self.ghosts.lock().unwrap().drain(..) {
@@ -464,6 +529,34 @@ impl Buffer {
         let pins = self.raw().pins.clone();
         pins.fetch_add(1, Ordering::Relaxed);
         ViewPin { pins }
+    }
+
+    /// Instead of a pin: marks this buffer's memory kept for good (see the module comment), so a
+    /// view of it may outlive the buffer and the pool without one. True if the memory is kept
+    /// (already, or now); false for a buffer above `SMALL_BUFFER_MAX_BYTES` or with the pool's
+    /// `KEPT_BYTES_MAX` reached: then pin it.
+    pub fn keep_for_views(&mut self) -> bool {
+        let pool = &self.pool;
+        let raw = self.raw.as_mut().expect("buffer already returned");
+        if raw.kept {
+            return true;
+        }
+        if raw.capacity > SMALL_BUFFER_MAX_BYTES {
+            return false;
+        }
+        let mut kept = pool.kept_bytes.load(Ordering::Relaxed);
+        loop {
+            if kept + raw.capacity > KEPT_BYTES_MAX {
+                return false;
+            }
+            match pool.kept_bytes.compare_exchange_weak(kept, kept + raw.capacity, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => kept = now,
+            }
+        }
+        raw.kept = true;
+        pool.mapped_bytes.fetch_sub(raw.capacity, Ordering::SeqCst);
+        true
     }
 }
 
@@ -617,6 +710,51 @@ mod tests {
         assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
         drop(pins);
         assert_eq!(pool.alloc(1 << 20, None).unwrap().capacity(), 1 << 20);
+    }
+
+    #[test]
+    fn kept_buffers_are_never_reclaimed_and_outlive_their_pool() {
+        // 2 KiB: a class the other tests of this crate do not keep (KEPT is the process's).
+        let pool = pool(64 << 10);
+        let mut kept = pool.alloc(2048, None).unwrap();
+        assert!(kept.keep_for_views());
+        assert!(kept.keep_for_views(), "kept once, kept for good");
+        let address = kept.as_ptr() as usize;
+        drop(kept);
+        let mut large = pool.alloc(64 << 10, None).unwrap();
+        assert!(!large.keep_for_views(), "only small buffers are kept");
+        drop(large);
+        // Kept bytes are not under the cap (the 64 KiB fit beside them) and never given up.
+        let big = pool.alloc(64 << 10, None).unwrap();
+        assert_eq!(pool.inner.classes[class_of(2048)].lock().len(), 1, "the kept buffer stays on its free list");
+        assert_eq!(pool.mapped_bytes(), (64 << 10) + 2048);
+        drop(big);
+        drop(pool);
+        assert!(
+            KEPT.lock().unwrap().iter().any(|&(a, c)| a == address && c == 2048),
+            "a gone pool's kept memory goes to the store, not back to the allocator"
+        );
+        // A later pool takes its small buffers from the store first; they stay kept.
+        let later = super::tests::pool(64 << 10);
+        let reused = later.alloc(2000, None).unwrap();
+        assert!(reused.raw().kept);
+        assert_eq!(later.inner.kept_bytes.load(Ordering::Relaxed), 2048);
+    }
+
+    #[test]
+    fn a_pool_keeps_at_most_its_bound() {
+        let pool = pool(64 << 20);
+        let mut buffers = Vec::new();
+        let mut kept = 0;
+        for _ in 0..(KEPT_BYTES_MAX / 4096 + 8) {
+            let mut buffer = pool.alloc(4096, None).unwrap();
+            if buffer.keep_for_views() {
+                kept += buffer.capacity();
+            }
+            buffers.push(buffer);
+        }
+        assert!(kept <= KEPT_BYTES_MAX && kept + 4096 > KEPT_BYTES_MAX, "kept {kept}");
+        assert!(pool.inner.kept_bytes.load(Ordering::Relaxed) <= KEPT_BYTES_MAX + 4096 * 8);
     }
 
     #[test]

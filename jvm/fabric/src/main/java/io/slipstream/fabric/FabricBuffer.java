@@ -18,11 +18,14 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p><b>Views.</b> {@link #byteBuffer()} is a direct {@link ByteBuffer} over the registered memory
  * itself, without copies. A view is plain memory and cannot check the buffer's state: used after the
  * buffer was released it reads or writes memory that the pool may have handed to someone else. It can
- * never crash the JVM or touch the native heap, though: the memory of every buffer is pinned from its
+ * never crash the JVM or touch the native heap, though: the memory of a buffer is pinned from its
  * creation until its last view is garbage, and the pool never unmaps pinned memory (it may reuse it);
- * the pool itself lives (even after {@link FabricNode#close()}) until every view of every buffer is
- * garbage. Drop views when you release the buffer: a view kept reachable also keeps its memory from
- * being reclaimed for buffers of other sizes when the pool is at its cap.
+ * the pool itself lives (even after {@link FabricNode#close()}) until every view of every such buffer
+ * is garbage. Small buffers (up to 4 KiB, a bounded amount per node) are instead kept: their memory is
+ * never freed (a closed node's goes to later nodes), so their views need neither pin nor pool, and an
+ * explicit release leaves nothing for the garbage collector to process. Drop views when you release
+ * the buffer: a view kept reachable also keeps a pinned buffer's memory from being reclaimed for
+ * buffers of other sizes when the pool is at its cap.
  *
  * <p>Not thread-safe, except that releasing and consuming race safely: exactly one wins.
  */
@@ -30,28 +33,33 @@ public final class FabricBuffer implements AutoCloseable {
     private final Owner owner;
     /** The root view: capacity = the native capacity. Never handed out; callers get duplicates, which keep it reachable. */
     private final ByteBuffer root;
+    /** The release action, registered on the root view; run at once by an explicit release of a kept buffer. */
+    private final Cleaner.Cleanable cleanable;
     private int length;
 
-    private FabricBuffer(Owner owner, ByteBuffer root, int length) {
+    private FabricBuffer(Owner owner, ByteBuffer root, int length, Cleaner.Cleanable cleanable) {
         this.owner = owner;
         this.root = root;
         this.length = length;
+        this.cleanable = cleanable;
     }
 
     /**
      * Wraps a buffer handle just returned by a native call with its view and its pin (made in the
      * same native call, so the memory stays mapped until the cleaner unpins it, whenever the buffer
-     * is released); the caller holds a reference of {@code node}.
+     * is released), or with pin 0 for a small buffer whose memory the native side keeps for good
+     * (it is never freed, so its views need no pin and no node); the caller holds a reference of
+     * {@code node}.
      */
     static FabricBuffer adopt(NodeHandle node, ByteBuffer root, long handle, long length, long pin) {
-        assert handle != 0 && pin != 0 && root != null && root.isDirect();
+        assert handle != 0 && root != null && root.isDirect();
         assert length >= 0 && length <= root.capacity() : "length " + length + " above capacity " + root.capacity();
         node.retain();
         Owner owner = new Owner(node, handle, pin);
         // Registered on the root view, not on this object: the memory is released only when neither
         // this buffer nor any view derived from the root (duplicates and slices keep it reachable) is left.
-        NodeHandle.CLEANER.register(root, owner);
-        return new FabricBuffer(owner, root, (int) length);
+        Cleaner.Cleanable cleanable = NodeHandle.CLEANER.register(root, owner);
+        return new FabricBuffer(owner, root, (int) length, cleanable);
     }
 
     /** Valid bytes: what a response or payload holds, or what {@link FabricEndpoint#request(int, FabricBuffer)} sends. */
@@ -96,6 +104,7 @@ public final class FabricBuffer implements AutoCloseable {
             throw released();
         }
         FabricNative.bufferFree(handle);
+        releasedNow();
     }
 
     /** Like {@link #release()}, but does nothing if already released or consumed. */
@@ -104,6 +113,7 @@ public final class FabricBuffer implements AutoCloseable {
         long handle = owner.handle.getAndSet(0);
         if (handle != 0) {
             FabricNative.bufferFree(handle);
+            releasedNow();
         }
     }
 
@@ -113,12 +123,29 @@ public final class FabricBuffer implements AutoCloseable {
         if (handle == 0) {
             throw released();
         }
+        releasedNow();
         return handle;
     }
 
     /** Takes the native handle if not released yet, else 0 (a request's answer frees its payload natively). */
     long takeIfLive() {
-        return owner.handle.getAndSet(0);
+        long handle = owner.handle.getAndSet(0);
+        if (handle != 0) {
+            releasedNow();
+        }
+        return handle;
+    }
+
+    /**
+     * The handle is gone (freed or handed to a native call). A kept buffer's memory needs nothing more
+     * from its views (no pin, never freed), so its release action runs now instead of after the
+     * collector found the views unreachable: the registration is dropped while young, and the node's
+     * reference goes with it. A pinned buffer's action waits for its views, as before.
+     */
+    private void releasedNow() {
+        if (owner.pin == 0) {
+            cleanable.clean();
+        }
     }
 
     /** The node this buffer came from (buffers can only be sent through endpoints of the same node). */
@@ -145,8 +172,8 @@ public final class FabricBuffer implements AutoCloseable {
     private static final class Owner implements Runnable {
         final NodeHandle node;
         final AtomicLong handle;
-        /** Keeps the memory mapped until no view is reachable (this action runs then). */
-        private final long pin;
+        /** Keeps the memory mapped until no view is reachable (this action runs then); 0 for kept memory. */
+        final long pin;
 
         Owner(NodeHandle node, long handle, long pin) {
             this.node = node;
@@ -160,7 +187,9 @@ public final class FabricBuffer implements AutoCloseable {
             if (leaked != 0) {
                 FabricNative.bufferFree(leaked);
             }
-            FabricNative.viewUnpin(pin);
+            if (pin != 0) {
+                FabricNative.viewUnpin(pin);
+            }
             node.exit();
         }
     }

@@ -85,7 +85,7 @@ class BufferLifetimeTest {
     @Test
     void aStaleViewReadsStaleBytesButNeverCrashes() throws Exception {
         FabricNode node = Fixtures.clientConfig().start();
-        FabricBuffer buffer = node.allocate(4096);
+        FabricBuffer buffer = node.allocate(64 << 10); // above 4 KiB: pinned, not kept
         ByteBuffer stale = buffer.byteBuffer();
         buffer.release();
         buffer = null; // the buffer keeps its root view reachable; only `stale` should
@@ -98,6 +98,41 @@ class BufferLifetimeTest {
         stale = null;
         assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, node::isNativeFreed),
                 "once no view is left, the closed node's native side is freed");
+    }
+
+    /**
+     * Small buffers are kept (their memory never freed), so a released one needs nothing from the
+     * collector: a closed node is freed at once although a stale view of it is still reachable, and
+     * the view still reads and writes memory that stays allocated.
+     */
+    @Test
+    void aStaleViewOfAKeptBufferNeedsNeitherPinNorPool() throws Exception {
+        FabricNode node = Fixtures.clientConfig().start();
+        FabricBuffer small = node.allocate(4096);
+        ByteBuffer stale = small.byteBuffer();
+        small.release();
+        FabricBuffer response = node.allocate(100);
+        ByteBuffer staleToo = response.byteBuffer();
+        response.close();
+        node.close();
+        assertTrue(node.isNativeFreed(), "released kept buffers hold no reference of the node, without a collection");
+        stale.putLong(0, 44L);
+        assertEquals(44L, stale.getLong(0));
+        staleToo.putLong(8, 45L);
+        assertEquals(45L, staleToo.getLong(8));
+        // A later node may take the same memory; a stale view then sees its bytes, never a fault.
+        FabricNode later = Fixtures.clientConfig().start();
+        try {
+            for (int i = 0; i < 16; i++) {
+                try (FabricBuffer again = later.allocate(4096)) {
+                    again.byteBuffer().putLong(16, i);
+                }
+            }
+            stale.putLong(24, 46L);
+            assertEquals(46L, stale.getLong(24));
+        } finally {
+            later.close();
+        }
     }
 
     @Test
