@@ -318,16 +318,14 @@ impl Pool {
         if address.is_null() {
             return Err(Error::PoolExhausted { requested: capacity, cap: self.inner.cap_bytes });
         }
-        match self.inner.context.map(address, capacity) {
-            Ok(memh) => {
-                self.inner.maps.fetch_add(1, Ordering::Relaxed);
-                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept: false })
-            }
-            Err(e) => {
-                deallocate(address, capacity);
-                Err(e)
-            }
-        }
+        self.register(address, capacity, false).inspect_err(|_| deallocate(address, capacity))
+    }
+
+    /// Registers `capacity` bytes at `address` with the context, as a buffer of this pool.
+    fn register(&self, address: *mut u8, capacity: usize, kept: bool) -> Result<Raw> {
+        let memh = self.inner.context.map(address, capacity)?;
+        self.inner.maps.fetch_add(1, Ordering::Relaxed);
+        Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept })
     }
 
     /// Registers kept memory of an earlier pool, if `KEPT` has some of this capacity. It stays kept
@@ -338,19 +336,15 @@ impl Pool {
             let index = kept.iter().position(|&(_, c)| c == capacity)?;
             kept.swap_remove(index).0 as *mut u8
         };
-        Some(match self.inner.context.map(address, capacity) {
-            Ok(memh) => {
-                self.inner.maps.fetch_add(1, Ordering::Relaxed);
-                // Reserved under the cap by the caller; kept bytes are counted apart.
-                self.inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
-                self.inner.kept_bytes.fetch_add(capacity, Ordering::Relaxed);
-                Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept: true })
-            }
-            Err(e) => {
-                KEPT.lock().unwrap_or_else(|e| e.into_inner()).push((address as usize, capacity));
-                Err(e)
-            }
-        })
+        let registered = self.register(address, capacity, true);
+        if registered.is_ok() {
+            // Reserved under the cap by the caller; kept bytes are counted apart.
+            self.inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
+            self.inner.kept_bytes.fetch_add(capacity, Ordering::Relaxed);
+        } else {
+            KEPT.lock().unwrap_or_else(|e| e.into_inner()).push((address as usize, capacity));
+        }
+        Some(registered)
     }
 
     /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
@@ -408,7 +402,7 @@ impl Pool {
     /// it may be off by their buffers.
     pub(crate) fn in_use_bytes(&self) -> usize {
         let inner = &self.inner;
-        let mapped = inner.mapped_bytes.load(Ordering::SeqCst) + inner.kept_bytes.load(Ordering::SeqCst);
+        let mapped = self.mapped_bytes();
         let free: usize = inner.classes.iter().enumerate().map(|(class, free)| free.lock().len() * class_capacity(class)).sum();
         mapped.saturating_sub(free)
     }
