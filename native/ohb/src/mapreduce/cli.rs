@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// One test's JVM run (two clusters, every job): bounded, then killed.
+/// One test's JVM run (a cluster per configuration, every job): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(3600);
 const USAGE: &str = "Usage: ohb mapreduce avg|rand|skew|sort|terasort|all [--quick] [--maps N] [--reduces N] [--records N] \
                      [--value-bytes N] [--runs N] [--json FILE] [--no-progress]\n";

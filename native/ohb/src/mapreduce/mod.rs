@@ -11,7 +11,11 @@
 //!
 //! - `vanilla`: Hadoop's HTTP shuffle;
 //! - `plugin`: the Slipstream consumer plugin (the fabric with default transports);
-//! - `plugin-tcp`: the plugin with the fabric forced to TCP on both sides (its own cluster).
+//! - `plugin-tcp`: the plugin with the fabric forced to TCP on both sides.
+//!
+//! Each configuration runs on a fresh cluster (its runs are that cluster's first, second, ... jobs): a
+//! cluster's first job is faster than its later ones whatever the shuffle, so a shared cluster would
+//! favour whichever configuration came first.
 //!
 //! Reducers start after the last map (`slowstart=1.0`) so the shuffle phase is the copy alone. Each
 //! job prints `OHB_MAPREDUCE_RESULT {json}` (job time, the longest reducer's shuffle, merge and
