@@ -89,7 +89,7 @@ pub fn render_test(result: &TestResult, run: &SparkRun, machine: &Machine, java:
     );
     let _ = writeln!(
         out,
-        "# medians of {} run(s) per configuration, interleaved; every configuration: Kryo serializer, spark.shuffle.readHostLocalDisk=false",
+        "# medians of {} run(s) per configuration, interleaved (order rotated each round); every configuration: Kryo serializer, spark.shuffle.readHostLocalDisk=false",
         run.repeats
     );
     for c in &result.configs {
