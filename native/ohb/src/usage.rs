@@ -279,7 +279,8 @@ Options for spark groupby / sortby / terasort / pagerank / sql / all (Spark on l
   --value-bytes SIZE   value size (default 1000)
   --reducers N         reduce tasks (default 8; = --mappers when only that is given)
   --executor-memory M  per executor and worker, e.g. 4g (default 4g, quick 1g)
-  --repeats N          runs per configuration, interleaved (order rotated each round), medians reported (default 3, quick 1)
+  --repeats N          runs per configuration, interleaved (order rotated each round), medians reported
+                       (default: one per configuration, at least 3, so each runs once in every position; quick 1)
   --configs LIST       subset of vanilla,vanilla-local,plugin,plugin-tcp (default all four)
   --conf KEY=VALUE     extra Spark setting for every configuration (repeatable; wins over ours)
   --seed N             seed of the generated data (default 42)

@@ -134,21 +134,25 @@ pub fn run_from_args(test: &str, args: &Args, extra_conf: Vec<(String, String)>)
         None if root.is_some() => from_root(LOG_DIR_DEFAULT),
         None => std::env::temp_dir().join("ohb-spark"),
     };
+    let configs = match (args.value("configs"), hosts) {
+        (Some(text), _) => parse_list(text, "--configs", SparkConfig::parse)?,
+        // Across hosts no executor shares a host: vanilla-local would be vanilla again.
+        (None, SparkHosts::Netns) => vec![SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp],
+        (None, SparkHosts::Loopback) => SparkConfig::ALL.to_vec(),
+    };
+    // As many rounds as configurations (at least 3): the order rotates each round (`round_order`), so
+    // each configuration then runs once in every position.
+    let repeats_default = if quick { 1 } else { configs.len().max(3) };
     let run = SparkRun {
         tests,
-        configs: match (args.value("configs"), hosts) {
-            (Some(text), _) => parse_list(text, "--configs", SparkConfig::parse)?,
-            // Across hosts no executor shares a host: vanilla-local would be vanilla again.
-            (None, SparkHosts::Netns) => vec![SparkConfig::Vanilla, SparkConfig::Plugin, SparkConfig::PluginTcp],
-            (None, SparkHosts::Loopback) => SparkConfig::ALL.to_vec(),
-        },
+        configs,
         workload,
         executor_memory_mib: match args.value("executor-memory") {
             Some(text) => parse_memory_mib(text)?,
             None if quick => 1024,
             None => 4096,
         },
-        repeats: args.number("repeats")?.unwrap_or(if quick { 1 } else { 3 }),
+        repeats: args.number("repeats")?.unwrap_or(repeats_default),
         seed: args.number("seed")?.unwrap_or(42),
         spark_home: path_flag("spark-home", SPARK_HOME_DEFAULT),
         app_jar: path_flag("app-jar", APP_JAR),
@@ -250,9 +254,12 @@ mod tests {
         let run = run_from_args("sortby", &args, vec![]).unwrap();
         assert_eq!((run.workload.mappers, run.workload.reducers), (4, 4), "reducers follow mappers");
         assert_eq!(run.configs, vec![SparkConfig::Vanilla, SparkConfig::Plugin]);
+        assert_eq!(run.repeats, 3, "at least 3 rounds");
         assert_eq!(run.tests, vec![SparkTest::SortBy]);
         assert_eq!(run.master(), "local-cluster[2,1,2048]");
         assert!(run.spark_home.is_absolute() && run.app_jar.is_absolute());
+        let defaults = run_from_args("groupby", &Args::default(), vec![]).unwrap();
+        assert_eq!((defaults.configs.len(), defaults.repeats), (4, 4), "a round per configuration: each runs once in every position");
         for bad in ["--repeats 0", "--mappers 0", "--configs nope", "--executor-memory 100m", "--reducers 0", "--value-bytes 0"] {
             let args = Args::parse(&words(bad), VALUE_FLAGS, SWITCH_FLAGS).unwrap();
             assert!(run_from_args("groupby", &args, vec![]).is_err(), "{bad}");
