@@ -1,5 +1,17 @@
 //! Order statistics over latency samples. Medians and percentiles, never means.
 
+/// The items in round `round`'s order: rotated by one place per round, so that over as many rounds
+/// as items each one runs once in every position, and none always first (on a fresh page cache) or
+/// always right after the same one. Medians over the rounds then compare like with like.
+pub fn round_order<T: Clone>(items: &[T], round: usize) -> Vec<T> {
+    let mut order = items.to_vec();
+    if !order.is_empty() {
+        let shift = round % order.len();
+        order.rotate_left(shift);
+    }
+    order
+}
+
 /// Nearest-rank percentile of `sorted` (ascending): the smallest sample such that at least
 /// `percent`% of the samples are at or below it. `percent` is in (0, 100].
 pub fn percentile_sorted(sorted: &[u64], percent: f64) -> Option<u64> {
@@ -104,5 +116,25 @@ mod tests {
     fn bandwidth_in_mebibytes() {
         assert_eq!(bandwidth_mb_s(1 << 20, 10, 1.0), 10.0);
         assert_eq!(bandwidth_mb_s(8, 131072, 0.5), 2.0);
+    }
+
+    /// `round_order` over the indices `0..count`.
+    fn order(count: usize, round: usize) -> Vec<usize> {
+        round_order(&(0..count).collect::<Vec<_>>(), round)
+    }
+
+    #[test]
+    fn each_round_rotates_the_order_so_no_configuration_always_runs_first() {
+        assert_eq!(order(4, 0), vec![0, 1, 2, 3]);
+        assert_eq!(order(4, 1), vec![1, 2, 3, 0]);
+        assert_eq!(order(4, 2), vec![2, 3, 0, 1]);
+        assert_eq!(order(4, 5), vec![1, 2, 3, 0]);
+        // Over as many rounds as configurations, each one runs once in every position.
+        for config in 0..3 {
+            let mut positions: Vec<usize> = (0..3).map(|round| order(3, round).iter().position(|&c| c == config).unwrap()).collect();
+            positions.sort_unstable();
+            assert_eq!(positions, vec![0, 1, 2]);
+        }
+        assert!(order(0, 3).is_empty());
     }
 }

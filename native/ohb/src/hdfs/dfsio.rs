@@ -224,16 +224,8 @@ impl DfsioRun {
     }
 }
 
-/// The configurations in round `round`'s order: rotated, so no configuration always runs first
-/// (on a fresh page cache) or last.
-pub fn round_order(configs: &[String], round: u32) -> Vec<String> {
-    let mut order = configs.to_vec();
-    if !order.is_empty() {
-        let shift = round as usize % order.len();
-        order.rotate_left(shift);
-    }
-    order
-}
+/// The configurations in round `round`'s order (`stats::round_order`).
+pub use crate::stats::round_order;
 
 /// A configuration's medians over its rounds of one test: (TestDFSIO's throughput, its average
 /// IO rate, exec s, the lowest and highest throughput), or None when no round of it passed.
@@ -302,7 +294,7 @@ pub fn dfsio_main(argv: &[String]) -> Result<(), String> {
     let mut runs = Vec::new();
     let mut failures = Vec::new();
     for round in 0..workload.rounds {
-        for config in round_order(&configs, round) {
+        for config in round_order(&configs, round as usize) {
             match run_jvm(&root, &workload, &config) {
                 Ok((results, counters)) => runs.push(DfsioRun { config, round, results, counters }),
                 Err(e) => failures.push(format!("dfsio {config} (round {}): {e}", round + 1)),

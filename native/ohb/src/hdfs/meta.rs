@@ -267,7 +267,7 @@ pub fn meta_main(argv: &[String]) -> Result<(), String> {
     let mut rounds = Vec::new();
     let mut failed = Vec::new();
     for round in 0..run.rounds {
-        let order = round_order(&run.configs, round as u32);
+        let order = round_order(&run.configs, round as usize);
         let describe = format!("round {} of {}, NameNode, then {} ({} warm-up pass(es) each)", round + 1, run.rounds, run.ops.join(", "), run.warmup_passes);
         let (points, failures) = tool.run_configs(&root, &format!("-round{}", round + 1), &order, &runs, timeout, &describe, |config, stdout| results_of(config, &run.ops, run.warmup_passes, stdout), |p| {
             format!("{} (round {})", p["op"].as_str().unwrap_or("?"), round + 1)

@@ -216,7 +216,7 @@ pub fn tiers_dfsio_main(argv: &[String]) -> Result<(), String> {
     let mut runs = Vec::new();
     let mut failures = Vec::new();
     for round in 0..w.rounds {
-        for config in round_order(&a.configs, round) {
+        for config in round_order(&a.configs, round as usize) {
             match run_config(&root, &a, &config, &dirs) {
                 Ok((results, counters)) => runs.push(DfsioRun { config, round, results, counters }),
                 Err(e) => failures.push(format!("{config} round {}: {e}", round + 1)),

@@ -20,7 +20,7 @@
 //! TCP link, and a run fails unless the Workers' links received at least the remote bytes Spark read.
 //!
 //! Runs interleave (vanilla, plugin, plugin-tcp, then plugin, plugin-tcp, vanilla, ...: the order
-//! rotates each round, `round_order`) and the table shows medians. The run
+//! rotates each round, `stats::round_order`) and the table shows medians. The run
 //! fails when the configurations' checksums differ, a sort comes back unsorted, or an application
 //! fails (its logs are shown). Every application is bounded in time and killed after it; its
 //! driver's output and its executors' logs stay in the log directory (`build/ohb-spark/`).
@@ -38,6 +38,7 @@ use crate::progress::Progress;
 use crate::spark::app::{prepare_log_dir, run_app};
 use crate::spark::results::{ConfigRuns, TestResult};
 use crate::spark::run::SparkRun;
+use crate::stats::round_order;
 use crate::table::first_line;
 
 pub mod app;
@@ -113,21 +114,8 @@ pub const PAIRS_PER_MAPPER_MAX: usize = 100_000_000;
 pub const EXECUTOR_MEMORY_MIB_MIN: u64 = 512;
 pub const EXECUTOR_MEMORY_MIB_MAX: u64 = 256 << 10;
 
-/// The configurations' order in round `round` (indices into the configured list): rotated, so that
-/// no configuration always runs first, or always right after the same one. Applications that follow
-/// each other share the machine's page cache and the previous one's writeback of its gigabyte of
-/// shuffle files; in session 42's `make demo` the plugin, always third, was behind both vanilla and
-/// forced TCP in all five workloads, and first in an A/B right after it was ahead of forced TCP.
-pub fn round_order(configs: usize, round: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..configs).collect();
-    if configs > 0 {
-        order.rotate_left(round % configs);
-    }
-    order
-}
-
 /// Runs every test: for each test, `repeats` rounds of every configuration, in an order rotated
-/// each round (`round_order`).
+/// each round (`stats::round_order`).
 pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
     run.validate()?;
     run.check_files()?;
@@ -143,7 +131,11 @@ pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
         let mut configs: Vec<ConfigRuns> =
             run.configs.iter().map(|&config| ConfigRuns { config, results: Vec::new(), error: None }).collect();
         for repeat in 0..run.repeats {
-            for index in round_order(configs.len(), repeat) {
+            // Rotated each round (`stats::round_order`): in session 42's `make demo` the plugin, always
+            // third, was behind vanilla and forced TCP in all five workloads, and first in an A/B
+            // right after it was ahead of forced TCP.
+            let indices: Vec<usize> = (0..configs.len()).collect();
+            for index in round_order(&indices, repeat) {
                 let runs = &mut configs[index];
                 let label = format!("{} {} run {}/{}", test.name(), runs.config.name(), repeat + 1, run.repeats);
                 progress.begin(&label);
@@ -174,24 +166,4 @@ pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
         results.push(TestResult { test, configs });
     }
     Ok(results)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::round_order;
-
-    #[test]
-    fn each_round_rotates_the_order_so_no_configuration_always_runs_first() {
-        assert_eq!(round_order(4, 0), vec![0, 1, 2, 3]);
-        assert_eq!(round_order(4, 1), vec![1, 2, 3, 0]);
-        assert_eq!(round_order(4, 2), vec![2, 3, 0, 1]);
-        assert_eq!(round_order(4, 5), vec![1, 2, 3, 0]);
-        // Over as many rounds as configurations, each one runs once in every position.
-        for config in 0..3 {
-            let mut positions: Vec<usize> = (0..3).map(|round| round_order(3, round).iter().position(|&c| c == config).unwrap()).collect();
-            positions.sort_unstable();
-            assert_eq!(positions, vec![0, 1, 2]);
-        }
-        assert!(round_order(0, 3).is_empty());
-    }
 }
