@@ -329,10 +329,11 @@ Options for rpc callbench (Hadoop's RPCCallBenchmark, its server and clients in 
   --json PATH          default results/ohb-rpc-callbench.json
 
 Options for hbase (HBase 2.6 mini cluster with one RegionServer in its own JVM per configuration; the
-PerformanceEvaluation client in the bench's JVM):
-  --quick              1000 rows
-  --rows N             rows per test (default 20000: PerformanceEvaluation has no warm-up)
-  --configs LIST       subset of netty,fabric,fabric-tcp
+PerformanceEvaluation client in a JVM of its own per configuration):
+  --quick              1000 rows after 1000 of warm-up
+  --rows N             rows measured per test (default 20000)
+  --warmup N           rows run first and left out of the report (default 20000; --measureAfter)
+  --configs LIST       subset of netty,fabric,fabric-tcp, run in the order given
   --json PATH          default results/ohb-hbase-pe.json
 
 Options for hdfs swl / srl / rrl / swt / srt / all (Hadoop 3.4 mini HDFS cluster, 3 DataNodes, replication 3,

@@ -1,14 +1,14 @@
 //! `ohb hbase`'s flags, the JVM run, the table and the targets.
 
 use super::{CONFIGS, TESTS};
-use crate::child::{bench_jvm, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured_per_config};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use crate::table::{format_ratio, format_us, Check};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// One run (three clusters, every test): bounded, then killed.
+/// One configuration's run (its cluster, every test): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const RESULT_PREFIX: &str = "OHB_HBASE_RESULT ";
 const USAGE: &str = "Usage: ohb hbase [--quick] [--rows N] [--warmup N] [--configs LIST] [--json FILE]\n";
@@ -19,6 +19,8 @@ pub const TCP_TARGET_RATIO: f64 = 0.9;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
+    /// Each in its own client JVM, in this order.
+    pub configs: Vec<String>,
     pub jvm_args: Vec<String>,
     pub json: Option<PathBuf>,
 }
@@ -28,6 +30,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     let mut rows = None;
     let mut warmup = None;
     let mut json = None;
+    let mut configs: Vec<String> = CONFIGS.iter().map(|c| c.to_string()).collect();
     let mut i = 0;
     while i < argv.len() {
         let flag = argv[i].as_str();
@@ -48,7 +51,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
                         if let Some(bad) = value.split(',').find(|c| !CONFIGS.contains(c)) {
                             return Err(format!("--configs: unknown configuration {bad} (netty, fabric, fabric-tcp)"));
                         }
-                        jvm_args.extend(["--configs".to_string(), value.clone()]);
+                        configs = value.split(',').map(str::to_string).collect();
                     }
                 }
             }
@@ -61,7 +64,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
     // with 20 000 still the slope of it (each 2000 rows' mean fell from about 700 to 120 us; session 37).
     jvm_args.extend(["--rows".to_string(), rows.unwrap_or_else(|| "20000".to_string())]);
     jvm_args.extend(["--warmup".to_string(), warmup.unwrap_or_else(|| "20000".to_string())]);
-    Ok(Run { jvm_args, json })
+    Ok(Run { configs, jvm_args, json })
 }
 
 /// A row count for PerformanceEvaluation: a number from `low` to 10 000 000, passed on as written.
@@ -80,16 +83,18 @@ pub fn hbase_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let mut cmd = bench_jvm(&root, "ohb-hbase", "1g")?;
     // HBase's mini cluster keeps its data under `target/test-data` of the working directory: under build/,
     // not the checkout (nor wherever ohb was started).
     let workdir = root.join("build").join("ohb-hbase");
     std::fs::create_dir_all(&workdir).map_err(|e| format!("{}: {e}", workdir.display()))?;
-    cmd.current_dir(&workdir)
-        .arg("io.slipstream.ohb.hbase.HBaseBench")
-        .args(&run.jvm_args);
-    eprintln!("ohb hbase: running {} ...", CONFIGS.join(", "));
-    let captured = run_captured("ohb-hbase", cmd, RUN_TIMEOUT)?;
+    let captured = run_captured_per_config("ohb hbase", &run.configs, RUN_TIMEOUT, |config| {
+        let mut cmd = bench_jvm(&root, "ohb-hbase", "1g")?;
+        cmd.current_dir(&workdir)
+            .arg("io.slipstream.ohb.hbase.HBaseBench")
+            .args(&run.jvm_args)
+            .args(["--configs", config]);
+        Ok(cmd)
+    })?;
     let log = root.join("build").join("ohb-hbase.log");
     std::fs::create_dir_all(root.join("build")).map_err(|e| format!("build/: {e}"))?;
     std::fs::write(&log, &captured.stderr).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -210,8 +215,11 @@ mod tests {
     #[test]
     fn parses_options_and_passes_them_to_the_jvm() {
         assert_eq!(parse_args(&[]).unwrap().jvm_args, words("--rows 20000 --warmup 20000"));
-        let run = parse_args(&words("--quick --configs netty,fabric --json x.json")).unwrap();
-        assert_eq!(run.jvm_args, words("--configs netty,fabric --rows 1000 --warmup 1000"));
+        assert_eq!(parse_args(&[]).unwrap().configs, words("netty fabric fabric-tcp"));
+        let run = parse_args(&words("--quick --configs fabric,netty --json x.json")).unwrap();
+        // Each configuration gets its own JVM (`--configs <one>`), in the order given.
+        assert_eq!(run.configs, words("fabric netty"));
+        assert_eq!(run.jvm_args, words("--rows 1000 --warmup 1000"));
         assert_eq!(run.json, Some(PathBuf::from("x.json")));
         assert_eq!(parse_args(&words("--rows 200 --quick")).unwrap().jvm_args, words("--rows 200 --warmup 1000"));
         assert_eq!(parse_args(&words("--warmup 0")).unwrap().jvm_args, words("--rows 20000 --warmup 0"));

@@ -8,7 +8,8 @@
 //!
 //! The JVM side (`io.slipstream.ohb.hbase.HBaseBench` in `jvm/ohb-hbase`, started with plain `java`
 //! and the class path Maven wrote to `target/classpath.txt`) starts each cluster in its own process
-//! and runs PerformanceEvaluation in its own (`--nomapred --latency --autoFlush=true`), reading
+//! and runs PerformanceEvaluation in its own (`--nomapred --latency --autoFlush=true`), one client JVM per
+//! configuration (`child::run_captured_per_config`: none measures on a client another warmed), reading
 //! PerformanceEvaluation's latency report (min / p50 / p99 / mean, us). Each point prints
 //! `OHB_HBASE_RESULT {json}`; a fabric point whose calls did not all go over the fabric (the client's
 //! counters) is a failed point, and `ohb` exits non-zero. The JVM's log goes to `build/ohb-hbase.log`.

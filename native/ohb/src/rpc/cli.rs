@@ -2,21 +2,23 @@
 
 use super::render::{failures, parse_results, render_checks, render_lat, render_thr};
 use super::CONFIGS;
-use crate::child::{bench_jvm, find_repo_root, run_captured};
+use crate::child::{bench_jvm, find_repo_root, run_captured_per_config};
 use crate::output::{fail_if_points_failed, run_stamp, write_json};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// One test's JVM run (three servers, every point): bounded, then killed.
+/// One configuration's JVM run (its server, every point): bounded, then killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const USAGE: &str = "Usage: ohb rpc lat|thr [--quick] [--sizes LIST] [--iterations N] [--warmup N] [--clients LIST] \
                      [--thr-bytes N] [--duration-ms N] [--warmup-ms N] [--configs LIST] [--json FILE]\n";
 
-/// What to run: the test and the JVM side's arguments.
+/// What to run: the test, the configurations (each in its own client JVM) and the JVM side's other
+/// arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub test: String,
+    pub configs: Vec<String>,
     pub jvm_args: Vec<String>,
     pub json: Option<PathBuf>,
 }
@@ -35,6 +37,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
         );
     }
     let mut json = None;
+    let mut configs: Vec<String> = CONFIGS.iter().map(|c| c.to_string()).collect();
     let mut i = 1;
     while i < argv.len() {
         let flag = argv[i].as_str();
@@ -46,6 +49,9 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
                 let value = argv.get(i).ok_or_else(|| format!("{flag} needs a value"))?;
                 if flag == "--json" {
                     json = Some(PathBuf::from(value));
+                } else if flag == "--configs" {
+                    validate(flag, value)?;
+                    configs = value.split(',').map(str::to_string).collect();
                 } else {
                     validate(flag, value)?;
                     jvm_args.push(flag.to_string());
@@ -56,7 +62,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
         }
         i += 1;
     }
-    Ok(Run { test: test.to_string(), jvm_args, json })
+    Ok(Run { test: test.to_string(), configs, jvm_args, json })
 }
 
 fn validate(flag: &str, value: &str) -> Result<(), String> {
@@ -91,12 +97,11 @@ pub fn rpc_main(argv: &[String]) -> Result<(), String> {
     }
     let run = parse_args(argv)?;
     let root = find_repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let mut cmd = bench_jvm(&root, "ohb-rpc", "1g")?;
-    cmd
-        .arg("io.slipstream.ohb.rpc.RpcBench")
-        .args(&run.jvm_args);
-    eprintln!("ohb rpc {}: running {} ...", run.test, CONFIGS.join(", "));
-    let captured = run_captured("ohb-rpc", cmd, RUN_TIMEOUT)?;
+    let captured = run_captured_per_config("ohb rpc", &run.configs, RUN_TIMEOUT, |config| {
+        let mut cmd = bench_jvm(&root, "ohb-rpc", "1g")?;
+        cmd.arg("io.slipstream.ohb.rpc.RpcBench").args(&run.jvm_args).args(["--configs", config]);
+        Ok(cmd)
+    })?;
     let log = root.join("build").join(format!("ohb-rpc-{}.log", run.test));
     std::fs::create_dir_all(root.join("build")).map_err(|e| format!("build/: {e}"))?;
     std::fs::write(&log, &captured.stderr).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -135,8 +140,11 @@ mod tests {
         let run = parse_args(&words("lat --sizes 1,4096 --iterations 100 --json x.json")).unwrap();
         assert_eq!(run.jvm_args, words("lat --sizes 1,4096 --iterations 100"));
         assert_eq!(run.json, Some(PathBuf::from("x.json")));
-        let quick = parse_args(&words("thr --quick --configs vanilla,fabric")).unwrap();
-        assert!(quick.jvm_args.ends_with(&words("--configs vanilla,fabric")));
+        assert_eq!(run.configs, words("vanilla fabric fabric-tcp"));
+        let quick = parse_args(&words("thr --quick --configs fabric,vanilla")).unwrap();
+        // Each configuration gets its own JVM (`--configs <one>`), in the order given.
+        assert_eq!(quick.configs, words("fabric vanilla"));
+        assert!(!quick.jvm_args.contains(&"--configs".to_string()), "{:?}", quick.jvm_args);
         for bad in ["", "bw", "lat --sizes", "lat --sizes 0", "thr --clients 65", "lat --configs fabric,grpc", "lat --bogus 1",
             "lat --iterations 1,2"]
         {

@@ -7,7 +7,8 @@
 //!
 //! The JVM side (`io.slipstream.ohb.rpc.RpcBench` in `jvm/ohb-rpc`, started with plain `java` and the
 //! class path Maven wrote to `target/classpath.txt`) starts one Hadoop RPC server per configuration
-//! in its own process (16 handlers, bound to 127.0.0.1) and measures from its own process:
+//! in its own process (16 handlers, bound to 127.0.0.1) and measures from its own process, one client JVM
+//! per configuration (`child::run_captured_per_config`: none measures on a client another warmed):
 //! `lat`, one client and one call at a time per payload size (min / p50 / p99 / avg); `thr`, N client
 //! threads for a fixed time (calls/s, and CPU time per call of the clients' JVM and of the server's, read
 //! from the OS). Each point prints `OHB_RPC_RESULT {json}`; a fabric point whose

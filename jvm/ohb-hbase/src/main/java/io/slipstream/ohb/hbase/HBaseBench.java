@@ -41,7 +41,9 @@ import org.apache.log4j.spi.LoggingEvent;
  * one client each, each test's first rows a warm-up its latency report leaves out ({@code --measureAfter}).
  * PerformanceEvaluation's latency report (its log line "Latency (us) : ...")
  * becomes one {@code OHB_HBASE_RESULT {json}} line per point. A fabric point whose calls did not all go over
- * the fabric (the client's counters) is a failed point (exit status 1).
+ * the fabric (the client's counters) is a failed point (exit status 1). {@code ohb} runs this JVM once per
+ * configuration ({@code --configs <one>}): in one client JVM for all three, the later configurations ran on a
+ * client the earlier ones had warmed (randomRead 1.08x Netty-first, 0.98x fabric-first with {@code --quick}).
  */
 public final class HBaseBench {
     private static final String RESULT = "OHB_HBASE_RESULT ";

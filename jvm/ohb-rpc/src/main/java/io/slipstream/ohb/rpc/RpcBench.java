@@ -30,6 +30,8 @@ import org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto;
  * for a fixed time: calls per second, and the CPU time per call of this process (the clients) and of the
  * server's, each whole JVM.</li>
  * </ul>
+ * {@code ohb} runs this JVM once per configuration ({@code --configs <one>}), so that no configuration measures on
+ * a client whose JIT and heap another configuration warmed.
  * The fabric configurations run with {@code slipstream.rpc.fallback=never} and check the engine's
  * counter: every call of the point went over the fabric, or the point fails (exit status 1).
  */
