@@ -229,24 +229,17 @@ pub fn run_captured_per_config(
     command_for: impl Fn(&str) -> Result<Command, String>,
 ) -> Result<Captured, String> {
     assert!(!configs.is_empty(), "{name}: no configuration to run");
-    let mut all: Option<Captured> = None;
+    let (mut stdout, mut stderr, mut status) = (String::new(), String::new(), None);
     for config in configs {
         eprintln!("{name}: {config} in its own JVM ...");
         let run = run_captured(&format!("{name}-{config}"), command_for(config)?, timeout)?;
-        let stderr = format!("--- {config} ---\n{}", run.stderr);
-        all = Some(match all {
-            None => Captured { status: run.status, stdout: run.stdout, stderr },
-            Some(mut so_far) => {
-                so_far.stdout.push_str(&run.stdout);
-                so_far.stderr.push_str(&stderr);
-                if so_far.status.success() {
-                    so_far.status = run.status;
-                }
-                so_far
-            }
-        });
+        stdout.push_str(&run.stdout);
+        stderr.push_str(&format!("--- {config} ---\n{}", run.stderr));
+        if status.is_none_or(|kept: ExitStatus| kept.success()) {
+            status = Some(run.status);
+        }
     }
-    Ok(all.expect("at least one configuration ran"))
+    Ok(Captured { status: status.expect("at least one configuration ran"), stdout, stderr })
 }
 
 fn parse_announce(line: &str) -> Option<u16> {

@@ -13,7 +13,7 @@
 
 use crate::child::{bench_jvm, find_repo_root, run_logged};
 use crate::output::write_json;
-use crate::stats::median;
+use crate::stats::{median, round_order};
 use crate::table::format_ratio;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -223,9 +223,6 @@ impl DfsioRun {
         json!({"config": self.config, "round": self.round, "testdfsio": tests, "counters": self.counters})
     }
 }
-
-/// The configurations in round `round`'s order (`stats::round_order`).
-pub use crate::stats::round_order;
 
 /// A configuration's medians over its rounds of one test: (TestDFSIO's throughput, its average
 /// IO rate, exec s, the lowest and highest throughput), or None when no round of it passed.

@@ -24,7 +24,7 @@ use crate::rpc::callbench::configs;
 use crate::tool_jvm::{path_error, split_tool_runs, value_after, ToolJvm};
 use crate::rpc::render::TCP_TARGET_RATIO;
 use crate::rpc::CONFIGS;
-use crate::hdfs::dfsio::round_order;
+use crate::stats::round_order;
 use crate::stats::median;
 use crate::table::{format_ratio, format_rate, Check, Worst};
 use serde_json::{json, Value};

@@ -15,7 +15,8 @@
 //! tests, every file, every byte) and set side by side, medians over the rounds, ratios against HOT.
 //! Logs go to `build/ohb-hdfs-tiers-dfsio-<config>.log`.
 
-use super::dfsio::{check_results, medians, parse_dfsio, round_order, DfsioResult, DfsioRun, DfsioWorkload, DFSIO_TESTS};
+use crate::stats::round_order;
+use super::dfsio::{check_results, medians, parse_dfsio, DfsioResult, DfsioRun, DfsioWorkload, DFSIO_TESTS};
 use super::tiers::{burst_buffer_line, parse_configs, ram_bytes_for_blocks, RunDirs, BURST_BUFFERED, CONFIGS};
 use super::tiers_run::{check_shm_room, finish, run_tiers_jvm};
 use super::tiers_pfs::BbSizing;

@@ -50,8 +50,7 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
                 if flag == "--json" {
                     json = Some(PathBuf::from(value));
                 } else if flag == "--configs" {
-                    validate(flag, value)?;
-                    configs = value.split(',').map(str::to_string).collect();
+                    configs = super::callbench::configs(value)?;
                 } else {
                     validate(flag, value)?;
                     jvm_args.push(flag.to_string());
@@ -66,12 +65,6 @@ pub fn parse_args(argv: &[String]) -> Result<Run, String> {
 }
 
 fn validate(flag: &str, value: &str) -> Result<(), String> {
-    if flag == "--configs" {
-        return match value.split(',').find(|c| !CONFIGS.contains(c)) {
-            Some(bad) => Err(format!("--configs: unknown configuration {bad} (vanilla, fabric, fabric-tcp)")),
-            None => Ok(()),
-        };
-    }
     let (low, high): (u64, u64) = match flag {
         "--sizes" | "--thr-bytes" => (1, 64 << 20),
         "--clients" => (1, 64),

@@ -130,11 +130,11 @@ pub fn run_spark(run: &SparkRun) -> Result<Vec<TestResult>, String> {
     for &test in &run.tests {
         let mut configs: Vec<ConfigRuns> =
             run.configs.iter().map(|&config| ConfigRuns { config, results: Vec::new(), error: None }).collect();
+        // Rotated each round (`stats::round_order`): in session 42's `make demo` the plugin, always
+        // third, was behind vanilla and forced TCP in all five workloads, and first in an A/B right
+        // after it was ahead of forced TCP.
+        let indices: Vec<usize> = (0..configs.len()).collect();
         for repeat in 0..run.repeats {
-            // Rotated each round (`stats::round_order`): in session 42's `make demo` the plugin, always
-            // third, was behind vanilla and forced TCP in all five workloads, and first in an A/B
-            // right after it was ahead of forced TCP.
-            let indices: Vec<usize> = (0..configs.len()).collect();
             for index in round_order(&indices, repeat) {
                 let runs = &mut configs[index];
                 let label = format!("{} {} run {}/{}", test.name(), runs.config.name(), repeat + 1, run.repeats);
