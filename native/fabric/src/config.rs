@@ -104,6 +104,11 @@ settings! {
         /// long is renewed (UCX 1.13's shared-memory FIFO hazard, docs/fabric.md); zero turns the
         /// check off.
         pub wedge_timeout: Duration = Duration::from_secs(5),
+        /// On connections over TCP only, a small request (or answer) posted while others of its
+        /// connection are in flight (or being served) waits for the next progress round, which sends
+        /// those gathered by then as one message (a bundle), to a peer that has shown it takes
+        /// bundles. A lone one goes at once (docs/fabric.md, "Corked requests and answers").
+        pub cork_over_tcp: bool = true,
     }
 }
 

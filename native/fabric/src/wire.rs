@@ -17,7 +17,8 @@
 //! 12     4    chunk_count  >= 1
 //! 16     8    request_id   chosen by the requester, unique among its requests in flight; bit 63
 //!                          (`REQUEST_ID_TAKES_BUNDLES`) set: the requester takes its answers in
-//!                          bundles (kind 7). Answers echo it.
+//!                          bundles (kind 7). Answers echo it, with bit 62
+//!                          (`ANSWER_ID_TAKES_BUNDLES`) set when the answerer takes bundles too.
 //! 24     8    total_len    bytes of the whole message
 //! 32     8    offset       where this chunk's bytes go in the message
 //! ```
@@ -29,7 +30,10 @@
 //! connection closes). Kind 7 came later than the others: a fabric from before it refuses it as an
 //! unknown kind, so a node sends bundles only on a connection whose peer announced it takes them,
 //! in its requests' ids (`REQUEST_ID_TAKES_BUNDLES`: fabrics from before bundles count their ids up
-//! from 1 and never set that bit, and echo it untouched in their answers).
+//! from 1 and never set that bit, and echo it untouched in their answers). A node bundles its
+//! requests only to a peer that showed it takes kind 7 (every fabric that does serves requests in
+//! it): by answering with `ANSWER_ID_TAKES_BUNDLES`, sending a bundle, or sending a request with
+//! `REQUEST_ID_TAKES_BUNDLES`.
 use crate::error::{Error, Result};
 
 pub const HEADER_LEN: usize = 40;
@@ -74,6 +78,12 @@ pub const RELEASE_TOKENS_MAX: usize = 512;
 /// sets it on every request id it chooses; a responder bundles only answers to requests with it,
 /// so a peer from before bundles (ids from 1 up) never receives one.
 pub const REQUEST_ID_TAKES_BUNDLES: u64 = 1 << 63;
+
+/// Bit 62 of an answer's request id: the answerer takes bundles (of requests). A fabric sets it
+/// only in answers to requests with `REQUEST_ID_TAKES_BUNDLES` (whose senders clear it before they
+/// match the answer to their request, and so learn that their peer takes bundles); fabrics from
+/// before it echo ids untouched, so their answers never carry it.
+pub const ANSWER_ID_TAKES_BUNDLES: u64 = 1 << 62;
 
 /// Most frames a bundle carries.
 pub const BUNDLE_FRAMES_MAX: u32 = 1024;

@@ -33,14 +33,21 @@ fn inline_echo_server_over_tcp() -> Node {
     .unwrap()
 }
 
-/// The request ids each message answers, and whether it was a bundle.
+/// The request ids each message answers, as sent (`wire::ANSWER_ID_TAKES_BUNDLES` cleared), and
+/// whether it was a bundle. The server sets that bit exactly in answers to requests that announced
+/// they take bundles (`REQUEST_ID_TAKES_BUNDLES`): a peer from before bundles never sees it.
 fn answered_ids(message: &Received) -> (Vec<u64>, bool) {
     let header = Header::decode(&message.header, message.data.len(), 1 << 20).expect("the server sent a valid frame");
+    let sent = |id: u64| {
+        let announced = id & wire::REQUEST_ID_TAKES_BUNDLES != 0;
+        assert_eq!(id & wire::ANSWER_ID_TAKES_BUNDLES != 0, announced, "answer id {id:#x}");
+        id & !wire::ANSWER_ID_TAKES_BUNDLES
+    };
     match header.kind {
-        Kind::Response => (vec![header.request_id], false),
+        Kind::Response => (vec![sent(header.request_id)], false),
         Kind::Bundle => {
             let frames = BundleFrames::new(&header, &message.data, 1 << 20);
-            (frames.map(|frame| frame.expect("the server sent a valid bundle").0.request_id).collect(), true)
+            (frames.map(|frame| sent(frame.expect("the server sent a valid bundle").0.request_id)).collect(), true)
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -106,4 +113,129 @@ fn fabric_clients_announce_that_they_take_bundles() {
         }
     }
     assert!(server.stats().bundles_sent > 0, "{:?}", server.stats());
+}
+
+/// A client forced to TCP, with `cork_over_tcp` as given.
+fn tcp_client(cork_over_tcp: bool) -> Node {
+    let config = Config { transport: Transport::Tcp, cork_over_tcp, request_timeout: Duration::from_secs(20), ..Config::default() };
+    Node::start(config, None).unwrap()
+}
+
+/// Bursts of `BURST` requests in flight (each answer checked) until `until(client stats)` holds,
+/// at most 50 bursts; returns whether it did.
+fn bursts_until(client: &Node, endpoint: &fabric::Endpoint, mut until: impl FnMut(&fabric::Stats) -> bool) -> bool {
+    for burst in 0..50u64 {
+        let pending: Vec<_> = (0..BURST).map(|i| endpoint.request(1, &(burst * BURST + i).to_le_bytes()).unwrap()).collect();
+        for (i, p) in pending.into_iter().enumerate() {
+            assert_eq!(&p.wait().unwrap()[..], &(burst * BURST + i as u64).to_le_bytes(), "answer {i} of burst {burst}");
+        }
+        if until(&client.stats()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Requests posted while others to the same peer are in flight travel in bundles once the peer
+/// has shown it takes them (its answers' ids), and each gets its own answer intact.
+#[test]
+fn requests_in_flight_together_travel_as_bundles_to_a_peer_that_takes_them() {
+    let server = inline_echo_server_over_tcp();
+    let client = tcp_client(true);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    assert!(bursts_until(&client, &endpoint, |stats| stats.requests_bundled > 0), "no request bundle: {:?}", client.stats());
+    let stats = client.stats();
+    assert!(stats.requests_bundled >= 2 * stats.bundles_sent, "a bundle carries at least two requests: {stats:?}");
+    assert_eq!((stats.protocol_errors, server.stats().protocol_errors), (0, 0));
+    // A lone request (nothing else in flight) goes at once, never corked.
+    let corked = client.stats().corked;
+    for i in 0..100u64 {
+        assert_eq!(&endpoint.request(1, &i.to_le_bytes()).unwrap().wait().unwrap()[..], &i.to_le_bytes());
+    }
+    assert_eq!(client.stats().corked, corked, "a lone request was corked");
+}
+
+#[test]
+fn requests_are_not_bundled_when_the_setting_is_off() {
+    let server = inline_echo_server_over_tcp();
+    let client = tcp_client(false);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    bursts_until(&client, &endpoint, |_| false);
+    assert_eq!((client.stats().requests_bundled, client.stats().corked), (0, 0), "{:?}", client.stats());
+}
+
+/// A corked request waits for the next progress round, not for the answers of the requests in
+/// flight before it: here one of those takes 3 s to answer, the caller of the second does not
+/// wait on the fabric (a completion callback), and the second's answer must come long before.
+#[test]
+fn a_corked_request_does_not_wait_for_a_slow_one_in_flight() {
+    let listen = Some("127.0.0.1:0".parse().unwrap());
+    let config = Config { listen, handler_mode: HandlerMode::Staged { threads: 2 }, transport: Transport::Tcp, ..Config::default() };
+    let server = Node::start(
+        config,
+        Some(Arc::new(|request: Request| {
+            if request.op() == 9 {
+                std::thread::sleep(Duration::from_secs(3));
+            }
+            let echo = request.payload().to_vec();
+            request.respond(&echo)
+        })),
+    )
+    .unwrap();
+    let client = tcp_client(true);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    // Until requests do get corked on this connection.
+    assert!(bursts_until(&client, &endpoint, |stats| stats.requests_bundled > 0), "no request bundle: {:?}", client.stats());
+    for round in 0..5u64 {
+        let slow = endpoint.request(9, b"slow").unwrap();
+        let bundled_before = client.stats().requests_bundled;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let started = std::time::Instant::now();
+        // Three behind the slow one: corked (it is in flight), answered through callbacks.
+        for i in 0..3u64 {
+            let sender = sender.clone();
+            endpoint.request_with(1, &(round * 3 + i).to_le_bytes(), move |result| sender.send(result.map(|r| r.to_vec())).unwrap()).unwrap();
+        }
+        for i in 0..3u64 {
+            let answer = receiver.recv_timeout(Duration::from_secs(2)).expect("a corked request waited for the slow one");
+            assert_eq!(answer.unwrap().len(), 8, "answer {i}");
+        }
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(1), "round {round}: corked requests answered after {waited:?}");
+        assert_eq!(&slow.wait().unwrap()[..], b"slow");
+        // The server corks their answers likewise (the slow one is in service on the connection).
+        if client.stats().requests_bundled > bundled_before && server.stats().corked > 0 {
+            return; // they were corked, and still came quickly
+        }
+    }
+    panic!("the requests behind the slow one were never corked: the test proves nothing ({:?})", client.stats());
+}
+
+/// A server forced to TCP whose two handler threads answer (Staged: each answer posted from a
+/// handler thread, not in a progress round), with `cork_over_tcp` as given.
+fn staged_echo_server_over_tcp(cork_over_tcp: bool) -> Node {
+    let listen = Some("127.0.0.1:0".parse().unwrap());
+    let config = Config { listen, handler_mode: HandlerMode::Staged { threads: 2 }, transport: Transport::Tcp, cork_over_tcp, ..Config::default() };
+    Node::start(
+        config,
+        Some(Arc::new(|request: Request| {
+            let echo = request.payload().to_vec();
+            request.respond(&echo)
+        })),
+    )
+    .unwrap()
+}
+
+/// Answers posted by handler threads while other requests of the same connection are still being
+/// served are corked too, and every answer arrives intact; with the setting off, none is.
+#[test]
+fn answers_of_handler_threads_are_corked_while_their_connection_has_more_in_service() {
+    for cork_over_tcp in [true, false] {
+        let server = staged_echo_server_over_tcp(cork_over_tcp);
+        let client = tcp_client(true);
+        let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+        let corked = bursts_until(&client, &endpoint, |_| server.stats().corked > 0);
+        assert_eq!(corked, cork_over_tcp, "cork_over_tcp {cork_over_tcp}: {:?}", server.stats());
+        assert_eq!((server.stats().protocol_errors, client.stats().protocol_errors), (0, 0));
+    }
 }

@@ -78,6 +78,16 @@ pub(super) struct Conn {
     /// RDMA): small responses posted in one progress round go out as one bundle
     /// (`wire::Kind::Bundle`, `NodeInner::send_outbox`).
     pub(super) bundles: bool,
+    /// The peer has shown it takes bundles (it sent one, or a request whose id says so): only then
+    /// may this node's requests to it travel in one (`NodeInner::send_request`). A fabric from
+    /// before bundles refuses kind 7.
+    pub(super) peer_takes_bundles: bool,
+    /// Requests to this peer waiting in `NodeState::corked` for the next round, and their bytes
+    /// (headers included): at most one bundle's worth (`wire::BUNDLE_FRAMES_MAX`, `BUNDLE_BYTES_MAX`).
+    pub(super) corked: usize,
+    pub(super) corked_bytes: usize,
+    /// Answers to this peer's requests corked in `NodeState::outbox` (`NodeInner::post_answer`).
+    pub(super) answers_corked: usize,
 }
 
 /// The chunk size of a connection that sends everything eagerly over TCP: each chunk then fits
@@ -178,6 +188,10 @@ impl NodeInner {
                 send_flags,
                 chunk_bytes,
                 bundles: self.config.transport == crate::config::Transport::Tcp,
+                peer_takes_bundles: false,
+                corked: 0,
+                corked_bytes: 0,
+                answers_corked: 0,
             },
         );
         // SAFETY: under the runtime's lock (the caller holds `state`).
@@ -666,6 +680,10 @@ mod tests {
             send_flags: 0,
             chunk_bytes: 1 << 20,
             bundles: false,
+            peer_takes_bundles: false,
+            corked: 0,
+            corked_bytes: 0,
+            answers_corked: 0,
         }
     }
 

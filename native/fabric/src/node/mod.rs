@@ -114,6 +114,8 @@ struct NodeState {
     overflow: VecDeque<Request>,
     /// Error responses produced by the receive path, sent right after `ucp_worker_progress` returns.
     outbox: VecDeque<Outgoing>,
+    /// Requests waiting for this round's bundles (`NodeInner::send_request`), in the order posted.
+    corked: VecDeque<send::Corked>,
     /// Requests for the Inline handler, run right after `ucp_worker_progress` returns, while no
     /// borrow of this state is live (a handler may respond or send, which borrows it anew).
     inline_ready: VecDeque<Request>,
@@ -255,6 +257,7 @@ impl Node {
                 }),
                 overflow: VecDeque::new(),
                 outbox: VecDeque::new(),
+                corked: VecDeque::new(),
                 inline_ready: VecDeque::new(),
                 to_close: Vec::new(),
                 to_reconnect: Vec::new(),
@@ -595,6 +598,8 @@ impl NodeInner {
             request.discard();
         }
         state.outbox.clear();
+        // (Their requests fail with the node's other requests in flight.)
+        state.corked.clear();
         // SAFETY: the caller holds the runtime's lock (it has `state`); the borrow ends here.
         unsafe { &mut *self.responses_under_lock.get() }.clear();
     }

@@ -14,7 +14,7 @@ use crate::wire::{self, Header, Kind};
 
 use super::id_map::IdMap;
 use super::progress::{SPINNING_WAITERS_MAX, WAITER_SPIN};
-use super::send::Payload;
+use super::send::{Payload, Posted};
 use super::{Node, NodeInner, NodeState};
 
 thread_local! {
@@ -374,8 +374,9 @@ impl NodeInner {
                     return Ok(None);
                 }
                 let conn_id = inner.connection_to(state, peer)?;
-                // The counter stays far below bit 63, which says this node takes bundled answers.
-                debug_assert!(state.next_request_id < wire::REQUEST_ID_TAKES_BUNDLES);
+                // The counter stays far below bit 62, which answers set (`ANSWER_ID_TAKES_BUNDLES`),
+                // and bit 63, which says this node takes bundled answers.
+                debug_assert!(state.next_request_id < wire::ANSWER_ID_TAKES_BUNDLES);
                 let request_id = state.next_request_id | wire::REQUEST_ID_TAKES_BUNDLES;
                 state.next_request_id += 1;
                 let conn = state.conns.get_mut(&conn_id).expect("connection just looked up");
@@ -395,18 +396,26 @@ impl NodeInner {
                     offset: 0,
                 };
                 super::count_under_lock(&inner.counters.requests_sent);
-                inner.send_message(state, conn_id, header, payload.take().unwrap(), Some(request_id));
+                let posted = inner.send_request(state, conn_id, header, payload.take().unwrap(), request_id);
                 // Only work left behind (a send UCX did not finish at once, a new connection's
-                // wire-up) needs the progress thread, or the caller asleep on the event fd in its
-                // place, now: the response wakes whoever sleeps on the fd when it arrives. A wake
-                // per request cost the sleeper a wake-up and the submitting thread a system call
-                // (`ucp_worker_signal`) whenever the waits around it did not spin (forced TCP on
-                // shared cores: `AdaptiveSpin` in adaptive_spin.rs), as on the respond path before.
-                let left_work = Self::ucx_busy(state) || inner.has_deferred_work(state);
-                Ok(Some((request_id, left_work)))
+                // wire-up, the first corked request) needs the progress thread, or the caller
+                // asleep on the event fd in its place, now: the response wakes whoever sleeps on
+                // the fd when it arrives. A wake per request cost the sleeper a wake-up and the
+                // submitting thread a system call (`ucp_worker_signal`) whenever the waits around it
+                // did not spin (forced TCP on shared cores: `AdaptiveSpin` in adaptive_spin.rs), as
+                // on the respond path before. Requests corked behind the first need no wake of
+                // their own.
+                let left_work = match posted {
+                    Posted::Sent => Self::ucx_busy(state) || inner.has_deferred_work(state),
+                    Posted::CorkedFirst => true,
+                    Posted::Corked => Self::ucx_busy(state),
+                };
+                Ok(Some((request_id, left_work, posted == Posted::CorkedFirst)))
             })?;
-            if let Some((request_id, left_work)) = submitted {
-                if left_work {
+            if let Some((request_id, left_work, corked_first)) = submitted {
+                if corked_first {
+                    self.runtime.wake_for_corked();
+                } else if left_work {
                     self.wake();
                 }
                 return Ok((request_id, deadline_ms));

@@ -267,6 +267,16 @@ impl Runtime {
         }
     }
 
+    /// A request was corked (`NodeInner::send_request`) with nobody bound to run a round soon,
+    /// maybe: wakes the thread asleep on the event fd, and the progress thread from its wait for
+    /// helpers when none is in (a spinning helper runs the round itself).
+    pub(super) fn wake_for_corked(&self) {
+        self.wake();
+        if self.helpers.load(Ordering::SeqCst) == 0 {
+            self.helper_gate.nudge();
+        }
+    }
+
     /// Ends the progress thread's wait for helpers (a caller parks and nobody else progresses).
     pub(super) fn wake_progress_from_helpers(&self) {
         self.helper_gate.nudge();
@@ -577,6 +587,9 @@ impl NodeInner {
         // Every step looks first whether it has anything to do, without a lock or an allocation:
         // most rounds of a spinning thread have nothing (docs/fabric.md, "The cost of a spin round").
         let mut events = 0;
+        if !state.corked.is_empty() {
+            events += self.flush_corked(state);
+        }
         self.take_responses_under_lock(&mut state.outbox);
         while let Some(outgoing) = self.respond.try_pop() {
             state.outbox.push_back(outgoing);
@@ -633,6 +646,7 @@ impl NodeInner {
     /// Work the progress thread must do before it may sleep.
     pub(super) fn has_deferred_work(&self, state: &NodeState) -> bool {
         !state.outbox.is_empty()
+            || !state.corked.is_empty()
             || state.same_host.has_outgoing()
             || !state.inline_ready.is_empty()
             || self.callbacks_queued.load(Ordering::Acquire) > 0

@@ -45,7 +45,7 @@ impl NodeInner {
             None => {}
         }
         let header = match Header::decode(header, length, self.config.max_message_bytes) {
-            Ok(h) => h,
+            Ok(h) => Self::learn_from_answer(state, conn_id, h),
             Err(e) => return self.protocol_error(state, conn_id, &e),
         };
         let rndv = param.recv_attr & u::UCP_AM_RECV_ATTR_FLAG_RNDV as u64 != 0;
@@ -133,6 +133,19 @@ impl NodeInner {
         self.fail_conn(state, conn_id, &e.to_string());
     }
 
+    /// An answer's id with `wire::ANSWER_ID_TAKES_BUNDLES` cleared (the id this node chose), noting
+    /// on its connection that the peer takes bundles if it was set. Other kinds pass unchanged.
+    fn learn_from_answer(state: &mut NodeState, conn_id: u64, header: Header) -> Header {
+        let answer = matches!(header.kind, Kind::Response | Kind::ErrorResponse | Kind::PulledResponse);
+        if !answer || header.request_id & wire::ANSWER_ID_TAKES_BUNDLES == 0 {
+            return header;
+        }
+        if let Some(conn) = state.conns.get_mut(&conn_id) {
+            conn.peer_takes_bundles = true;
+        }
+        Header { request_id: header.request_id & !wire::ANSWER_ID_TAKES_BUNDLES, ..header }
+    }
+
     /// Whether a response (or error response) answers a request of this node still waiting, sent
     /// on this connection: else it is dropped (abandoned, timed out, or a peer's mistake).
     fn awaited(state: &NodeState, conn_id: u64, header: &Header) -> bool {
@@ -161,10 +174,15 @@ impl NodeInner {
         if let Some(Err(e)) = wire::BundleFrames::new(bundle, data, max).find(Result::is_err) {
             return self.protocol_error(state, conn_id, &e);
         }
+        // A peer that sends bundles takes them: this node's requests to it may travel in one.
+        if let Some(conn) = state.conns.get_mut(&conn_id) {
+            conn.peer_takes_bundles = true;
+        }
         for (header, bytes) in wire::BundleFrames::new(bundle, data, max).flatten() {
             if state.conns.get(&conn_id).is_some_and(|c| c.failed) {
                 return;
             }
+            let header = Self::learn_from_answer(state, conn_id, header);
             self.on_whole(state, conn_id, &header, bytes);
         }
     }
@@ -186,6 +204,8 @@ impl NodeInner {
                 // Being served: an accepted connection is not idle until it is answered (`send_outgoing`).
                 if let Some(conn) = state.conns.get_mut(&conn_id) {
                     conn.requests_in_flight += 1;
+                    // Its sender takes bundles (`wire`, "Versions").
+                    conn.peer_takes_bundles |= header.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0;
                 }
                 let payload = match payload {
                     Ok(buffer) => buffer,

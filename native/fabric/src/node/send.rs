@@ -59,6 +59,26 @@ pub(super) struct Outgoing {
     pub(super) then_close: bool,
 }
 
+/// A request waiting in `NodeState::corked` for the round that sends it in a bundle
+/// (`NodeInner::send_request`); its pending entry is in the table already.
+pub(super) struct Corked {
+    conn_id: u64,
+    header: Header,
+    payload: Payload,
+}
+
+/// What became of a request handed to `NodeInner::send_request`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Posted {
+    /// Sent (or queued for the connection's wire-up, or failed: as `send_message`).
+    Sent,
+    /// Corked, the first request waiting for the next round: whoever sleeps on the worker's
+    /// event fd must be woken to run it.
+    CorkedFirst,
+    /// Corked behind others: the wake for the first one covers it.
+    Corked,
+}
+
 /// The chunks a message of `total_len` bytes travels as: `(offset, len)` each, in order.
 fn chunk_ranges(total_len: usize, chunk_count: u32, chunk_size: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..chunk_count as usize).map(move |index| {
@@ -221,14 +241,20 @@ impl NodeInner {
             // SAFETY: this thread took the runtime's lock just now (`try_lock`), so no borrow of the
             // state is live on it; it ends before the lock is dropped.
             let state = unsafe { self.state() };
-            self.send_outgoing(state, outgoing);
+            let posted = self.post_answer(state, outgoing);
             // Only work left behind needs the progress thread (or the fd sleeper in its place): a
             // response UCX sent inline needs none, and a wake costs the woken thread a context
-            // switch per response.
-            let left_work = Self::ucx_busy(state) || self.has_deferred_work(state);
+            // switch per response. A corked answer needs the round that sends it (`send_request`).
+            let left_work = match posted {
+                Posted::Sent => Self::ucx_busy(state) || self.has_deferred_work(state),
+                Posted::CorkedFirst => true,
+                Posted::Corked => Self::ucx_busy(state),
+            };
             drop(mark);
             drop(guard);
-            if left_work {
+            if posted == Posted::CorkedFirst {
+                self.runtime.wake_for_corked();
+            } else if left_work {
                 self.wake();
             }
             return;
@@ -238,6 +264,41 @@ impl NodeInner {
             log_warn!("respond queue full for {} ms: response dropped", self.config.request_timeout.as_millis());
         }
         self.wake();
+    }
+
+    /// An answer posted by a handler thread that holds the lock: at once, or corked in the outbox
+    /// for the next round while other requests of its connection are still being served, as
+    /// `send_request` corks requests (same conditions: TCP only, small, a peer that takes bundles),
+    /// so that the answers to requests that came together go back together. The answer to the last
+    /// of them sends the corked ones with it, in one bundle.
+    fn post_answer(&self, state: &mut NodeState, outgoing: Outgoing) -> Posted {
+        let Some(conn) = state.conns.get_mut(&outgoing.conn_id) else {
+            self.send_outgoing(state, outgoing);
+            return Posted::Sent;
+        };
+        let corks = self.config.cork_over_tcp
+            && conn.bundles
+            && conn.ready
+            && !conn.failed
+            // Its own request counts in `requests_in_flight` until it is sent (`answered`).
+            && conn.requests_in_flight > conn.answers_corked + 1
+            && outgoing.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0
+            && !outgoing.then_close
+            && outgoing.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX;
+        if corks {
+            super::count_under_lock(&self.counters.corked);
+            conn.answers_corked += 1;
+            let first = state.outbox.is_empty();
+            state.outbox.push_back(outgoing);
+            return if first { Posted::CorkedFirst } else { Posted::Corked };
+        }
+        if conn.answers_corked > 0 {
+            state.outbox.push_back(outgoing);
+            self.send_outbox(state);
+        } else {
+            self.send_outgoing(state, outgoing);
+        }
+        Posted::Sent
     }
 
     pub(super) fn send_outgoing(&self, state: &mut NodeState, outgoing: Outgoing) {
@@ -256,9 +317,132 @@ impl NodeInner {
                 conn.requests_in_flight = conn.requests_in_flight.saturating_sub(1);
                 conn.last_used_ms = crate::clock::coarse_ms();
             }
+            // Its corked answers are in the outbox, which `send_outbox` sends whole in this call.
+            conn.answers_corked = 0;
         }
         let kind = if outgoing.status == wire::STATUS_OK { Kind::Response } else { Kind::ErrorResponse };
-        Header { kind, op: outgoing.op, status: outgoing.status, chunk_index: 0, chunk_count: 1, request_id: outgoing.request_id, total_len: 0, offset: 0 }
+        // A requester that takes bundles learns from its answers that this node takes them too.
+        let request_id = if outgoing.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0 {
+            outgoing.request_id | wire::ANSWER_ID_TAKES_BUNDLES
+        } else {
+            outgoing.request_id
+        };
+        Header { kind, op: outgoing.op, status: outgoing.status, chunk_index: 0, chunk_count: 1, request_id, total_len: 0, offset: 0 }
+    }
+
+    /// Posts a request (its pending entry registered): at once, or corked for the next round.
+    ///
+    /// Over TCP each message costs a `sendmsg` and a trip through both ends' TCP stacks, so the
+    /// requests a caller posts while its earlier ones to the same peer are in flight (a window of
+    /// asynchronous requests, several threads sharing a connection) wait for the next progress
+    /// round, which sends those gathered by then as one bundle (`flush_corked`). The round comes
+    /// soon, whatever the caller does next: a caller that waits runs it itself; else the thread
+    /// asleep on the event fd is woken for the first corked request (`Posted::CorkedFirst`), and
+    /// no thread may go to sleep while requests are corked (`has_deferred_work`). A lone request
+    /// (none in flight to the peer) is never corked, so a single call's latency is untouched.
+    pub(super) fn send_request(&self, state: &mut NodeState, conn_id: u64, header: Header, payload: Payload, request_id: u64) -> Posted {
+        let len = wire::HEADER_LEN + payload.bytes().0.len();
+        let corks = self.config.cork_over_tcp
+            && payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
+            && state.conns.get(&conn_id).is_some_and(|c| {
+                // `requests_in_flight` counts this request already.
+                c.bundles && c.peer_takes_bundles && c.ready && !c.failed && c.requests_in_flight > 1
+            });
+        if !corks {
+            if state.conns.get(&conn_id).is_some_and(|c| c.corked > 0) {
+                self.flush_corked(state); // the connection's requests go in the order posted
+            }
+            self.send_message(state, conn_id, header, payload, Some(request_id));
+            return Posted::Sent;
+        }
+        let conn = state.conns.get(&conn_id).expect("checked above");
+        let limit = wire::BUNDLE_BYTES_MAX.min(conn.chunk_bytes);
+        if conn.corked + 1 > wire::BUNDLE_FRAMES_MAX as usize || conn.corked_bytes + len > limit {
+            self.flush_corked(state); // a full bundle goes now; this request starts the next
+        }
+        super::count_under_lock(&self.counters.corked);
+        let first = state.corked.is_empty();
+        let conn = state.conns.get_mut(&conn_id).expect("flushing fails no connection in place");
+        conn.corked += 1;
+        conn.corked_bytes += len;
+        state.corked.push_back(Corked { conn_id, header, payload });
+        if first {
+            Posted::CorkedFirst
+        } else {
+            Posted::Corked
+        }
+    }
+
+    /// Sends every corked request (`send_request`) in the order posted: each run of two or more to
+    /// one peer as a bundle (`send_request` kept a connection's corked requests within one bundle's
+    /// bounds), a single one alone. Requests that timed out or failed meanwhile (their pending entry
+    /// is gone) are left out. Returns how many went.
+    pub(super) fn flush_corked(&self, state: &mut NodeState) -> usize {
+        let mut sent = 0;
+        while let Some(first) = state.corked.pop_front() {
+            let conn_id = first.conn_id;
+            let followers = state.corked.iter().take_while(|c| c.conn_id == conn_id).count();
+            let (healthy, ep, send_flags) = match state.conns.get_mut(&conn_id) {
+                Some(conn) => {
+                    // All of its corked requests go in this call.
+                    (conn.corked, conn.corked_bytes) = (0, 0);
+                    (conn.ready && !conn.failed, conn.ep, conn.send_flags)
+                }
+                None => (false, ptr::null_mut(), 0),
+            };
+            let pending = &state.pending;
+            let live = |c: &&Corked| pending.contains(c.header.request_id);
+            let (frames, bytes) = std::iter::once(&first)
+                .chain(state.corked.iter().take(followers))
+                .filter(live)
+                .fold((0usize, 0usize), |(n, b), c| (n + 1, b + wire::HEADER_LEN + c.payload.bytes().0.len()));
+            // Registered memory, like any payload; without it (pool at its cap), one by one.
+            let buffer = if frames > 1 && healthy { self.pool.alloc(bytes, None).ok() } else { None };
+            let (mut next, mut left) = (Some(first), followers);
+            let Some(mut buffer) = buffer else {
+                // Alone, as `send_message` handles each (a failed connection fails the request).
+                while let Some(corked) = next.take() {
+                    let request_id = corked.header.request_id;
+                    if state.pending.contains(request_id) {
+                        self.send_message(state, conn_id, corked.header, corked.payload, Some(request_id));
+                        sent += 1;
+                    }
+                    if left > 0 {
+                        left -= 1;
+                        next = state.corked.pop_front();
+                    }
+                }
+                continue;
+            };
+            let mut at = 0;
+            while let Some(corked) = next.take() {
+                if state.pending.contains(corked.header.request_id) {
+                    let payload = corked.payload.bytes().0;
+                    let header = Header { total_len: payload.len() as u64, chunk_count: 1, ..corked.header };
+                    let frame = &mut buffer.as_mut_slice()[at..at + wire::HEADER_LEN + payload.len()];
+                    frame[..wire::HEADER_LEN].copy_from_slice(&header.encode());
+                    frame[wire::HEADER_LEN..].copy_from_slice(payload);
+                    at += frame.len();
+                }
+                // (The request's own buffer goes back to the pool here.)
+                if left > 0 {
+                    left -= 1;
+                    next = state.corked.pop_front();
+                }
+            }
+            debug_assert_eq!(at, bytes);
+            let header = Header::bundle(frames as u32, bytes);
+            if let Err(e) = self.post_send(state, ep, send_flags, &header, Payload::Owned(buffer), 0, bytes, None) {
+                // Failing the connection fails its requests in flight, these among them.
+                log_warn!("send to connection {conn_id} failed: {e}");
+                self.fail_conn(state, conn_id, &e.to_string());
+            }
+            sent += frames;
+            super::count_under_lock(&self.counters.bundles_sent);
+            let bundled = &self.counters.requests_bundled;
+            bundled.store(bundled.load(Ordering::Relaxed) + frames as u64, Ordering::Relaxed);
+        }
+        sent
     }
 
     /// Sends the answers queued for this round (`NodeState::outbox`), in order; returns how many.

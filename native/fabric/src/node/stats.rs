@@ -39,10 +39,16 @@ pub struct Stats {
     /// Outgoing connections made again after their handshake was reset (`HANDSHAKE_RETRIES`).
     pub handshakes_retried: u64,
     /// Bundles this node sent: several small answers posted in one progress round to one peer over
-    /// TCP, in one message (`wire::Kind::Bundle`, docs/fabric.md "Forced to TCP").
+    /// TCP, or several small requests corked for one (`wire::Kind::Bundle`, docs/fabric.md "Forced
+    /// to TCP" and "Request bundles"), in one message.
     pub bundles_sent: u64,
     /// The answers those bundles carried.
     pub answers_bundled: u64,
+    /// The requests those bundles carried.
+    pub requests_bundled: u64,
+    /// Requests and answers that waited for a progress round instead of going at once (corked:
+    /// `Config::cork_over_tcp`), whether they then went in a bundle or alone.
+    pub corked: u64,
 }
 
 #[derive(Default)]
@@ -67,6 +73,10 @@ pub(super) struct Counters {
     pub(super) bundles_sent: AtomicU64,
     /// Written under the runtime's lock only.
     pub(super) answers_bundled: AtomicU64,
+    /// Written under the runtime's lock only.
+    pub(super) requests_bundled: AtomicU64,
+    /// Written under the runtime's lock only (`count_under_lock`).
+    pub(super) corked: AtomicU64,
 }
 
 /// Adds one to a counter that only the holder of the runtime's lock writes: a load and a store
@@ -102,6 +112,8 @@ impl Counters {
             handshakes_retried: c.handshakes_retried.load(Ordering::Relaxed),
             bundles_sent: c.bundles_sent.load(Ordering::Relaxed),
             answers_bundled: c.answers_bundled.load(Ordering::Relaxed),
+            requests_bundled: c.requests_bundled.load(Ordering::Relaxed),
+            corked: c.corked.load(Ordering::Relaxed),
         }
     }
 }
