@@ -40,7 +40,7 @@ pub struct Stats {
     pub handshakes_retried: u64,
     /// Bundles this node sent: several small answers posted in one progress round to one peer over
     /// TCP, or several small requests corked for one (`wire::Kind::Bundle`, docs/fabric.md "Forced
-    /// to TCP" and "Request bundles"), in one message.
+    /// to TCP" and "Corked requests and answers"), in one message.
     pub bundles_sent: u64,
     /// The answers those bundles carried.
     pub answers_bundled: u64,

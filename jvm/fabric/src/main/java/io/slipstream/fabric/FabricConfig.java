@@ -33,6 +33,7 @@ public final class FabricConfig {
     private final boolean sameHostEager;
     private final int completionQueueDepth;
     private final Duration wedgeTimeout;
+    private final boolean corkOverTcp;
     private final boolean sameHostPull;
     private final int sameHostPullMinBytes;
     private final Duration incomingIdleTimeout;
@@ -58,6 +59,7 @@ public final class FabricConfig {
         this.sameHostEager = b.sameHostEager;
         this.completionQueueDepth = b.completionQueueDepth;
         this.wedgeTimeout = b.wedgeTimeout;
+        this.corkOverTcp = b.corkOverTcp;
         this.sameHostPull = b.sameHostPull;
         this.sameHostPullMinBytes = b.sameHostPullMinBytes;
         this.incomingIdleTimeout = b.incomingIdleTimeout;
@@ -134,6 +136,13 @@ public final class FabricConfig {
     public Duration wedgeTimeout() { return wedgeTimeout; }
 
     /**
+     * On connections over TCP only, a small request (or answer) posted while others of its connection are
+     * in flight (or in service) waits for the next progress round, which sends those gathered by then as
+     * one message; a lone one goes at once (docs/fabric.md, "Corked requests and answers"). Default true.
+     */
+    public boolean corkOverTcp() { return corkOverTcp; }
+
+    /**
      * Every setting but the listen address as {@code fabric::Config} names and text values
      * ({@code [name, value, ...]}), the form the native side parses ({@code Config::set}).
      */
@@ -160,6 +169,7 @@ public final class FabricConfig {
             "same_host_pull", Boolean.toString(sameHostPull),
             "same_host_pull_min_bytes", Integer.toString(sameHostPullMinBytes),
             "wedge_timeout", durationText(wedgeTimeout),
+            "cork_over_tcp", Boolean.toString(corkOverTcp),
         };
     }
 
@@ -187,7 +197,8 @@ public final class FabricConfig {
                 + ", incomingIdleTimeout=" + incomingIdleTimeout + ", maxReassemblyMessagesPerConnection=" + maxReassemblyMessagesPerConnection
                 + ", maxReassemblyMessages=" + maxReassemblyMessages + ", maxReassemblyBytesPerConnection=" + maxReassemblyBytesPerConnection
                 + ", reassemblyTimeout=" + reassemblyTimeout + ", sameHostPull=" + sameHostPull
-                + ", sameHostPullMinBytes=" + sameHostPullMinBytes + ", wedgeTimeout=" + wedgeTimeout + "}";
+                + ", sameHostPullMinBytes=" + sameHostPullMinBytes + ", wedgeTimeout=" + wedgeTimeout
+                + ", corkOverTcp=" + corkOverTcp + "}";
     }
 
     /** Builder; every setter checks its own range, the native side checks the combination. */
@@ -208,6 +219,7 @@ public final class FabricConfig {
         private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
         private Duration wedgeTimeout = Duration.ofSeconds(5);
+        private boolean corkOverTcp = true;
         private boolean sameHostPull = true;
         private int sameHostPullMinBytes = 8 << 10;
         private Duration incomingIdleTimeout = Duration.ofSeconds(120);
@@ -362,6 +374,11 @@ public final class FabricConfig {
                 throw new IllegalArgumentException("wedgeTimeout must not be negative: " + timeout);
             }
             this.wedgeTimeout = timeout;
+            return this;
+        }
+
+        public Builder corkOverTcp(boolean enabled) {
+            this.corkOverTcp = enabled;
             return this;
         }
 
