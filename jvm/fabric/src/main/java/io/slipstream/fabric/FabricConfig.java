@@ -219,7 +219,12 @@ public final class FabricConfig {
         private boolean sameHostEager = false;
         private int completionQueueDepth = 4096;
         private Duration wedgeTimeout = Duration.ofSeconds(5);
-        private boolean corkOverTcp = true;
+        /**
+         * Engines build their FabricConfig from their own settings, which do not name this one: the system
+         * property {@code slipstream.fabric.corkOverTcp=false} turns corking off for every node of a JVM (an
+         * escape hatch, and the A/B switch of docs/fabric.md's measurements).
+         */
+        private boolean corkOverTcp = Boolean.parseBoolean(System.getProperty("slipstream.fabric.corkOverTcp", "true"));
         private boolean sameHostPull = true;
         private int sameHostPullMinBytes = 8 << 10;
         private Duration incomingIdleTimeout = Duration.ofSeconds(120);
