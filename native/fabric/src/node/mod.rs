@@ -4,7 +4,8 @@
 //! - `connections.rs`: the connection cache (one endpoint per peer, wire-up backlog, idle close,
 //!   failure) and the listener's accept callback.
 //! - `pending.rs`: requests in flight (the bounded pending table), completion slots, waiting.
-//! - `send.rs`: posting requests and responses as chunks of active messages; the respond path.
+//! - `send.rs`: posting requests and responses as chunks of active messages; the respond path;
+//!   over TCP, corking small requests and answers into bundles.
 //! - `receive.rs`: the active-message callback: decoding, routing, messages made whole.
 //! - `reassembly.rs`: chunks of large messages put back together (the bitmap of chunks seen).
 //! - `stages.rs`: the SEDA stages after receive: dispatch queue, handler threads, `Request`.
