@@ -21,8 +21,14 @@ const BURST: u64 = 64;
 /// A server forced to TCP whose Inline handler echoes: the answers to the requests received in
 /// one progress round are posted in the next round together, the case bundles are for.
 fn inline_echo_server_over_tcp() -> Node {
+    echo_server_over_tcp(HandlerMode::Inline, true)
+}
+
+/// A server forced to TCP that echoes, in `handler_mode` (Staged: each answer posted from a handler
+/// thread, not in a progress round), with `cork_over_tcp` as given.
+fn echo_server_over_tcp(handler_mode: HandlerMode, cork_over_tcp: bool) -> Node {
     let listen = Some("127.0.0.1:0".parse().unwrap());
-    let config = Config { listen, handler_mode: HandlerMode::Inline, transport: Transport::Tcp, ..Config::default() };
+    let config = Config { listen, handler_mode, transport: Transport::Tcp, cork_over_tcp, ..Config::default() };
     Node::start(
         config,
         Some(Arc::new(|request: Request| {
@@ -211,27 +217,12 @@ fn a_corked_request_does_not_wait_for_a_slow_one_in_flight() {
     panic!("the requests behind the slow one were never corked: the test proves nothing ({:?})", client.stats());
 }
 
-/// A server forced to TCP whose two handler threads answer (Staged: each answer posted from a
-/// handler thread, not in a progress round), with `cork_over_tcp` as given.
-fn staged_echo_server_over_tcp(cork_over_tcp: bool) -> Node {
-    let listen = Some("127.0.0.1:0".parse().unwrap());
-    let config = Config { listen, handler_mode: HandlerMode::Staged { threads: 2 }, transport: Transport::Tcp, cork_over_tcp, ..Config::default() };
-    Node::start(
-        config,
-        Some(Arc::new(|request: Request| {
-            let echo = request.payload().to_vec();
-            request.respond(&echo)
-        })),
-    )
-    .unwrap()
-}
-
 /// Answers posted by handler threads while other requests of the same connection are still being
 /// served are corked too, and every answer arrives intact; with the setting off, none is.
 #[test]
 fn answers_of_handler_threads_are_corked_while_their_connection_has_more_in_service() {
     for cork_over_tcp in [true, false] {
-        let server = staged_echo_server_over_tcp(cork_over_tcp);
+        let server = echo_server_over_tcp(HandlerMode::Staged { threads: 2 }, cork_over_tcp);
         let client = tcp_client(true);
         let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
         let corked = bursts_until(&client, &endpoint, |_| server.stats().corked > 0);

@@ -3,7 +3,7 @@
 //! when the worker is free, through the bounded respond queue under contention).
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -417,12 +417,7 @@ impl NodeInner {
             let mut at = 0;
             while let Some(corked) = next.take() {
                 if state.pending.contains(corked.header.request_id) {
-                    let payload = corked.payload.bytes().0;
-                    let header = Header { total_len: payload.len() as u64, chunk_count: 1, ..corked.header };
-                    let frame = &mut buffer.as_mut_slice()[at..at + wire::HEADER_LEN + payload.len()];
-                    frame[..wire::HEADER_LEN].copy_from_slice(&header.encode());
-                    frame[wire::HEADER_LEN..].copy_from_slice(payload);
-                    at += frame.len();
+                    at = put_frame(&mut buffer, at, corked.header, corked.payload.bytes().0);
                 }
                 // (The request's own buffer goes back to the pool here.)
                 if left > 0 {
@@ -431,18 +426,25 @@ impl NodeInner {
                 }
             }
             debug_assert_eq!(at, bytes);
-            let header = Header::bundle(frames as u32, bytes);
-            if let Err(e) = self.post_send(state, ep, send_flags, &header, Payload::Owned(buffer), 0, bytes, None) {
-                // Failing the connection fails its requests in flight, these among them.
-                log_warn!("send to connection {conn_id} failed: {e}");
-                self.fail_conn(state, conn_id, &e.to_string());
-            }
+            // (Failing the connection fails its requests in flight, these among them.)
+            self.post_bundle(state, conn_id, (ep, send_flags), buffer, frames, &self.counters.requests_bundled);
             sent += frames;
-            super::count_under_lock(&self.counters.bundles_sent);
-            let bundled = &self.counters.requests_bundled;
-            bundled.store(bundled.load(Ordering::Relaxed) + frames as u64, Ordering::Relaxed);
         }
         sent
+    }
+
+    /// Posts a bundle of `frames` frames (`buffer`, its length the bundle's) on a connection
+    /// (`endpoint`: its endpoint and send flags), failing the connection if the send fails, and
+    /// counts it and its frames (`bundled`).
+    fn post_bundle(&self, state: &mut NodeState, conn_id: u64, endpoint: (u::ucp_ep_h, u32), buffer: Buffer, frames: usize, bundled: &AtomicU64) {
+        let bytes = buffer.len();
+        let header = Header::bundle(frames as u32, bytes);
+        if let Err(e) = self.post_send(state, endpoint.0, endpoint.1, &header, Payload::Owned(buffer), 0, bytes, None) {
+            log_warn!("send to connection {conn_id} failed: {e}");
+            self.fail_conn(state, conn_id, &e.to_string());
+        }
+        super::count_under_lock(&self.counters.bundles_sent);
+        bundled.store(bundled.load(Ordering::Relaxed) + frames as u64, Ordering::Relaxed);
     }
 
     /// Sends the answers queued for this round (`NodeState::outbox`), in order; returns how many.
@@ -472,12 +474,7 @@ impl NodeInner {
             while let Some(outgoing) = next.take() {
                 debug_assert_eq!(outgoing.conn_id, conn_id);
                 let header = Self::answered(state, &outgoing);
-                let payload = outgoing.payload.bytes().0;
-                let header = Header { total_len: payload.len() as u64, ..header };
-                let frame = &mut buffer.as_mut_slice()[at..at + wire::HEADER_LEN + payload.len()];
-                frame[..wire::HEADER_LEN].copy_from_slice(&header.encode());
-                frame[wire::HEADER_LEN..].copy_from_slice(payload);
-                at += frame.len();
+                at = put_frame(&mut buffer, at, header, outgoing.payload.bytes().0);
                 // (The answer's own buffer goes back to the pool here.)
                 if left > 0 {
                     left -= 1;
@@ -486,16 +483,9 @@ impl NodeInner {
             }
             debug_assert_eq!(at, bytes);
             let Some(conn) = state.conns.get(&conn_id) else { continue };
-            let (ep, send_flags) = (conn.ep, conn.send_flags);
-            let header = Header::bundle(followers as u32 + 1, bytes);
-            if let Err(e) = self.post_send(state, ep, send_flags, &header, Payload::Owned(buffer), 0, bytes, None) {
-                log_warn!("send to connection {conn_id} failed: {e}");
-                self.fail_conn(state, conn_id, &e.to_string());
-            }
+            let endpoint = (conn.ep, conn.send_flags);
+            self.post_bundle(state, conn_id, endpoint, buffer, followers + 1, &self.counters.answers_bundled);
             sent += followers + 1;
-            super::count_under_lock(&self.counters.bundles_sent);
-            let bundled = &self.counters.answers_bundled;
-            bundled.store(bundled.load(Ordering::Relaxed) + followers as u64 + 1, Ordering::Relaxed);
         }
         sent
     }
@@ -534,6 +524,16 @@ impl NodeInner {
         }
         (followers, bytes)
     }
+}
+
+/// Writes one frame of a bundle (a whole single-chunk message: `header` with its length set, then
+/// `payload`) into `buffer` at `at`; returns where the next frame goes.
+fn put_frame(buffer: &mut Buffer, at: usize, header: Header, payload: &[u8]) -> usize {
+    let header = Header { total_len: payload.len() as u64, chunk_count: 1, ..header };
+    let frame = &mut buffer.as_mut_slice()[at..at + wire::HEADER_LEN + payload.len()];
+    frame[..wire::HEADER_LEN].copy_from_slice(&header.encode());
+    frame[wire::HEADER_LEN..].copy_from_slice(payload);
+    at + frame.len()
 }
 
 /// The largest payload that joins a bundle: beyond it, the copy into the bundle costs about what
