@@ -65,8 +65,12 @@ class FallbackTest {
                 assertInstanceOf(java.io.IOException.class, e.getCause());
                 // HBase's own errors for it: the refused connection, or, within
                 // hbase.ipc.client.failed.servers.expiry of it (2 s), FailedServerException without a
-                // new try (CI met the second on the second call).
+                // new try (CI met the second on the second call). Or a reset: the port, free once the
+                // ServerSocket closed, may be taken at once by another listener on the host (UCX's TCP
+                // interface of a fabric node binds port 0), which accepts and resets HBase's connection
+                // (seen once in session 44).
                 assertTrue(String.valueOf(e.getCause()).contains("Connection refused")
+                        || String.valueOf(e.getCause()).contains("Connection reset")
                         || e.getCause() instanceof java.net.ConnectException
                         || e.getCause() instanceof org.apache.hadoop.hbase.ipc.FailedServerException, String.valueOf(e.getCause()));
             }
