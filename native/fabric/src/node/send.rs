@@ -67,13 +67,13 @@ pub(super) struct Corked {
     payload: Payload,
 }
 
-/// What became of a request handed to `NodeInner::send_request`.
+/// What became of a request or answer handed to `NodeInner::send_request` or `post_answer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Posted {
     /// Sent (or queued for the connection's wire-up, or failed: as `send_message`).
     Sent,
-    /// Corked, the first request waiting for the next round: whoever sleeps on the worker's
-    /// event fd must be woken to run it.
+    /// Corked, the first message waiting for the next round: whoever sleeps on the worker's
+    /// event fd must be woken to run it (`Runtime::wake_for_corked`).
     CorkedFirst,
     /// Corked behind others: the wake for the first one covers it.
     Corked,
