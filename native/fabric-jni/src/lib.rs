@@ -45,9 +45,9 @@ mod node;
 use failure::*;
 
 /// `FabricNative.ABI_VERSION`: bump both together.
-pub(crate) const ABI_VERSION: jint = 8;
+pub(crate) const ABI_VERSION: jint = 9;
 /// `FabricNative.STATS_FIELDS`.
-pub(crate) const STATS_FIELDS: usize = 15;
+pub(crate) const STATS_FIELDS: usize = 19;
 
 // ---------------------------------------------------------------------------------------------
 // Library and probes.

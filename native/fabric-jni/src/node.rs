@@ -367,6 +367,10 @@ pub extern "system" fn Java_io_slipstream_fabric_FabricNative_nodeStats(
             s.same_host_pulls_failed,
             s.same_host_pull_refused,
             s.pool_bytes_mapped_peak,
+            s.bundles_sent,
+            s.answers_bundled,
+            s.requests_bundled,
+            s.corked,
         ];
         let fields = fields.map(|v| v as jlong);
         let array = env.new_long_array(STATS_FIELDS as i32)?;

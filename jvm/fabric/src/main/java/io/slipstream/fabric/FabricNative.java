@@ -26,13 +26,13 @@ import java.nio.ByteBuffer;
  */
 final class FabricNative {
     /** Bumped whenever a signature here or a layout of an {@code out} array changes. */
-    static final int ABI_VERSION = 8;
+    static final int ABI_VERSION = 9;
 
     /** Longs per completion in {@link #nodePollCompletions}'s {@code out}. */
     static final int COMPLETION_LONGS = 4;
 
     /** Length of {@link #nodeStats(long)}. */
-    static final int STATS_FIELDS = 15;
+    static final int STATS_FIELDS = 19;
 
     private FabricNative() {
     }

@@ -260,4 +260,43 @@ class NodeLifecycleTest {
             }
         }
     }
+
+    /**
+     * Forced to TCP, requests in flight together are corked into bundles, and so are the answers of the
+     * pulling handler threads while other requests of their connection are in service (docs/fabric.md,
+     * "Corked requests and answers"); every answer arrives intact. With corkOverTcp off, nothing is corked.
+     */
+    @Test
+    void forcedTcpCorksRequestsAndAnswersInFlightTogether() throws Exception {
+        for (boolean cork : new boolean[] {true, false}) {
+            try (FabricNode server = Fixtures.serverConfig().transport(FabricTransport.TCP).corkOverTcp(cork).start();
+                    FabricNode client = Fixtures.clientConfig().transport(FabricTransport.TCP).corkOverTcp(cork).start()) {
+                server.serve(Fixtures.HANDLER, 2);
+                FabricEndpoint endpoint = client.endpoint(server.localAddress());
+                for (int burst = 0; burst < 50; burst++) {
+                    java.util.List<java.util.concurrent.CompletableFuture<FabricBuffer>> answers = new java.util.ArrayList<>();
+                    for (int i = 0; i < 64; i++) {
+                        answers.add(endpoint.requestAsync(OP_ECHO, java.nio.ByteBuffer.allocate(8).putLong(0, burst * 64L + i)));
+                    }
+                    for (int i = 0; i < answers.size(); i++) {
+                        try (FabricBuffer answer = answers.get(i).get(30, TimeUnit.SECONDS)) {
+                            assertEquals(burst * 64L + i, answer.byteBuffer().getLong(0), "answer " + i + " of burst " + burst);
+                        }
+                    }
+                    if (cork && client.stats().requestsBundled() > 0 && server.stats().corked() > 0) {
+                        break;
+                    }
+                }
+                FabricStats clientStats = client.stats();
+                FabricStats serverStats = server.stats();
+                if (cork) {
+                    assertTrue(clientStats.requestsBundled() > 0 && clientStats.corked() > 0, clientStats.toString());
+                    assertTrue(serverStats.corked() > 0, serverStats.toString());
+                } else {
+                    assertEquals(0, clientStats.corked() + serverStats.corked(), clientStats + " " + serverStats);
+                }
+                assertEquals(0, clientStats.protocolErrors() + serverStats.protocolErrors());
+            }
+        }
+    }
 }
