@@ -8,10 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -274,9 +278,9 @@ class NodeLifecycleTest {
                 server.serve(Fixtures.HANDLER, 2);
                 FabricEndpoint endpoint = client.endpoint(server.localAddress());
                 for (int burst = 0; burst < 50; burst++) {
-                    java.util.List<java.util.concurrent.CompletableFuture<FabricBuffer>> answers = new java.util.ArrayList<>();
+                    List<CompletableFuture<FabricBuffer>> answers = new ArrayList<>();
                     for (int i = 0; i < 64; i++) {
-                        answers.add(endpoint.requestAsync(OP_ECHO, java.nio.ByteBuffer.allocate(8).putLong(0, burst * 64L + i)));
+                        answers.add(endpoint.requestAsync(OP_ECHO, ByteBuffer.allocate(8).putLong(0, burst * 64L + i)));
                     }
                     for (int i = 0; i < answers.size(); i++) {
                         try (FabricBuffer answer = answers.get(i).get(30, TimeUnit.SECONDS)) {
