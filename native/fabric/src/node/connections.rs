@@ -78,9 +78,9 @@ pub(super) struct Conn {
     /// RDMA): small responses posted in one progress round go out as one bundle
     /// (`wire::Kind::Bundle`, `NodeInner::send_outbox`).
     pub(super) bundles: bool,
-    /// The peer has shown it takes bundles (it sent one, or a request whose id says so): only then
-    /// may this node's requests to it travel in one (`NodeInner::send_request`). A fabric from
-    /// before bundles refuses kind 7.
+    /// The peer has shown it takes bundles (an answer or a request whose id says so, or a bundle):
+    /// only then may this node's requests to it travel in one (`NodeInner::send_request`). A fabric
+    /// from before bundles refuses kind 7.
     pub(super) peer_takes_bundles: bool,
     /// Requests to this peer waiting in `NodeState::corked` for the next round, and their bytes
     /// (headers included): at most one bundle's worth (`wire::BUNDLE_FRAMES_MAX`, `BUNDLE_BYTES_MAX`).
@@ -98,6 +98,11 @@ pub(super) fn tcp_chunk_bytes(chunk_size_bytes: usize) -> usize {
 }
 
 impl Conn {
+    /// Whether a bundle may go on this connection now: it bundles (TCP only), is wired up and healthy.
+    pub(super) fn bundles_now(&self) -> bool {
+        self.bundles && self.ready && !self.failed
+    }
+
     /// Whether the idle scan closes this connection: healthy, with nothing in flight, unused for
     /// `idle_timeout_ms` if this node opened it, for `incoming_idle_timeout_ms` if it accepted it
     /// (longer, so that a peer closes the connections it opened itself first).

@@ -14,7 +14,7 @@ use crate::wire::{self, Header, Kind};
 
 use super::id_map::IdMap;
 use super::progress::{SPINNING_WAITERS_MAX, WAITER_SPIN};
-use super::send::{Payload, Posted};
+use super::send::Payload;
 use super::{Node, NodeInner, NodeState};
 
 thread_local! {
@@ -397,27 +397,12 @@ impl NodeInner {
                 };
                 super::count_under_lock(&inner.counters.requests_sent);
                 let posted = inner.send_request(state, conn_id, header, payload.take().unwrap(), request_id);
-                // Only work left behind (a send UCX did not finish at once, a new connection's
-                // wire-up, the first corked request) needs the progress thread, or the caller
-                // asleep on the event fd in its place, now: the response wakes whoever sleeps on
-                // the fd when it arrives. A wake per request cost the sleeper a wake-up and the
-                // submitting thread a system call (`ucp_worker_signal`) whenever the waits around it
-                // did not spin (forced TCP on shared cores: `AdaptiveSpin` in adaptive_spin.rs), as
-                // on the respond path before. Requests corked behind the first need no wake of
-                // their own.
-                let left_work = match posted {
-                    Posted::Sent => Self::ucx_busy(state) || inner.has_deferred_work(state),
-                    Posted::CorkedFirst => true,
-                    Posted::Corked => Self::ucx_busy(state),
-                };
-                Ok(Some((request_id, left_work, posted == Posted::CorkedFirst)))
+                // (A send UCX did not finish at once, a new connection's wire-up, the first corked
+                // request: `wake_due`.)
+                Ok(Some((request_id, inner.wake_due(state, posted))))
             })?;
-            if let Some((request_id, left_work, corked_first)) = submitted {
-                if corked_first {
-                    self.runtime.wake_for_corked();
-                } else if left_work {
-                    self.wake();
-                }
+            if let Some((request_id, wake)) = submitted {
+                self.wake_as(wake);
                 return Ok((request_id, deadline_ms));
             }
             // Too many in flight: let responses come in, bounded by the deadline.

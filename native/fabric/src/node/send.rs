@@ -59,6 +59,25 @@ pub(super) struct Outgoing {
     pub(super) then_close: bool,
 }
 
+impl Outgoing {
+    /// Whether this answer may travel in a bundle: small, not closing its connection, and to a
+    /// requester whose id says it takes bundles (a fabric from before bundles refuses kind 7 and
+    /// would close the connection: `wire`, "Versions").
+    fn may_join_bundle(&self) -> bool {
+        self.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0 && !self.then_close && self.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
+    }
+}
+
+/// What to wake once the runtime's lock is released after posting (`NodeInner::wake_due`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wake {
+    Nothing,
+    /// Work left behind: the thread asleep on the event fd (`NodeInner::wake`).
+    Sleeper,
+    /// The first corked message: `Runtime::wake_for_corked`.
+    ForCorked,
+}
+
 /// A request waiting in `NodeState::corked` for the round that sends it in a bundle
 /// (`NodeInner::send_request`); its pending entry is in the table already.
 pub(super) struct Corked {
@@ -242,21 +261,10 @@ impl NodeInner {
             // state is live on it; it ends before the lock is dropped.
             let state = unsafe { self.state() };
             let posted = self.post_answer(state, outgoing);
-            // Only work left behind needs the progress thread (or the fd sleeper in its place): a
-            // response UCX sent inline needs none, and a wake costs the woken thread a context
-            // switch per response. A corked answer needs the round that sends it (`send_request`).
-            let left_work = match posted {
-                Posted::Sent => Self::ucx_busy(state) || self.has_deferred_work(state),
-                Posted::CorkedFirst => true,
-                Posted::Corked => Self::ucx_busy(state),
-            };
+            let wake = self.wake_due(state, posted);
             drop(mark);
             drop(guard);
-            if posted == Posted::CorkedFirst {
-                self.runtime.wake_for_corked();
-            } else if left_work {
-                self.wake();
-            }
+            self.wake_as(wake);
             return;
         }
         let deadline = Instant::now() + self.config.request_timeout;
@@ -264,6 +272,31 @@ impl NodeInner {
             log_warn!("respond queue full for {} ms: response dropped", self.config.request_timeout.as_millis());
         }
         self.wake();
+    }
+
+    /// What to wake after posting a request or answer (`posted`), once the lock is released. Only
+    /// work left behind needs the progress thread (or the thread asleep on the event fd in its
+    /// place) now: a message UCX sent at once needs none, the response to a request wakes whoever
+    /// sleeps on the fd when it arrives, and a wake costs the woken thread a context switch and
+    /// the posting thread a system call (`ucp_worker_signal`) whenever the waits around it did not
+    /// spin (forced TCP on shared cores: `AdaptiveSpin`). The first corked message needs the round
+    /// that sends it; those corked behind it need no wake of their own.
+    pub(super) fn wake_due(&self, state: &NodeState, posted: Posted) -> Wake {
+        match posted {
+            Posted::CorkedFirst => Wake::ForCorked,
+            Posted::Sent if Self::ucx_busy(state) || self.has_deferred_work(state) => Wake::Sleeper,
+            Posted::Corked if Self::ucx_busy(state) => Wake::Sleeper,
+            Posted::Sent | Posted::Corked => Wake::Nothing,
+        }
+    }
+
+    /// Wakes as `wake_due` said; called with the runtime's lock released.
+    pub(super) fn wake_as(&self, wake: Wake) {
+        match wake {
+            Wake::Nothing => {}
+            Wake::Sleeper => self.wake(),
+            Wake::ForCorked => self.runtime.wake_for_corked(),
+        }
     }
 
     /// An answer posted by a handler thread that holds the lock: at once, or corked in the outbox
@@ -277,14 +310,10 @@ impl NodeInner {
             return Posted::Sent;
         };
         let corks = self.config.cork_over_tcp
-            && conn.bundles
-            && conn.ready
-            && !conn.failed
+            && conn.bundles_now()
             // Its own request counts in `requests_in_flight` until it is sent (`answered`).
             && conn.requests_in_flight > conn.answers_corked + 1
-            && outgoing.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0
-            && !outgoing.then_close
-            && outgoing.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX;
+            && outgoing.may_join_bundle();
         if corks {
             super::count_under_lock(&self.counters.corked);
             conn.answers_corked += 1;
@@ -341,15 +370,18 @@ impl NodeInner {
     /// no thread may go to sleep while requests are corked (`has_deferred_work`). A lone request
     /// (none in flight to the peer) is never corked, so a single call's latency is untouched.
     pub(super) fn send_request(&self, state: &mut NodeState, conn_id: u64, header: Header, payload: Payload, request_id: u64) -> Posted {
-        let len = wire::HEADER_LEN + payload.bytes().0.len();
-        let corks = self.config.cork_over_tcp
-            && payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
-            && state.conns.get(&conn_id).is_some_and(|c| {
-                // `requests_in_flight` counts this request already.
-                c.bundles && c.peer_takes_bundles && c.ready && !c.failed && c.requests_in_flight > 1
-            });
+        let payload_len = payload.bytes().0.len();
+        let len = wire::HEADER_LEN + payload_len;
+        let (corks, conn_has_corked) = match state.conns.get(&conn_id) {
+            // `requests_in_flight` counts this request already.
+            Some(c) => (
+                self.config.cork_over_tcp && payload_len <= BUNDLE_PAYLOAD_MAX && c.bundles_now() && c.peer_takes_bundles && c.requests_in_flight > 1,
+                c.corked > 0,
+            ),
+            None => (false, false),
+        };
         if !corks {
-            if state.conns.get(&conn_id).is_some_and(|c| c.corked > 0) {
+            if conn_has_corked {
                 self.flush_corked(state); // the connection's requests go in the order posted
             }
             self.send_message(state, conn_id, header, payload, Some(request_id));
@@ -496,19 +528,12 @@ impl NodeInner {
     /// announced it takes bundles, and none closes the connection.
     fn bundle_run(&self, state: &NodeState, first: &Outgoing) -> (usize, usize) {
         let Some(conn) = state.conns.get(&first.conn_id) else { return (0, 0) };
-        if !conn.bundles || !conn.ready || conn.failed {
+        if !conn.bundles_now() {
             return (0, 0);
         }
         // A bundle must travel as one chunk.
         let limit = wire::BUNDLE_BYTES_MAX.min(conn.chunk_bytes);
-        // Only answers to requests whose id says their sender takes bundles: a fabric from before
-        // bundles refuses kind 7 and would close the connection (`wire`, "Versions").
-        let fits = |o: &Outgoing| {
-            o.conn_id == first.conn_id
-                && o.request_id & wire::REQUEST_ID_TAKES_BUNDLES != 0
-                && !o.then_close
-                && o.payload.bytes().0.len() <= BUNDLE_PAYLOAD_MAX
-        };
+        let fits = |o: &Outgoing| o.conn_id == first.conn_id && o.may_join_bundle();
         if !fits(first) {
             return (0, 0);
         }
