@@ -1,11 +1,16 @@
 package io.slipstream.hadoop.rpc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.slipstream.hadoop.rpc.EchoProtocols.FabricEcho;
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.security.PrivilegedExceptionAction;
+import java.util.Random;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.ipc.RPC;
 import org.apache.hadoop.ipc.protobuf.TestRpcServiceProtos.TestProtobufRpcProto;
@@ -57,8 +62,8 @@ class SessionLossTest {
         Configuration conf = EchoProtocols.conf();
         conf.set(RpcConf.FALLBACK, "never");
         // The same socket and fabric ports after the restart, as a NameNode's configured ports are.
-        int socketPort = freePort();
-        conf.setInt(RpcConf.PORT, freePort());
+        int socketPort = portBelowEphemeralRange(-1);
+        conf.setInt(RpcConf.PORT, portBelowEphemeralRange(socketPort));
         RPC.Server first = server(conf, socketPort);
         InetSocketAddress at = first.getListenerAddress();
         FabricEcho proxy = EchoProtocols.client(FabricEcho.class, at, conf);
@@ -96,10 +101,31 @@ class SessionLossTest {
         return server;
     }
 
-    private static int freePort() throws Exception {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            socket.setReuseAddress(true);
-            return socket.getLocalPort();
+    /**
+     * A port free on loopback now and below the kernel's ephemeral range. A port from bind(0) is in that range,
+     * so while the server is down between stop and restart any outgoing connection of this JVM (the client's,
+     * UCX's) may take it as its local port: CI once saw the restart fail with "Address already in use".
+     */
+    private static int portBelowEphemeralRange(int other) throws Exception {
+        // (Files.readString reads one byte of this procfs file on JDK 17: its size says 0.)
+        String range = Files.readAllLines(Path.of("/proc/sys/net/ipv4/ip_local_port_range")).get(0).trim();
+        int ephemeralLow = Integer.parseInt(range.split("\\s+")[0]);
+        int low = 10_000;
+        assertTrue(ephemeralLow - low > 1000, "ephemeral ports start at " + ephemeralLow);
+        Random random = new Random();
+        for (int attempt = 0; attempt < 200; attempt++) {
+            int port = low + random.nextInt(ephemeralLow - low);
+            if (port == other) {
+                continue;
+            }
+            try (ServerSocket socket = new ServerSocket()) {
+                socket.setReuseAddress(true);
+                socket.bind(new InetSocketAddress("127.0.0.1", port));
+                return port;
+            } catch (IOException taken) {
+                // Another listener holds it: try the next.
+            }
         }
+        throw new IOException("no free loopback port below " + ephemeralLow + " in 200 attempts");
     }
 }
