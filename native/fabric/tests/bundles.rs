@@ -161,6 +161,39 @@ fn requests_in_flight_together_travel_as_bundles_to_a_peer_that_takes_them() {
     assert_eq!(client.stats().corked, corked, "a lone request was corked");
 }
 
+/// At the limit: requests of up to 16 KiB are corked (each still answered intact), one byte more
+/// goes alone.
+#[test]
+fn requests_up_to_16_kib_are_corked_and_larger_ones_go_alone() {
+    const LIMIT: usize = 16 << 10;
+    let server = inline_echo_server_over_tcp();
+    let client = tcp_client(true);
+    let endpoint = client.endpoint(server.local_addr().unwrap()).unwrap();
+    // The peer shows it takes bundles with its first answers.
+    assert!(bursts_until(&client, &endpoint, |stats| stats.requests_bundled > 0), "no request bundle: {:?}", client.stats());
+    let burst_of = |len: usize| {
+        let payloads: Vec<Vec<u8>> = (0..BURST).map(|i| (0..len).map(|b| (b as u64 * 7 + i) as u8).collect()).collect();
+        let pending: Vec<_> = payloads.iter().map(|p| endpoint.request(1, p).unwrap()).collect();
+        for (p, sent) in pending.into_iter().zip(&payloads) {
+            assert!(p.wait().unwrap()[..] == sent[..], "an answer of {len} bytes differs");
+        }
+    };
+    let before = client.stats().requests_bundled;
+    for _ in 0..20 {
+        burst_of(LIMIT);
+        if client.stats().requests_bundled > before {
+            break;
+        }
+    }
+    assert!(client.stats().requests_bundled > before, "no 16 KiB request was bundled: {:?}", client.stats());
+    let corked = client.stats().corked;
+    for _ in 0..5 {
+        burst_of(LIMIT + 1);
+    }
+    assert_eq!(client.stats().corked, corked, "a request above 16 KiB was corked");
+    assert_eq!((client.stats().protocol_errors, server.stats().protocol_errors), (0, 0));
+}
+
 #[test]
 fn requests_are_not_bundled_when_the_setting_is_off() {
     let server = inline_echo_server_over_tcp();

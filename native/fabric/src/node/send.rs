@@ -375,7 +375,7 @@ impl NodeInner {
         let (corks, conn_has_corked) = match state.conns.get(&conn_id) {
             // `requests_in_flight` counts this request already.
             Some(c) => (
-                self.config.cork_over_tcp && payload_len <= BUNDLE_PAYLOAD_MAX && c.bundles_now() && c.peer_takes_bundles && c.requests_in_flight > 1,
+                self.config.cork_over_tcp && payload_len <= REQUEST_CORK_PAYLOAD_MAX && c.bundles_now() && c.peer_takes_bundles && c.requests_in_flight > 1,
                 c.corked > 0,
             ),
             None => (false, false),
@@ -561,9 +561,14 @@ fn put_frame(buffer: &mut Buffer, at: usize, header: Header, payload: &[u8]) -> 
     at + frame.len()
 }
 
-/// The largest payload that joins a bundle: beyond it, the copy into the bundle costs about what
-/// the saved `sendmsg` does.
+/// The largest answer payload that joins a bundle: beyond it, the copy into the bundle costs about
+/// what the saved `sendmsg` does.
 const BUNDLE_PAYLOAD_MAX: usize = 4096;
+
+/// The largest request payload that is corked. Higher than for answers: a corked request also
+/// spares its sender a hand-off (the caller returns at once, the progress round sends the run),
+/// which measured more than the extra copy up to 16 KiB (docs/benchmarks.md, "Session 45").
+const REQUEST_CORK_PAYLOAD_MAX: usize = 16 << 10;
 
 // SAFETY: UCX calls this only as registered: `user_data` is the SendCtx leaked by `post_send` for
 // this send, handed over once; its node is alive (a closed node stays registered with the runtime
