@@ -565,9 +565,9 @@ fn put_frame(buffer: &mut Buffer, at: usize, header: Header, payload: &[u8]) -> 
 /// what the saved `sendmsg` does.
 const BUNDLE_PAYLOAD_MAX: usize = 4096;
 
-/// The largest request payload that is corked. Higher than for answers: a corked request also
-/// spares its sender a hand-off (the caller returns at once, the progress round sends the run),
-/// which measured more than the extra copy up to 16 KiB (docs/benchmarks.md, "Session 45").
+/// The largest request payload that is corked. Higher than for answers: a corked request spares
+/// its caller the `sendmsg` (the next round sends the run as one), which measured more than the
+/// extra copy up to 16 KiB (docs/benchmarks.md, "Session 45: corking requests up to 16 KiB").
 const REQUEST_CORK_PAYLOAD_MAX: usize = 16 << 10;
 
 // SAFETY: UCX calls this only as registered: `user_data` is the SendCtx leaked by `post_send` for
