@@ -331,7 +331,7 @@ mod tests {
         BenchResult {
             bench: format!("fabric {mode}"),
             layer: layer.into(),
-            machine: Machine { cpus: 2, model: "cpu".into(), kernel: "6.1".into(), ucx: "1.13.1".into() },
+            machine: Machine { cpus: 2, model: "cpu".into(), kernel: "6.1".into(), ucx: "1.13.1".into(), tcp_congestion: String::new() },
             variants: vec![
                 variant("fabric", vec![lat_point(8, 2.0), lat_point(4096, 4.0)]),
                 variant("fabric-tcp", vec![lat_point(8, 20.0), lat_point(4096, 50.0)]),

@@ -274,7 +274,7 @@ mod tests {
         let result = BenchResult {
             bench: "fabric lat".into(),
             layer: "rust".into(),
-            machine: Machine { cpus: 2, model: "cpu".into(), kernel: "6.1".into(), ucx: "1.13.1".into() },
+            machine: Machine { cpus: 2, model: "cpu".into(), kernel: "6.1".into(), ucx: "1.13.1".into(), tcp_congestion: String::new() },
             variants: vec![VariantResult {
                 error: None,
                 name: "ucx_perftest".into(),

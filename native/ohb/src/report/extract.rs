@@ -16,10 +16,7 @@ const MIB: f64 = 1048576.0;
 pub fn run_of(file: &str, v: &Value) -> Result<Run, String> {
     let bench = v.get("bench").or_else(|| v.get("test")).and_then(Value::as_str).unwrap_or("").to_string();
     let machine = match v.get("machine") {
-        Some(m) => {
-            let m = Machine::from_json(m);
-            format!("{} x {}, Linux {}, UCX {}", m.cpus, m.model, m.kernel, m.ucx)
-        }
+        Some(m) => Machine::from_json(m).describe(),
         None => "unknown machine".into(),
     };
     let stamp = |k: &str| v.pointer(&format!("/run/{k}")).and_then(Value::as_str).map(str::to_string);

@@ -15,7 +15,7 @@ pub struct Run {
     pub file: String,
     /// `fabric lat`, `mem hybrid`, `spark all`, ...
     pub bench: String,
-    /// "2 x AMD EPYC, Linux 6.1, UCX 1.13.1", or "unknown machine".
+    /// "2 x AMD EPYC, Linux 6.1, UCX 1.13.1, TCP bbr" (`Machine::describe`), or "unknown machine".
     pub machine: String,
     /// The commit ohb was built from (`run.commit`), or "unknown commit" for files written before
     /// ohb stamped them.
