@@ -37,6 +37,15 @@ pub fn default_counts(mode: Mode, quick: bool) -> (u64, u64) {
     }
 }
 
+/// The most a variant of the JVM bench warms up while its rate still rises, seconds (its least: 2).
+pub fn warmup_max_seconds(quick: bool) -> u64 {
+    if quick {
+        2
+    } else {
+        10
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct JvmRun {
     pub mode: Mode,
@@ -70,6 +79,10 @@ pub fn java_args(run: &JvmRun, json_path: &Path) -> Vec<String> {
         "--json".into(),
         json_path.display().to_string(),
     ];
+    // Each variant warms up until its rate stops rising: the fabric's JVM code reaches C2 seconds
+    // after the JVM starts on two cores (docs/fabric.md, "The JVM bench's warm-up"). `--quick` keeps
+    // the fixed 2 s.
+    args.extend(["--variant-warmup-max-seconds".into(), warmup_max_seconds(run.quick).to_string()]);
     if let Some(window) = run.plan.window {
         args.extend(["--window".into(), window.to_string()]);
     }
@@ -113,6 +126,10 @@ pub fn run_jvm(run: &JvmRun) -> Result<BenchResult, String> {
     let units_note = normalize_bw_units(&mut result, bw_unit);
     result.notes.push(units_note);
     result.notes.push("JVM bench: io.slipstream.ohb.FabricBench, its servers in a second JVM on 127.0.0.1".into());
+    result.notes.push(format!(
+        "JVM bench: each variant warms up on the first size until its rate stops rising (2 s to {} s)",
+        warmup_max_seconds(run.quick)
+    ));
     if run.mode != Mode::Lat {
         result.notes.push(format!("JVM bw/rate points: the median of {} timed runs", run.plan.trials));
     }
@@ -198,8 +215,10 @@ mod tests {
         assert_eq!(
             args.join(" "),
             "-cp /repo/jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench bw --sizes 8,1048576 \
-             --iterations 2000 --warmup 7 --json /tmp/x.json --trials 3"
+             --iterations 2000 --warmup 7 --json /tmp/x.json --variant-warmup-max-seconds 10 --trials 3"
         );
+        let quick = JvmRun { quick: true, ..run() };
+        assert!(java_args(&quick, Path::new("/tmp/x.json")).join(" ").contains("--variant-warmup-max-seconds 2 "));
     }
 
     #[test]

@@ -29,7 +29,7 @@ import java.util.concurrent.TimeUnit;
  * java -cp jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench &lt;lat|bw|rate&gt;
  *     [--sizes 8,64,...,4194304] [--iterations N] [--warmup N] [--window N]
  *     [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE]
- *     [--variant-warmup-seconds S] [--spin-us US] [--handler-threads N] [--batch N] [--trials N]
+ *     [--variant-warmup-seconds S] [--variant-warmup-max-seconds S] [--spin-us US] [--handler-threads N] [--batch N] [--trials N]
  * </pre>
  *
  * <ul>
@@ -43,9 +43,11 @@ import java.util.concurrent.TimeUnit;
  * <li>{@code --batch N} (bw and rate, fabric variants; default 1): the client sends {@code N} requests
  *     per native call ({@code FabricEndpoint.requestAsync(op, List)}) once {@code N} fit in the window.</li>
  * </ul>
- * Each variant first runs the first size's traffic for {@code --variant-warmup-seconds} (default 2)
- * so that JIT compilation and connection set-up are not measured; each point then has its own warm-up
- * of {@code --warmup} iterations (default a tenth of {@code --iterations}, at most 1000).
+ * Each variant first runs the first size's traffic for {@code --variant-warmup-seconds} (default 2),
+ * then in rounds of {@value #WARMUP_ROUND_SECONDS} s until two rounds in a row do not rise above the best
+ * round before them by more than {@value #WARMUP_STEADY_GAIN} (or {@code --variant-warmup-max-seconds}, default
+ * 10, passed), so that JIT compilation and connection set-up are not measured; each point then has its
+ * own warm-up of {@code --warmup} iterations (default a tenth of {@code --iterations}, at most 1000).
  * Every loop is bounded in count ({@code --iterations}) and time ({@code --max-seconds-per-point});
  * a point cut short by time reports the iterations it did. Progress goes to stderr, the table to
  * stdout, and the results to {@code --json} in the schema shared with the Rust ohb:
@@ -85,6 +87,13 @@ public final class FabricBench {
         int batch = 1;
         /** Before a variant's first point: JIT, connection wire-up, pool warm. */
         double variantWarmupSeconds = 2;
+        /**
+         * The most a variant's warm-up runs while its rate still rises: on two cores the fabric's JVM
+         * code reached C2 only 2 to 3 s after the JVM started (compiler threads wait for the spinning
+         * ones), and the first point after a 2 s warm-up ran at 0.4x to 0.8x of the later ones, while
+         * Java sockets' did not move (docs/fabric.md, "The JVM bench's warm-up").
+         */
+        double variantWarmupMaxSeconds = 10;
         /**
          * Timed runs per bw/rate point, the median reported (as the Rust ohb does): one run of a few
          * hundred milliseconds through the JVM swings by 2x to 3x with where a young collection or a
@@ -132,6 +141,7 @@ public final class FabricBench {
                     case "--spin-us" -> o.spinUs = Long.parseLong(value);
                     case "--batch" -> o.batch = Integer.parseInt(value);
                     case "--variant-warmup-seconds" -> o.variantWarmupSeconds = Double.parseDouble(value);
+                    case "--variant-warmup-max-seconds" -> o.variantWarmupMaxSeconds = Double.parseDouble(value);
                     case "--trials" -> o.trials = Integer.parseInt(value);
                     default -> throw new IllegalArgumentException("unknown option " + flag);
                 }
@@ -154,6 +164,9 @@ public final class FabricBench {
             }
             if (o.iterations <= 0 || o.maxSecondsPerPoint <= 0 || o.window < 0) {
                 throw new IllegalArgumentException("iterations, window and max seconds must be positive");
+            }
+            if (!(o.variantWarmupSeconds >= 0) || !(o.variantWarmupMaxSeconds >= 0)) {
+                throw new IllegalArgumentException("warm-up seconds must not be negative");
             }
             if (o.trials < 1 || o.trials > 100) {
                 throw new IllegalArgumentException("trials must be in 1..100");
@@ -201,7 +214,7 @@ public final class FabricBench {
                 InetSocketAddress address = new InetSocketAddress("127.0.0.1", Integer.parseInt(port));
                 try (BenchClient client = connect(variant, address, options)) {
                     client.verify(4096);
-                    warmUp(client, options);
+                    warmUp(client, variant, options);
                     for (int size : options.sizes) {
                         Point point = options.mode.equals("lat") ? latency(client, size, options) : stream(client, size, options);
                         points.add(point);
@@ -250,12 +263,66 @@ public final class FabricBench {
         };
     }
 
-    /** Runs the first point's traffic for a while, so that no variant measures its own warm-up. */
-    private static void warmUp(BenchClient client, Options options) throws Exception {
-        long deadline = System.nanoTime() + (long) (options.variantWarmupSeconds * 1e9);
+    /** A steady-state round of the warm-up, seconds. */
+    static final double WARMUP_ROUND_SECONDS = 0.5;
+    /** A round whose rate is at most this much above the best before it ends the warm-up: 5 %. */
+    static final double WARMUP_STEADY_GAIN = 0.05;
+    /** Rounds in a row that must not rise above the best before them. */
+    static final int WARMUP_STEADY_ROUNDS = 2;
+
+    /**
+     * Runs the first point's traffic for {@code --variant-warmup-seconds}, then in rounds until the
+     * rate stops rising (at most {@code --variant-warmup-max-seconds} in all), so that no variant
+     * measures its own warm-up: every variant gets the same rule, and one that is warm at once (Java
+     * sockets) ends after its first two rounds.
+     */
+    private static void warmUp(BenchClient client, String variant, Options options) throws Exception {
+        long start = System.nanoTime();
+        long end = start + (long) (Math.max(options.variantWarmupSeconds, options.variantWarmupMaxSeconds) * 1e9);
+        long minimum = Math.min(end, start + (long) (options.variantWarmupSeconds * 1e9));
+        warmUpRound(client, options, minimum);
+        List<Double> rates = new ArrayList<>();
+        boolean steady = false;
+        while (!steady && System.nanoTime() < end) {
+            long roundStart = System.nanoTime();
+            long done = warmUpRound(client, options, Math.min(end, roundStart + (long) (WARMUP_ROUND_SECONDS * 1e9)));
+            double rate = done / ((System.nanoTime() - roundStart) / 1e9);
+            rates.add(rate);
+            steady = isSteady(rates);
+        }
+        double seconds = (System.nanoTime() - start) / 1e9;
+        if (rates.isEmpty()) {
+            progress("%-11s warm-up %.1f s (fixed)", variant, seconds);
+        } else {
+            progress("%-11s warm-up %.1f s, %s, rounds of %.1f s at %s/s", variant, seconds,
+                    steady ? "steady" : "still rising at its limit", WARMUP_ROUND_SECONDS,
+                    rates.stream().map(r -> String.format(Locale.ROOT, "%.0fk", r / 1e3)).toList());
+        }
+    }
+
+    /**
+     * Whether the rounds' rates end the warm-up: neither of the last {@value #WARMUP_STEADY_ROUNDS} rose above
+     * the best round before it by more than {@link #WARMUP_STEADY_GAIN} (one round of 0.5 s is noisy: a round
+     * that fell proves nothing by itself).
+     */
+    static boolean isSteady(List<Double> rates) {
+        if (rates.size() <= WARMUP_STEADY_ROUNDS) {
+            return false;
+        }
+        for (int i = rates.size() - WARMUP_STEADY_ROUNDS; i < rates.size(); i++) {
+            double best = rates.subList(0, i).stream().mapToDouble(Double::doubleValue).max().getAsDouble();
+            if (rates.get(i) > best * (1 + WARMUP_STEADY_GAIN)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The first size's traffic until {@code deadline}; returns the messages (round trips, or acked requests) done. */
+    private static long warmUpRound(BenchClient client, Options options, long deadline) throws Exception {
         int size = options.sizes[0];
         long count = 0;
-        while (System.nanoTime() < deadline && count < 1_000_000) {
+        while (System.nanoTime() < deadline) {
             if (options.mode.equals("lat")) {
                 client.echo(size);
                 count++;
@@ -264,6 +331,7 @@ public final class FabricBench {
                 count += client.stream(size, Math.max(1, window * 4L), window, deadline);
             }
         }
+        return count;
     }
 
     static Point latency(BenchClient client, int size, Options options) throws Exception {
@@ -357,7 +425,8 @@ public final class FabricBench {
             command.add(Long.toString(options.spinUs));
         }
         // The server outlives no run: the whole run's budget, bounded.
-        long budget = (long) ((options.maxSecondsPerPoint * 2 * options.sizes.length + options.variantWarmupSeconds)
+        long budget = (long) ((options.maxSecondsPerPoint * 2 * options.sizes.length
+                + Math.max(options.variantWarmupSeconds, options.variantWarmupMaxSeconds))
                 * options.variants.size()) + 120;
         command.add("--max-seconds");
         command.add(Long.toString(budget));

@@ -56,6 +56,24 @@ class FabricBenchTest {
         assertEquals(fast, FabricBench.medianByRate(new FabricBench.Point[] {fast}));
     }
 
+    /** The warm-up ends after two rounds in a row not more than 5 % above the best round before each. */
+    @Test
+    void theWarmUpEndsWhenTheRateStopsRising() {
+        assertEquals(10.0, FabricBench.Options.parse(new String[] {"rate"}).variantWarmupMaxSeconds);
+        assertEquals(3.0, FabricBench.Options.parse(new String[] {"rate", "--variant-warmup-max-seconds", "3"})
+                .variantWarmupMaxSeconds);
+        assertThrows(IllegalArgumentException.class,
+                () -> FabricBench.Options.parse(new String[] {"rate", "--variant-warmup-max-seconds", "-1"}));
+        assertFalse(FabricBench.isSteady(List.of()));
+        assertFalse(FabricBench.isSteady(List.of(100.0, 100.0)), "two rounds: only one compared");
+        assertTrue(FabricBench.isSteady(List.of(100.0, 105.0, 90.0)));
+        assertFalse(FabricBench.isSteady(List.of(100.0, 106.0, 90.0)), "the first compared round rose");
+        assertFalse(FabricBench.isSteady(List.of(100.0, 90.0, 106.0)), "the last round rose");
+        assertFalse(FabricBench.isSteady(List.of(300.0, 600.0, 500.0)));
+        assertTrue(FabricBench.isSteady(List.of(300.0, 600.0, 500.0, 620.0)));
+        assertFalse(FabricBench.isSteady(List.of(300.0, 600.0, 500.0, 640.0)));
+    }
+
     @Test
     void percentilesAreNearestRank() {
         long[] sorted = new long[100];
@@ -78,7 +96,8 @@ class FabricBenchTest {
         for (String mode : List.of("lat", "bw", "rate")) {
             Path json = directory.resolve(mode + ".json");
             FabricBench.main(new String[] {mode, "--sizes", "8,65536", "--iterations", "200", "--warmup", "20",
-                "--window", "4", "--variant-warmup-seconds", "0.1", "--max-seconds-per-point", "5",
+                "--window", "4", "--variant-warmup-seconds", "0.1", "--variant-warmup-max-seconds", "0.3",
+                "--max-seconds-per-point", "5",
                 "--json", json.toString()});
             String text = Files.readString(json);
             assertTrue(text.startsWith("{\"bench\":\"fabric " + mode + "\",\"layer\":\"jvm\""), text);
