@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use fabric::{Buffer, Endpoint, Node};
-use jni::objects::{JByteArray, JByteBuffer, JLongArray, JObjectArray, JString};
+use jni::objects::{JByteArray, JByteBuffer, JLongArray, JObject, JObjectArray, JString};
 use jni::sys::{jint, jlong, jobject};
 use jni::JNIEnv;
 
@@ -80,6 +80,14 @@ pub(crate) fn socket_addr(env: &mut JNIEnv, ip: &JString, port: jint) -> Outcome
 
 /// A direct view of a buffer's memory, capacity = the buffer's capacity. The memory outlives the
 /// view: see the crate's invariants.
+///
+/// A small buffer is kept here (`Buffer::keep_for_views`; `Handed::new` then finds it kept), and its
+/// memory's view is made once and reused: kept memory lives as long as the process at the same
+/// address and capacity, so its first view, held by a JNI global reference attached to the memory
+/// (`Buffer::set_kept_view_slot`), stands for it for every later buffer of that memory, in every
+/// later pool. That spares small messages `NewDirectByteBuffer`, an up-call into the JVM's
+/// constructor (about 8 % of the Java client's samples at 8 B: docs/fabric.md). Java never changes
+/// a root view's position or limit (`FabricBuffer` hands out duplicates), so one may be shared.
 pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> Outcome<JByteBuffer<'local>> {
     let capacity = buffer.capacity();
     if capacity > i32::MAX as usize {
@@ -87,12 +95,28 @@ pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> 
             "buffer of {capacity} bytes does not fit a ByteBuffer"
         )));
     }
+    let kept = buffer.keep_for_views();
+    if kept {
+        if let Some(slot) = buffer.kept_view_slot().filter(|&slot| slot != 0) {
+            // SAFETY: a non-zero slot is only ever set below, to a global reference that is never
+            // deleted (leaked on purpose), so it is a live reference to this memory's root view.
+            let root = unsafe { JObject::from_raw(slot as jobject) };
+            return Ok(JByteBuffer::from(env.new_local_ref(&root)?));
+        }
+    }
     // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: every caller
-    // pins the buffer, or keeps it for good if small (`Handed::new`), in this same call, before the
-    // view can reach Java; Java unpins only when the root view is garbage; the pool never unmaps
+    // pins the buffer (`Handed::new`) in this same call, before the view can reach Java, or it was kept
+    // for good just above; Java unpins only when the root view is garbage; the pool never unmaps
     // pinned memory nor goes away before the node handle is freed, and kept memory is never freed.
     // A view that never reaches Java needs neither.
-    Ok(unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? })
+    let view = unsafe { env.new_direct_byte_buffer(buffer.as_mut_ptr(), capacity)? };
+    if kept {
+        let global = env.new_global_ref(&view)?;
+        buffer.set_kept_view_slot(global.as_obj().as_raw() as usize);
+        // Never deleted: the memory it views is never freed, and later buffers of it reuse it.
+        std::mem::forget(global);
+    }
+    Ok(view)
 }
 
 /// A buffer on its way to Java: its handle and the pin of its views, two boxes that Java owns once

@@ -21,7 +21,10 @@
 //!   buffer but never unmaps pinned memory. The pool lives as long as the node handle, which Java
 //!   frees only once no view is reachable. A small buffer is kept instead of pinned
 //!   (`fabric::Buffer::keep_for_views`: memory never freed, moved to a process-wide store for later
-//!   pools when its pool goes), so its view needs neither pin nor pool. So a stale view reads or
+//!   pools when its pool goes), so its view needs neither pin nor pool; its root view is made once,
+//!   held by a JNI global reference that is never deleted (in the memory's view slot,
+//!   `convert::view_of`), and handed out again with every later buffer of that memory; Java never
+//!   changes a root view and guards a kept buffer against leaks on the buffer itself. So a stale view reads or
 //!   writes stale bytes of the pool (or of the store), it never faults and never touches the native
 //!   heap's bookkeeping.
 //!

@@ -21,7 +21,9 @@
 //! no pin and its holder need not keep the pool alive: whatever it reads or writes is memory that
 //! stays allocated for the life of the process. The JVM bridge keeps small buffers this way, so a
 //! Java buffer released explicitly leaves nothing for the garbage collector's reference processing
-//! (docs/fabric.md, "Where the JVM bridge's time goes").
+//! (docs/fabric.md, "Where the JVM bridge's time goes"). Kept memory carries an opaque *view slot*
+//! for good (`Buffer::kept_view_slot`), which the pool never reads: the JVM bridge stores there the
+//! root view it made of the memory once, and hands it out again with every later buffer of it.
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::ptr;
@@ -49,8 +51,15 @@ pub(crate) const SMALL_RESERVE_BYTES: usize = 1 << 20;
 /// and must not be blocked by them.
 pub(crate) const KEPT_BYTES_MAX: usize = 4 << 20;
 
-/// Kept memory of pools that went away (address, capacity), unregistered, for later pools.
-static KEPT: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// Kept memory of pools that went away, unregistered, for later pools.
+static KEPT: Mutex<Vec<KeptMemory>> = Mutex::new(Vec::new());
+
+/// Kept memory in the store: where, how large, and its view slot (`Buffer::kept_view_slot`).
+struct KeptMemory {
+    address: usize,
+    capacity: usize,
+    view_slot: usize,
+}
 
 struct Raw {
     address: *mut u8,
@@ -62,6 +71,9 @@ struct Raw {
     /// A view without a pin may point here (`Buffer::keep_for_views`): the memory is never given
     /// back to the allocator, only to the process's `KEPT` store when the pool goes.
     kept: bool,
+    /// Of kept memory: a value the embedding layer attached to it (`Buffer::set_kept_view_slot`),
+    /// 0 for none. It travels with the memory, through the `KEPT` store too, for good.
+    view_slot: usize,
 }
 
 // SAFETY: `Raw` owns its mapping: it is either in one `Buffer` or on one free list (under that
@@ -325,26 +337,30 @@ impl Pool {
     fn register(&self, address: *mut u8, capacity: usize, kept: bool) -> Result<Raw> {
         let memh = self.inner.context.map(address, capacity)?;
         self.inner.maps.fetch_add(1, Ordering::Relaxed);
-        Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept })
+        Ok(Raw { address, capacity, memh, pins: Arc::new(AtomicUsize::new(0)), kept, view_slot: 0 })
     }
 
     /// Registers kept memory of an earlier pool, if `KEPT` has some of this capacity. It stays kept
     /// (stale views of it may exist) and counts in this pool's kept bytes, beyond the bound if need be.
     fn map_kept(&self, capacity: usize) -> Option<Result<Raw>> {
-        let address = {
+        let memory = {
             let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            let index = kept.iter().position(|&(_, c)| c == capacity)?;
-            kept.swap_remove(index).0 as *mut u8
+            let index = kept.iter().position(|m| m.capacity == capacity)?;
+            kept.swap_remove(index)
         };
-        let registered = self.register(address, capacity, true);
-        if registered.is_ok() {
-            // Reserved under the cap by the caller; kept bytes are counted apart.
-            self.inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
-            self.inner.kept_bytes.fetch_add(capacity, Ordering::Relaxed);
-        } else {
-            KEPT.lock().unwrap_or_else(|e| e.into_inner()).push((address as usize, capacity));
+        let registered = self.register(memory.address as *mut u8, capacity, true);
+        match registered {
+            Ok(raw) => {
+                // Reserved under the cap by the caller; kept bytes are counted apart.
+                self.inner.mapped_bytes.fetch_sub(capacity, Ordering::SeqCst);
+                self.inner.kept_bytes.fetch_add(capacity, Ordering::Relaxed);
+                Some(Ok(Raw { view_slot: memory.view_slot, ..raw }))
+            }
+            Err(e) => {
+                KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(memory);
+                Some(Err(e))
+            }
         }
-        Some(registered)
     }
 
     /// Unmaps free buffers of other classes, largest first, until `needed` bytes fit under the cap.
@@ -456,7 +472,7 @@ impl Drop for PoolInner {
             for raw in class.lock().drain(..) {
                 self.context.unmap(raw.memh);
                 if raw.kept {
-                    kept.push((raw.address as usize, raw.capacity));
+                    kept.push(KeptMemory { address: raw.address as usize, capacity: raw.capacity, view_slot: raw.view_slot });
                 } else {
                     deallocate(raw.address, raw.capacity);
                 }
@@ -551,6 +567,25 @@ impl Buffer {
         raw.kept = true;
         pool.mapped_bytes.fetch_sub(raw.capacity, Ordering::SeqCst);
         true
+    }
+
+    /// Of a kept buffer (`keep_for_views`): the value attached to its memory by
+    /// `set_kept_view_slot`, 0 if none yet; `None` if the buffer is not kept. Kept memory lives as
+    /// long as the process and keeps its address and capacity, so the bridge to a managed runtime
+    /// may attach to it, once, an object standing for the memory (the JVM bridge: its root view),
+    /// which stays valid for every later buffer of that memory. The pool never interprets it.
+    pub fn kept_view_slot(&self) -> Option<usize> {
+        let raw = self.raw();
+        raw.kept.then_some(raw.view_slot)
+    }
+
+    /// Attaches `slot` to this kept buffer's memory for good (see `kept_view_slot`). Panics if the
+    /// buffer is not kept or already has one: a slot is set once, by its first hand-out.
+    pub fn set_kept_view_slot(&mut self, slot: usize) {
+        let raw = self.raw.as_mut().expect("buffer already returned");
+        assert!(raw.kept, "only kept memory carries a view slot");
+        assert_eq!(raw.view_slot, 0, "a view slot is set once");
+        raw.view_slot = slot;
     }
 }
 
@@ -725,7 +760,7 @@ mod tests {
         drop(big);
         drop(pool);
         assert!(
-            KEPT.lock().unwrap().iter().any(|&(a, c)| a == address && c == 2048),
+            KEPT.lock().unwrap().iter().any(|m| m.address == address && m.capacity == 2048),
             "a gone pool's kept memory goes to the store, not back to the allocator"
         );
         // A later pool takes its small buffers from the store first; they stay kept.
@@ -733,6 +768,39 @@ mod tests {
         let reused = later.alloc(2000, None).unwrap();
         assert!(reused.raw().kept);
         assert_eq!(later.inner.kept_bytes.load(Ordering::Relaxed), 2048);
+    }
+
+    /// A kept buffer's view slot stays with its memory: on the pool's free list, in the store
+    /// after the pool, in a later pool; a buffer that is not kept has none.
+    #[test]
+    fn a_view_slot_stays_with_kept_memory_for_good() {
+        // 512 B: a class the other tests of this crate neither keep nor allocate (KEPT is the process's).
+        let pool = pool(64 << 10);
+        let mut plain = pool.alloc(512, None).unwrap();
+        assert_eq!(plain.kept_view_slot(), None, "not kept: no slot");
+        assert!(plain.keep_for_views());
+        assert_eq!(plain.kept_view_slot(), Some(0), "kept, nothing attached yet");
+        plain.set_kept_view_slot(0x5107);
+        let address = plain.as_ptr() as usize;
+        drop(plain);
+        let again = pool.alloc(500, None).unwrap();
+        assert_eq!((again.as_ptr() as usize, again.kept_view_slot()), (address, Some(0x5107)));
+        drop(again);
+        drop(pool);
+        assert!(KEPT.lock().unwrap().iter().any(|m| m.address == address && m.view_slot == 0x5107));
+        let later = super::tests::pool(64 << 10);
+        let reused = later.alloc(512, None).unwrap();
+        assert_eq!((reused.as_ptr() as usize, reused.kept_view_slot()), (address, Some(0x5107)));
+    }
+
+    #[test]
+    #[should_panic(expected = "a view slot is set once")]
+    fn a_view_slot_is_set_once() {
+        let pool = pool(64 << 10);
+        let mut buffer = pool.alloc(256, None).unwrap();
+        assert!(buffer.keep_for_views());
+        buffer.set_kept_view_slot(1);
+        buffer.set_kept_view_slot(2);
     }
 
     #[test]

@@ -12,8 +12,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * hand it to {@link FabricEndpoint#request(int, FabricBuffer)} / {@link FabricRequest#respond(FabricBuffer)},
  * which consume it. After that, every method except {@link #isReleased()} and {@link #close()} throws
  * {@link IllegalStateException}. A buffer that becomes garbage unreleased is released by a
- * {@link Cleaner} (once it and every view of it are unreachable), so a leak costs pool memory until
- * the next collection, never more; the node's {@link FabricStats#poolBytesInUse()} shows it.
+ * {@link Cleaner} (once it and every view of it are unreachable; a small, kept buffer once it is), so a
+ * leak costs pool memory until the next collection, never more; the node's
+ * {@link FabricStats#poolBytesInUse()} shows it.
  *
  * <p><b>Views.</b> {@link #byteBuffer()} is a direct {@link ByteBuffer} over the registered memory
  * itself, without copies. A view is plain memory and cannot check the buffer's state: used after the
@@ -22,8 +23,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * creation until its last view is garbage, and the pool never unmaps pinned memory (it may reuse it);
  * the pool itself lives (even after {@link FabricNode#close()}) until every view of every such buffer
  * is garbage. Small buffers (up to 4 KiB, a bounded amount per node) are instead kept: their memory is
- * never freed (a closed node's goes to later nodes), so their views need neither pin nor pool, and an
- * explicit release leaves nothing for the garbage collector to process. Drop views when you release
+ * never freed (a closed node's goes to later nodes), so their views need neither pin nor pool, an
+ * explicit release leaves nothing for the garbage collector to process, and the native side makes the
+ * root view of such memory once and hands the same one out with every later buffer of it. Drop views when you release
  * the buffer: a view kept reachable also keeps a pinned buffer's memory from being reclaimed for
  * buffers of other sizes when the pool is at its cap.
  *
@@ -31,17 +33,21 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class FabricBuffer implements AutoCloseable {
     private final Owner owner;
-    /** The root view: capacity = the native capacity. Never handed out; callers get duplicates, which keep it reachable. */
+    /**
+     * The root view: capacity = the native capacity. Never handed out nor changed (callers get
+     * duplicates, which keep it reachable): a kept buffer's root is shared with every buffer of the
+     * same memory, for good.
+     */
     private final ByteBuffer root;
-    /** The release action, registered on the root view; run at once by an explicit release of a kept buffer. */
-    private final Cleaner.Cleanable cleanable;
+    /** The release action, registered on the root view (on the buffer, if kept); run at once by an explicit release of a kept buffer. */
+    /** Set once, by {@link #adopt}, before the buffer is published. */
+    private Cleaner.Cleanable cleanable;
     private int length;
 
-    private FabricBuffer(Owner owner, ByteBuffer root, int length, Cleaner.Cleanable cleanable) {
+    private FabricBuffer(Owner owner, ByteBuffer root, int length) {
         this.owner = owner;
         this.root = root;
         this.length = length;
-        this.cleanable = cleanable;
     }
 
     /**
@@ -56,10 +62,19 @@ public final class FabricBuffer implements AutoCloseable {
         assert length >= 0 && length <= root.capacity() : "length " + length + " above capacity " + root.capacity();
         node.retain();
         Owner owner = new Owner(node, handle, pin);
-        // Registered on the root view, not on this object: the memory is released only when neither
-        // this buffer nor any view derived from the root (duplicates and slices keep it reachable) is left.
-        Cleaner.Cleanable cleanable = NodeHandle.CLEANER.register(root, owner);
-        return new FabricBuffer(owner, root, (int) length, cleanable);
+        FabricBuffer buffer = new FabricBuffer(owner, root, (int) length);
+        // A pinned buffer's action is registered on the root view, not on this object: the memory is
+        // released only when neither this buffer nor any view derived from the root (duplicates and
+        // slices keep it reachable) is left. Kept memory's root view is the memory's for good (the
+        // native side holds it), so it never becomes garbage; its views need nothing from the buffer
+        // (the memory is never freed), so the leak guard watches the buffer itself.
+        buffer.cleanable = NodeHandle.CLEANER.register(pin == 0 ? buffer : root, owner);
+        return buffer;
+    }
+
+    /** The root view, for tests of this package: whether kept memory's is shared. */
+    ByteBuffer rootView() {
+        return root;
     }
 
     /** Valid bytes: what a response or payload holds, or what {@link FabricEndpoint#request(int, FabricBuffer)} sends. */

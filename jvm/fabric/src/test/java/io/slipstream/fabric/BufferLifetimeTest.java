@@ -4,6 +4,8 @@ import static io.slipstream.fabric.Fixtures.OP_ECHO;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -145,6 +147,56 @@ class BufferLifetimeTest {
             assertTrue(leaked >= baseline + 200L * (64 << 10), "in use: " + leaked);
             assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
                     () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
+        } finally {
+            node.close();
+        }
+    }
+
+    /**
+     * A small buffer's root view is its memory's for good (the native side holds it and hands it out again
+     * with the memory), so its leak guard watches the buffer, not the root: leaked small buffers and
+     * responses still go back to the pool. (With the guard on the shared root, they never would.)
+     */
+    @Test
+    void leakedSmallBuffersReturnToThePoolAfterGarbageCollectionToo() throws Exception {
+        FabricNode node = Fixtures.clientConfig().start();
+        try {
+            FabricEndpoint endpoint = node.endpoint(server.localAddress());
+            for (int i = 0; i < 20; i++) {
+                node.allocate(100).release(); // memory seen once: its root view is made and held natively
+                endpoint.request(OP_ECHO, new byte[100]).release();
+            }
+            long baseline = node.stats().poolBytesInUse();
+            allocateAndDrop(node, 200, 100);
+            for (int i = 0; i < 50; i++) {
+                assertNotNull(endpoint.request(OP_ECHO, new byte[1000])); // never closed
+            }
+            assertTrue(node.stats().poolBytesInUse() > baseline);
+            assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
+                    () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
+        } finally {
+            node.close();
+        }
+    }
+
+    /** Kept memory's root view is made once: the next buffer of the same memory comes with the same one. */
+    @Test
+    void aKeptBuffersRootViewIsMadeOnceAndSharedByLaterBuffersOfItsMemory() throws Exception {
+        FabricNode node = Fixtures.clientConfig().start();
+        try {
+            FabricBuffer first = node.allocate(100);
+            ByteBuffer root = first.rootView();
+            first.byteBuffer().put(0, (byte) 7).limit(1).position(1); // a duplicate: the root does not move
+            first.release();
+            try (FabricBuffer again = node.allocate(200)) {
+                assertSame(root, again.rootView(), "the same memory (the free list's last) and its one root view");
+                assertEquals(0, again.byteBuffer().position());
+                assertEquals(200, again.byteBuffer().limit());
+                assertEquals(root.capacity(), again.capacity());
+            }
+            try (FabricBuffer large = node.allocate(64 << 10)) {
+                assertNotSame(root, large.rootView());
+            }
         } finally {
             node.close();
         }
