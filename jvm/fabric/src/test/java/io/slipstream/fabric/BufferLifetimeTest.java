@@ -145,8 +145,7 @@ class BufferLifetimeTest {
             allocateAndDrop(node, 200, 64 << 10);
             long leaked = node.stats().poolBytesInUse();
             assertTrue(leaked >= baseline + 200L * (64 << 10), "in use: " + leaked);
-            assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
-                    () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
+            assertCollectedBackTo(node, baseline);
         } finally {
             node.close();
         }
@@ -168,12 +167,9 @@ class BufferLifetimeTest {
             }
             long baseline = node.stats().poolBytesInUse();
             allocateAndDrop(node, 200, 100);
-            for (int i = 0; i < 50; i++) {
-                assertNotNull(endpoint.request(OP_ECHO, new byte[1000])); // never closed
-            }
+            leakResponses(endpoint, 1000);
             assertTrue(node.stats().poolBytesInUse() > baseline);
-            assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
-                    () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
+            assertCollectedBackTo(node, baseline);
         } finally {
             node.close();
         }
@@ -208,12 +204,9 @@ class BufferLifetimeTest {
         try {
             FabricEndpoint endpoint = node.endpoint(server.localAddress());
             long baseline = node.stats().poolBytesInUse();
-            for (int i = 0; i < 50; i++) {
-                assertNotNull(endpoint.request(OP_ECHO, new byte[10_000])); // never closed
-            }
+            leakResponses(endpoint, 10_000);
             assertTrue(node.stats().poolBytesInUse() > baseline);
-            assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
-                    () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
+            assertCollectedBackTo(node, baseline);
         } finally {
             node.close();
         }
@@ -298,6 +291,19 @@ class BufferLifetimeTest {
             }
         }
         throw new AssertionError("no request arrived");
+    }
+
+    /** 50 echoes of {@code size} bytes whose responses are never closed. */
+    private static void leakResponses(FabricEndpoint endpoint, int size) throws Exception {
+        for (int i = 0; i < 50; i++) {
+            assertNotNull(endpoint.request(OP_ECHO, new byte[size]));
+        }
+    }
+
+    /** The collector's cleaners bring the node's pool back to {@code baseline} bytes in use. */
+    private static void assertCollectedBackTo(FabricNode node, long baseline) throws InterruptedException {
+        assertTrue(Fixtures.eventually(GC_PATIENCE, System::gc, () -> node.stats().poolBytesInUse() == baseline),
+                () -> "pool in use after GC: " + node.stats().poolBytesInUse() + ", baseline " + baseline);
     }
 
     private static void allocateAndDrop(FabricNode node, int count, int size) {
