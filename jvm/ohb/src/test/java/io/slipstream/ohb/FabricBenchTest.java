@@ -74,6 +74,19 @@ class FabricBenchTest {
         assertFalse(FabricBench.isSteady(List.of(300.0, 600.0, 500.0, 640.0)));
     }
 
+    /** A stream looks at the clock on its first send and every 64th after: not on the others, past the deadline or not. */
+    @Test
+    void streamsReadTheClockEvery64Sends() {
+        long gone = System.nanoTime() - 1;
+        long ahead = System.nanoTime() + 60_000_000_000L;
+        assertTrue(BenchClient.past(gone, 0));
+        assertFalse(BenchClient.past(gone, 1));
+        assertFalse(BenchClient.past(gone, 63));
+        assertTrue(BenchClient.past(gone, 64));
+        assertFalse(BenchClient.past(ahead, 0));
+        assertFalse(BenchClient.past(ahead, 128));
+    }
+
     @Test
     void percentilesAreNearestRank() {
         long[] sorted = new long[100];
