@@ -14,7 +14,7 @@
 //! Everything is unmapped when the pool itself goes away, after every `Buffer` is back; the JVM
 //! bridge keeps the pool alive until every view is garbage.
 //!
-//! Kept buffers: a small buffer (up to `SMALL_BUFFER_MAX_BYTES`) may instead be *kept for views*
+//! Kept buffers: a small buffer (up to `KEPT_BUFFER_MAX_BYTES`) may instead be *kept for views*
 //! (`Buffer::keep_for_views`, up to `KEPT_BYTES_MAX` per pool): its memory is never freed, not at
 //! the cap and not when the pool goes, where it moves (unregistered) to a process-wide store that
 //! later pools of any node take their small buffers from first. A view of kept memory then needs
@@ -44,6 +44,12 @@ const CLASS_MIN_SHIFT: u32 = 8;
 pub(crate) const SMALL_BUFFER_MAX_BYTES: usize = 4096;
 /// The reserve for small buffers, on top of the cap.
 pub(crate) const SMALL_RESERVE_BYTES: usize = 1 << 20;
+/// The largest buffer kept for views (`Buffer::keep_for_views`); larger ones are pinned. 16 KiB
+/// (4 KiB until session 47): with the JVM's root views of kept memory made once, keeping 8 and 16 KiB
+/// buffers too doubled the JVM's 8 KiB bandwidth (1019-1979 against 497-975 MB/s in six alternating
+/// pairs), the first size that travels by the same-host pull; 32 KiB was not tried again (session 41:
+/// no difference, before the views were made once).
+pub(crate) const KEPT_BUFFER_MAX_BYTES: usize = 16 << 10;
 /// The most bytes of kept buffers one pool marks (`Buffer::keep_for_views`); beyond it views are
 /// pinned. Kept memory is never freed, so this bounds what a pool adds to the process for good
 /// (pools take kept memory from `KEPT` first, so closing and starting nodes does not add more).
@@ -321,7 +327,7 @@ impl Pool {
     }
 
     fn map_new(&self, capacity: usize) -> Result<Raw> {
-        if capacity <= SMALL_BUFFER_MAX_BYTES {
+        if capacity <= KEPT_BUFFER_MAX_BYTES {
             if let Some(raw) = self.map_kept(capacity) {
                 return raw;
             }
@@ -543,7 +549,7 @@ impl Buffer {
 
     /// Instead of a pin: marks this buffer's memory kept for good (see the module comment), so a
     /// view of it may outlive the buffer and the pool without one. True if the memory is kept
-    /// (already, or now); false for a buffer above `SMALL_BUFFER_MAX_BYTES` or with the pool's
+    /// (already, or now); false for a buffer above `KEPT_BUFFER_MAX_BYTES` or with the pool's
     /// `KEPT_BYTES_MAX` reached: then pin it.
     pub fn keep_for_views(&mut self) -> bool {
         let pool = &self.pool;
@@ -551,7 +557,7 @@ impl Buffer {
         if raw.kept {
             return true;
         }
-        if raw.capacity > SMALL_BUFFER_MAX_BYTES {
+        if raw.capacity > KEPT_BUFFER_MAX_BYTES {
             return false;
         }
         let mut kept = pool.kept_bytes.load(Ordering::Relaxed);
@@ -739,6 +745,17 @@ mod tests {
         assert!(matches!(pool.alloc(1 << 20, None), Err(Error::PoolExhausted { .. })));
         drop(pins);
         assert_eq!(pool.alloc(1 << 20, None).unwrap().capacity(), 1 << 20);
+    }
+
+    /// Buffers up to `KEPT_BUFFER_MAX_BYTES` are kept, one byte more is pinned.
+    #[test]
+    fn buffers_up_to_16_kib_are_kept() {
+        let pool = pool(1 << 20);
+        let mut at_limit = pool.alloc(KEPT_BUFFER_MAX_BYTES, None).unwrap();
+        assert_eq!(at_limit.capacity(), 16 << 10);
+        assert!(at_limit.keep_for_views());
+        let mut above = pool.alloc(KEPT_BUFFER_MAX_BYTES + 1, None).unwrap();
+        assert!(!above.keep_for_views());
     }
 
     #[test]

@@ -22,7 +22,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * never crash the JVM or touch the native heap, though: the memory of a buffer is pinned from its
  * creation until its last view is garbage, and the pool never unmaps pinned memory (it may reuse it);
  * the pool itself lives (even after {@link FabricNode#close()}) until every view of every such buffer
- * is garbage. Small buffers (up to 4 KiB, a bounded amount per node) are instead kept: their memory is
+ * is garbage. Small buffers (up to 16 KiB, a bounded amount per node) are instead kept: their memory is
  * never freed (a closed node's goes to later nodes), so their views need neither pin nor pool, an
  * explicit release leaves nothing for the garbage collector to process, and the native side makes the
  * root view of such memory once and hands the same one out with every later buffer of it. Drop views when you release
