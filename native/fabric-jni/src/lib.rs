@@ -24,9 +24,9 @@
 //!   pools when its pool goes), so its view needs neither pin nor pool; its root view is made once,
 //!   held by a JNI global reference that is never deleted (in the memory's view slot,
 //!   `convert::view_of`), and handed out again with every later buffer of that memory; Java never
-//!   changes a root view and guards a kept buffer against leaks on the buffer itself. So a stale view reads or
-//!   writes stale bytes of the pool (or of the store), it never faults and never touches the native
-//!   heap's bookkeeping.
+//!   changes a root view and guards a kept buffer against leaks on the buffer itself. So a stale
+//!   view reads or writes stale bytes of the pool (or of the store), it never faults and never
+//!   touches the native heap's bookkeeping.
 //!
 //! Files: `failure.rs` (errors and panics to Java exceptions, [`failure::guard`]), `convert.rs`
 //! (handles, arguments, direct views, payloads copied in), `node.rs`, `endpoint.rs` and

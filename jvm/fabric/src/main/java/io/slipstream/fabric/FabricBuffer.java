@@ -25,9 +25,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * is garbage. Small buffers (up to 16 KiB, a bounded amount per node) are instead kept: their memory is
  * never freed (a closed node's goes to later nodes), so their views need neither pin nor pool, an
  * explicit release leaves nothing for the garbage collector to process, and the native side makes the
- * root view of such memory once and hands the same one out with every later buffer of it. Drop views when you release
- * the buffer: a view kept reachable also keeps a pinned buffer's memory from being reclaimed for
- * buffers of other sizes when the pool is at its cap.
+ * root view of such memory once and hands the same one out with every later buffer of it. Drop views
+ * when you release the buffer: a view kept reachable also keeps a pinned buffer's memory from being
+ * reclaimed for buffers of other sizes when the pool is at its cap.
  *
  * <p>Not thread-safe, except that releasing and consuming race safely: exactly one wins.
  */
@@ -39,8 +39,10 @@ public final class FabricBuffer implements AutoCloseable {
      * same memory, for good.
      */
     private final ByteBuffer root;
-    /** The release action, registered on the root view (on the buffer, if kept); run at once by an explicit release of a kept buffer. */
-    /** Set once, by {@link #adopt}, before the buffer is published. */
+    /**
+     * The release action, registered on the root view (on the buffer, if kept); run at once by an
+     * explicit release of a kept buffer. Set once, by {@link #adopt}, before the buffer is published.
+     */
     private Cleaner.Cleanable cleanable;
     private int length;
 
