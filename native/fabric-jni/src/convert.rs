@@ -96,13 +96,12 @@ pub(crate) fn view_of<'local>(env: &mut JNIEnv<'local>, buffer: &mut Buffer) -> 
         )));
     }
     let kept = buffer.keep_for_views();
-    if kept {
-        if let Some(slot) = buffer.kept_view_slot().filter(|&slot| slot != 0) {
-            // SAFETY: a non-zero slot is only ever set below, to a global reference that is never
-            // deleted (leaked on purpose), so it is a live reference to this memory's root view.
-            let root = unsafe { JObject::from_raw(slot as jobject) };
-            return Ok(JByteBuffer::from(env.new_local_ref(&root)?));
-        }
+    // `kept_view_slot` is `None` for a buffer that is not kept.
+    if let Some(slot) = buffer.kept_view_slot().filter(|&slot| slot != 0) {
+        // SAFETY: a non-zero slot is only ever set below, to a global reference that is never
+        // deleted (leaked on purpose), so it is a live reference to this memory's root view.
+        let root = unsafe { JObject::from_raw(slot as jobject) };
+        return Ok(JByteBuffer::from(env.new_local_ref(&root)?));
     }
     // SAFETY: `capacity` bytes at this address stay mapped while the view is reachable: every caller
     // pins the buffer (`Handed::new`) in this same call, before the view can reach Java, or it was kept

@@ -29,7 +29,8 @@ import java.util.concurrent.TimeUnit;
  * java -cp jvm/ohb/target/slipstream-ohb.jar io.slipstream.ohb.FabricBench &lt;lat|bw|rate&gt;
  *     [--sizes 8,64,...,4194304] [--iterations N] [--warmup N] [--window N]
  *     [--variants fabric,fabric-tcp,java-socket] [--max-seconds-per-point S] [--json FILE]
- *     [--variant-warmup-seconds S] [--variant-warmup-max-seconds S] [--spin-us US] [--handler-threads N] [--batch N] [--trials N]
+ *     [--variant-warmup-seconds S] [--variant-warmup-max-seconds S] [--spin-us US] [--handler-threads N]
+ *     [--batch N] [--trials N]
  * </pre>
  *
  * <ul>
@@ -48,7 +49,8 @@ import java.util.concurrent.TimeUnit;
  * round before them by more than {@value #WARMUP_STEADY_GAIN} (or {@code --variant-warmup-max-seconds}, default
  * 10, passed), so that JIT compilation and connection set-up are not measured; each point then has its
  * own warm-up of {@code --warmup} iterations (default a tenth of {@code --iterations}, at most 1000).
- * Every loop is bounded in count ({@code --iterations}) and time ({@code --max-seconds-per-point});
+ * Every point's loop is bounded in count ({@code --iterations}) and time ({@code --max-seconds-per-point}),
+ * the warm-up in time;
  * a point cut short by time reports the iterations it did. Progress goes to stderr, the table to
  * stdout, and the results to {@code --json} in the schema shared with the Rust ohb:
  * {@code {"bench":"fabric lat","layer":"jvm","units":{..},"machine":{..},"variants":[{"name":"fabric",
@@ -90,7 +92,7 @@ public final class FabricBench {
         /**
          * The most a variant's warm-up runs while its rate still rises: on two cores the fabric's JVM
          * code reached C2 only 2 to 3 s after the JVM started (compiler threads wait for the spinning
-         * ones), and the first point after a 2 s warm-up ran at 0.4x to 0.8x of the later ones, while
+         * ones), and the first point after a 2 s warm-up ran at 0.5x to 0.7x of the later ones, while
          * Java sockets' did not move (docs/fabric.md, "The JVM bench's warm-up").
          */
         double variantWarmupMaxSeconds = 10;
